@@ -1,0 +1,1 @@
+//! Append-only commit-log segments (implementation pending).

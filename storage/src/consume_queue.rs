@@ -1,0 +1,1 @@
+//! Per (topic, queue id) consume-queue index files (implementation pending).
