@@ -1,1 +1,3 @@
-pub fn placeholder() {}
+//! skiff: a single-node message-queue node that speaks RocketMQ's remoting protocol.
+
+pub mod remoting;

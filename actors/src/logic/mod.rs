@@ -1,0 +1,1 @@
+//! Pure logic the actors use, kept free of actix so it tests without a runtime.

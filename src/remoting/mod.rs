@@ -1,0 +1,1 @@
+//! RocketMQ remoting: wire codec, server and client.
