@@ -1,10 +1,31 @@
 //! Topic and subscription-group configuration, in sled trees with the [`crate::record`] codec.
 //!
-//! API CONTRACT (implementation pending; keep these public signatures).
+//! [`MetadataStore`] keeps [`TopicConfig`]s in the tree [`TOPICS_TREE`] and
+//! [`SubscriptionGroupConfig`]s in [`SUBSCRIPTION_GROUPS_TREE`], keyed by name (UTF-8 bytes).
+//! A record that fails its checksum, does not decode, has an unknown version or names another
+//! key is a [`MetadataError`] naming the tree, key and database path.
+//!
+//! [`open_db`] opens the one sled database (`<data_dir>/meta`) that holds these trees and the
+//! offset table ([`crate::offset_table::SledOffsetTable`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::record::{self, Decoded};
 
 /// RocketMQ permission bits.
 pub const PERM_READ: u32 = 4;
 pub const PERM_WRITE: u32 = 2;
+
+/// Name of the sled tree holding [`TopicConfig`]s.
+pub const TOPICS_TREE: &str = "topics";
+/// Name of the sled tree holding [`SubscriptionGroupConfig`]s.
+pub const SUBSCRIPTION_GROUPS_TREE: &str = "subscription_groups";
+/// Record version of [`TopicConfig`] values.
+pub const TOPIC_RECORD_VERSION: u8 = 1;
+/// Record version of [`SubscriptionGroupConfig`] values.
+pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TopicConfig {
@@ -12,6 +33,26 @@ pub struct TopicConfig {
     pub read_queue_nums: u32,
     pub write_queue_nums: u32,
     pub perm: u32,
+}
+
+impl TopicConfig {
+    /// A read-write topic (perm 6) with `queues` read and write queues.
+    pub fn new(name: impl Into<String>, queues: u32) -> Self {
+        TopicConfig {
+            name: name.into(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: PERM_READ | PERM_WRITE,
+        }
+    }
+
+    pub fn is_readable(&self) -> bool {
+        self.perm & PERM_READ != 0
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.perm & PERM_WRITE != 0
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -23,4 +64,270 @@ pub struct SubscriptionGroupConfig {
     pub retry_queue_nums: u32,
     pub consume_broadcast_enable: bool,
     pub consume_from_min_enable: bool,
+}
+
+impl SubscriptionGroupConfig {
+    /// RocketMQ's defaults (`SubscriptionGroupConfig.java`): retry max times 16, one retry
+    /// queue, broadcasting and consume-from-min enabled.
+    pub fn new(name: impl Into<String>) -> Self {
+        SubscriptionGroupConfig {
+            name: name.into(),
+            retry_max_times: 16,
+            retry_queue_nums: 1,
+            consume_broadcast_enable: true,
+            consume_from_min_enable: true,
+        }
+    }
+}
+
+/// Opening the sled database failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open sled database at {path}: {source}")]
+pub struct OpenDbError {
+    pub path: PathBuf,
+    #[source]
+    pub source: sled::Error,
+}
+
+/// Opens (creating if needed) the sled database at `dir`, e.g. `<data_dir>/meta`, shared by
+/// [`MetadataStore`] and [`crate::offset_table::SledOffsetTable`].
+pub fn open_db(dir: impl AsRef<Path>) -> Result<sled::Db, OpenDbError> {
+    let dir = dir.as_ref();
+    sled::Config::new()
+        .path(dir)
+        .open()
+        .map_err(|source| OpenDbError {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("metadata record {key:?} in tree {tree} of {file} is corrupt: {reason}")]
+    Corrupt {
+        tree: &'static str,
+        key: String,
+        file: PathBuf,
+        reason: String,
+    },
+    #[error("metadata record {key:?} in tree {tree} of {file} has unknown version {version}")]
+    UnknownVersion {
+        tree: &'static str,
+        key: String,
+        file: PathBuf,
+        version: u8,
+    },
+    #[error("malformed metadata key {key:?} in tree {tree} of {file}")]
+    MalformedKey {
+        tree: &'static str,
+        key: String,
+        file: PathBuf,
+    },
+    #[error("sled error on tree {tree} of {file}: {source}")]
+    Sled {
+        tree: &'static str,
+        file: PathBuf,
+        #[source]
+        source: sled::Error,
+    },
+}
+
+/// A config stored by name in one tree.
+trait Named: Serialize + DeserializeOwned {
+    const TREE: &'static str;
+    const VERSION: u8;
+    fn name(&self) -> &str;
+}
+
+impl Named for TopicConfig {
+    const TREE: &'static str = TOPICS_TREE;
+    const VERSION: u8 = TOPIC_RECORD_VERSION;
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for SubscriptionGroupConfig {
+    const TREE: &'static str = SUBSCRIPTION_GROUPS_TREE;
+    const VERSION: u8 = SUBSCRIPTION_GROUP_RECORD_VERSION;
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Topic and subscription-group configuration in two sled trees of one database.
+#[derive(Clone, Debug)]
+pub struct MetadataStore {
+    db: sled::Db,
+    topics: sled::Tree,
+    groups: sled::Tree,
+    path: PathBuf,
+}
+
+impl MetadataStore {
+    /// Opens (creating if needed) the [`TOPICS_TREE`] and [`SUBSCRIPTION_GROUPS_TREE`] trees
+    /// of `db`. `path_for_errors` is the database directory, named in every error.
+    pub fn open(db: &sled::Db, path_for_errors: PathBuf) -> Result<Self, MetadataError> {
+        let open = |tree: &'static str| {
+            db.open_tree(tree).map_err(|source| MetadataError::Sled {
+                tree,
+                file: path_for_errors.clone(),
+                source,
+            })
+        };
+        Ok(MetadataStore {
+            db: db.clone(),
+            topics: open(TOPICS_TREE)?,
+            groups: open(SUBSCRIPTION_GROUPS_TREE)?,
+            path: path_for_errors,
+        })
+    }
+
+    /// The database path named in errors.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores `config` under its name, replacing any previous one.
+    pub fn put_topic(&self, config: &TopicConfig) -> Result<(), MetadataError> {
+        self.put(&self.topics, config)
+    }
+
+    pub fn get_topic(&self, name: &str) -> Result<Option<TopicConfig>, MetadataError> {
+        self.get(&self.topics, name)
+    }
+
+    /// Removes the topic; returns whether it was present.
+    pub fn remove_topic(&self, name: &str) -> Result<bool, MetadataError> {
+        self.remove::<TopicConfig>(&self.topics, name)
+    }
+
+    /// Every topic, sorted by name.
+    pub fn list_topics(&self) -> Result<Vec<TopicConfig>, MetadataError> {
+        self.list(&self.topics)
+    }
+
+    /// Stores `config` under its name, replacing any previous one.
+    pub fn put_subscription_group(
+        &self,
+        config: &SubscriptionGroupConfig,
+    ) -> Result<(), MetadataError> {
+        self.put(&self.groups, config)
+    }
+
+    pub fn get_subscription_group(
+        &self,
+        name: &str,
+    ) -> Result<Option<SubscriptionGroupConfig>, MetadataError> {
+        self.get(&self.groups, name)
+    }
+
+    /// Removes the group; returns whether it was present.
+    pub fn remove_subscription_group(&self, name: &str) -> Result<bool, MetadataError> {
+        self.remove::<SubscriptionGroupConfig>(&self.groups, name)
+    }
+
+    /// Every subscription group, sorted by name.
+    pub fn list_subscription_groups(&self) -> Result<Vec<SubscriptionGroupConfig>, MetadataError> {
+        self.list(&self.groups)
+    }
+
+    /// Makes every write so far durable.
+    pub fn flush(&self) -> Result<(), MetadataError> {
+        self.db.flush().map_err(|source| MetadataError::Sled {
+            tree: "<all trees>",
+            file: self.path.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    fn sled_error<T: Named>(&self, source: sled::Error) -> MetadataError {
+        MetadataError::Sled {
+            tree: T::TREE,
+            file: self.path.clone(),
+            source,
+        }
+    }
+
+    fn put<T: Named>(&self, tree: &sled::Tree, config: &T) -> Result<(), MetadataError> {
+        let name = config.name();
+        if name.is_empty() {
+            return Err(MetadataError::MalformedKey {
+                tree: T::TREE,
+                key: String::new(),
+                file: self.path.clone(),
+            });
+        }
+        tree.insert(name.as_bytes(), record::encode(T::VERSION, config))
+            .map_err(|e| self.sled_error::<T>(e))?;
+        Ok(())
+    }
+
+    fn get<T: Named>(&self, tree: &sled::Tree, name: &str) -> Result<Option<T>, MetadataError> {
+        let raw = tree
+            .get(name.as_bytes())
+            .map_err(|e| self.sled_error::<T>(e))?;
+        raw.map(|raw| self.decode(name, &raw)).transpose()
+    }
+
+    fn remove<T: Named>(&self, tree: &sled::Tree, name: &str) -> Result<bool, MetadataError> {
+        let removed = tree
+            .remove(name.as_bytes())
+            .map_err(|e| self.sled_error::<T>(e))?;
+        Ok(removed.is_some())
+    }
+
+    fn list<T: Named>(&self, tree: &sled::Tree) -> Result<Vec<T>, MetadataError> {
+        let mut out = Vec::new();
+        for item in tree.iter() {
+            let (raw_key, raw_value) = item.map_err(|e| self.sled_error::<T>(e))?;
+            let name = std::str::from_utf8(&raw_key).map_err(|_| MetadataError::MalformedKey {
+                tree: T::TREE,
+                key: String::from_utf8_lossy(&raw_key).into_owned(),
+                file: self.path.clone(),
+            })?;
+            out.push(self.decode(name, &raw_value)?);
+        }
+        // Byte order of UTF-8 keys is `str` order, so `out` is already sorted by name.
+        Ok(out)
+    }
+
+    fn decode<T: Named>(&self, name: &str, raw: &[u8]) -> Result<T, MetadataError> {
+        let corrupt = |reason| MetadataError::Corrupt {
+            tree: T::TREE,
+            key: name.to_owned(),
+            file: self.path.clone(),
+            reason,
+        };
+        match record::decode::<T>(raw, T::VERSION) {
+            Decoded::Value(v) if v.name() == name => Ok(v),
+            Decoded::Value(v) => Err(corrupt(format!("record names {:?}, not its key", v.name()))),
+            Decoded::Corrupt { reason } => Err(corrupt(reason)),
+            Decoded::UnknownVersion { version } => Err(MetadataError::UnknownVersion {
+                tree: T::TREE,
+                key: name.to_owned(),
+                file: self.path.clone(),
+                version,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let t = TopicConfig::new("TopicTest", 4);
+        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (4, 4, 6));
+        assert!(t.is_readable() && t.is_writable());
+        let g = SubscriptionGroupConfig::new("g");
+        assert_eq!(g.retry_max_times, 16);
+        assert_eq!(g.retry_queue_nums, 1);
+        assert!(g.consume_broadcast_enable);
+        assert!(g.consume_from_min_enable);
+    }
 }

@@ -1,0 +1,307 @@
+//! `MetadataStore`: topic and subscription-group configuration in sled.
+
+use std::path::PathBuf;
+
+use skiff_storage::metadata::{
+    open_db, MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ,
+    SUBSCRIPTION_GROUPS_TREE, SUBSCRIPTION_GROUP_RECORD_VERSION, TOPICS_TREE, TOPIC_RECORD_VERSION,
+};
+use skiff_storage::offset_table::{OffsetKey, OffsetTable, SledOffsetTable};
+use skiff_storage::record;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    db: sled::Db,
+    store: MetadataStore,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta");
+    let db = open_db(&path).unwrap();
+    let store = MetadataStore::open(&db, path.clone()).unwrap();
+    Fixture {
+        _dir: dir,
+        path,
+        db,
+        store,
+    }
+}
+
+#[test]
+fn defaults_match_rocketmq() {
+    let topic = TopicConfig::new("TopicTest", 8);
+    assert_eq!(topic.name, "TopicTest");
+    assert_eq!(topic.read_queue_nums, 8);
+    assert_eq!(topic.write_queue_nums, 8);
+    assert_eq!(topic.perm, 6);
+    let group = SubscriptionGroupConfig::new("CID_1");
+    assert_eq!(
+        group,
+        SubscriptionGroupConfig {
+            name: "CID_1".into(),
+            retry_max_times: 16,
+            retry_queue_nums: 1,
+            consume_broadcast_enable: true,
+            consume_from_min_enable: true,
+        }
+    );
+}
+
+#[test]
+fn topics_put_get_remove_list() {
+    let f = fixture();
+    assert_eq!(f.store.get_topic("TopicTest").unwrap(), None);
+    assert_eq!(f.store.list_topics().unwrap(), vec![]);
+    let b = TopicConfig::new("b", 4);
+    let a = TopicConfig::new("a", 1);
+    let ab = TopicConfig::new("a-b", 2);
+    let retry = TopicConfig::new("%RETRY%CID_1", 1);
+    for t in [&b, &a, &ab, &retry] {
+        f.store.put_topic(t).unwrap();
+    }
+    assert_eq!(f.store.get_topic("b").unwrap(), Some(b.clone()));
+    assert_eq!(
+        f.store.list_topics().unwrap(),
+        vec![retry.clone(), a.clone(), ab.clone(), b.clone()]
+    );
+    // Overwrite.
+    let read_only = TopicConfig {
+        perm: PERM_READ,
+        ..b.clone()
+    };
+    f.store.put_topic(&read_only).unwrap();
+    assert_eq!(f.store.get_topic("b").unwrap(), Some(read_only.clone()));
+    assert!(!read_only.is_writable());
+    assert!(f.store.remove_topic("a").unwrap());
+    assert!(!f.store.remove_topic("a").unwrap());
+    assert_eq!(f.store.get_topic("a").unwrap(), None);
+    assert_eq!(f.store.list_topics().unwrap(), vec![retry, ab, read_only]);
+    // Groups are a separate tree.
+    assert_eq!(f.store.list_subscription_groups().unwrap(), vec![]);
+}
+
+#[test]
+fn subscription_groups_put_get_remove_list() {
+    let f = fixture();
+    let g2 = SubscriptionGroupConfig {
+        retry_max_times: 3,
+        retry_queue_nums: 0,
+        consume_broadcast_enable: false,
+        ..SubscriptionGroupConfig::new("g2")
+    };
+    let g1 = SubscriptionGroupConfig::new("g1");
+    f.store.put_subscription_group(&g2).unwrap();
+    f.store.put_subscription_group(&g1).unwrap();
+    assert_eq!(
+        f.store.get_subscription_group("g2").unwrap(),
+        Some(g2.clone())
+    );
+    assert_eq!(f.store.get_subscription_group("g3").unwrap(), None);
+    assert_eq!(
+        f.store.list_subscription_groups().unwrap(),
+        vec![g1.clone(), g2.clone()]
+    );
+    assert!(f.store.remove_subscription_group("g1").unwrap());
+    assert_eq!(f.store.list_subscription_groups().unwrap(), vec![g2]);
+    assert_eq!(f.store.list_topics().unwrap(), vec![]);
+}
+
+#[test]
+fn empty_name_is_rejected() {
+    let f = fixture();
+    assert!(matches!(
+        f.store.put_topic(&TopicConfig::new("", 1)),
+        Err(MetadataError::MalformedKey {
+            tree: TOPICS_TREE,
+            ..
+        })
+    ));
+    assert!(matches!(
+        f.store
+            .put_subscription_group(&SubscriptionGroupConfig::new("")),
+        Err(MetadataError::MalformedKey {
+            tree: SUBSCRIPTION_GROUPS_TREE,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn survives_reopen_and_shares_the_db_with_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta");
+    {
+        let db = open_db(&path).unwrap();
+        let store = MetadataStore::open(&db, path.clone()).unwrap();
+        let mut offsets = SledOffsetTable::open(&db, path.clone()).unwrap();
+        store.put_topic(&TopicConfig::new("TopicTest", 4)).unwrap();
+        store
+            .put_subscription_group(&SubscriptionGroupConfig::new("g"))
+            .unwrap();
+        offsets
+            .commit(&OffsetKey::new("TopicTest", "g"), 1, 10)
+            .unwrap();
+        store.flush().unwrap();
+        offsets.flush().unwrap();
+    }
+    let db = open_db(&path).unwrap();
+    let store = MetadataStore::open(&db, path.clone()).unwrap();
+    let offsets = SledOffsetTable::open(&db, path.clone()).unwrap();
+    assert_eq!(
+        store.list_topics().unwrap(),
+        vec![TopicConfig::new("TopicTest", 4)]
+    );
+    assert_eq!(
+        store.list_subscription_groups().unwrap(),
+        vec![SubscriptionGroupConfig::new("g")]
+    );
+    // The offset tree holds only offsets (a topic record there would be a malformed key).
+    assert_eq!(
+        offsets.list_all().unwrap(),
+        vec![(OffsetKey::new("TopicTest", "g"), 1, 10)]
+    );
+}
+
+fn assert_corrupt<T: std::fmt::Debug>(
+    result: Result<T, MetadataError>,
+    tree: &str,
+    key: &str,
+    path: &std::path::Path,
+) {
+    let err = result.expect_err("a corrupt record must be an error");
+    let message = err.to_string();
+    match &err {
+        MetadataError::Corrupt {
+            tree: t,
+            key: k,
+            file,
+            ..
+        } => {
+            assert_eq!(*t, tree);
+            assert_eq!(k, key);
+            assert_eq!(file, path);
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(message.contains(tree), "{message}");
+    assert!(message.contains(key), "{message}");
+    assert!(message.contains(&path.display().to_string()), "{message}");
+}
+
+#[test]
+fn corrupt_topic_record_is_an_error() {
+    let f = fixture();
+    f.store
+        .put_topic(&TopicConfig::new("TopicTest", 4))
+        .unwrap();
+    let tree = f.db.open_tree(TOPICS_TREE).unwrap();
+    let mut raw = tree.get("TopicTest").unwrap().unwrap().to_vec();
+    let i = raw.len() - 2;
+    raw[i] ^= 0x10;
+    tree.insert("TopicTest", raw).unwrap();
+    assert_corrupt(
+        f.store.get_topic("TopicTest"),
+        TOPICS_TREE,
+        "TopicTest",
+        &f.path,
+    );
+    assert_corrupt(f.store.list_topics(), TOPICS_TREE, "TopicTest", &f.path);
+    // Removing a corrupt record is allowed (it is how an operator clears it).
+    assert!(f.store.remove_topic("TopicTest").unwrap());
+    assert_eq!(f.store.list_topics().unwrap(), vec![]);
+}
+
+#[test]
+fn corrupt_group_record_is_an_error() {
+    let f = fixture();
+    f.store
+        .put_subscription_group(&SubscriptionGroupConfig::new("CID_1"))
+        .unwrap();
+    let tree = f.db.open_tree(SUBSCRIPTION_GROUPS_TREE).unwrap();
+    tree.insert("CID_1", &b"\x01\x00\x00"[..]).unwrap(); // truncated header
+    assert_corrupt(
+        f.store.get_subscription_group("CID_1"),
+        SUBSCRIPTION_GROUPS_TREE,
+        "CID_1",
+        &f.path,
+    );
+    assert_corrupt(
+        f.store.list_subscription_groups(),
+        SUBSCRIPTION_GROUPS_TREE,
+        "CID_1",
+        &f.path,
+    );
+}
+
+#[test]
+fn record_under_the_wrong_key_is_corrupt() {
+    let f = fixture();
+    let tree = f.db.open_tree(TOPICS_TREE).unwrap();
+    tree.insert(
+        "Alias",
+        record::encode(TOPIC_RECORD_VERSION, &TopicConfig::new("Other", 1)),
+    )
+    .unwrap();
+    assert_corrupt(f.store.get_topic("Alias"), TOPICS_TREE, "Alias", &f.path);
+}
+
+#[test]
+fn unknown_version_is_reported() {
+    let f = fixture();
+    let tree = f.db.open_tree(SUBSCRIPTION_GROUPS_TREE).unwrap();
+    let future = SUBSCRIPTION_GROUP_RECORD_VERSION + 1;
+    tree.insert(
+        "CID_1",
+        record::encode(future, &SubscriptionGroupConfig::new("CID_1")),
+    )
+    .unwrap();
+    for result in [
+        f.store.get_subscription_group("CID_1").map(|_| ()),
+        f.store.list_subscription_groups().map(|_| ()),
+    ] {
+        let err = result.expect_err("unknown version must be an error");
+        let message = err.to_string();
+        match err {
+            MetadataError::UnknownVersion {
+                tree,
+                key,
+                file,
+                version,
+            } => {
+                assert_eq!(tree, SUBSCRIPTION_GROUPS_TREE);
+                assert_eq!(key, "CID_1");
+                assert_eq!(file, f.path);
+                assert_eq!(version, future);
+            }
+            other => panic!("expected UnknownVersion, got {other:?}"),
+        }
+        assert!(message.contains("CID_1"), "{message}");
+        assert!(message.contains(SUBSCRIPTION_GROUPS_TREE), "{message}");
+    }
+}
+
+#[test]
+fn non_utf8_key_is_malformed() {
+    let f = fixture();
+    let tree = f.db.open_tree(TOPICS_TREE).unwrap();
+    tree.insert(&b"\xff\xfe"[..], &b"x"[..]).unwrap();
+    assert!(matches!(
+        f.store.list_topics(),
+        Err(MetadataError::MalformedKey {
+            tree: TOPICS_TREE,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn open_db_error_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let err = open_db(file.join("meta")).expect_err("a file is in the way");
+    assert_eq!(err.path, file.join("meta"));
+    assert!(err.to_string().contains("not-a-dir"), "{err}");
+}
