@@ -234,9 +234,12 @@ fn flush_keeps_state<T: OffsetTable>(t: &mut T) {
     assert_eq!(t.list_all().unwrap(), vec![(k, 0, 1)]);
 }
 
+/// One captured event: its level and its fields rendered with `Debug`.
+type CapturedEvent = (tracing::Level, BTreeMap<String, String>);
+
 /// Records every event's level and fields.
 #[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(tracing::Level, BTreeMap<String, String>)>>>);
+struct Capture(Arc<Mutex<Vec<CapturedEvent>>>);
 
 struct FieldVisitor<'a>(&'a mut BTreeMap<String, String>);
 
