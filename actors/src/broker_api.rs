@@ -33,12 +33,23 @@ pub enum BrokerError {
     TopicNotExist { topic: String },
     #[error("no consumer of group {group} is online")]
     NoConsumer { group: String },
+    /// SUBSCRIPTION_GROUP_NOT_EXIST (26): unknown group and auto-creation is off.
+    #[error("subscription group {group} does not exist")]
+    SubscriptionGroupNotExist { group: String },
+    /// SUBSCRIPTION_NOT_EXIST (24): a pull without a subscription from a group that registered none
+    /// for the topic.
+    #[error("group {group} has no subscription for topic {topic}")]
+    SubscriptionNotExist { group: String, topic: String },
     #[error("message at commit-log offset {physical_offset} not found")]
     MessageNotFound { physical_offset: u64 },
     #[error("invalid request: {reason}")]
     InvalidRequest { reason: String },
     #[error("broker {addr} answered code {code}: {remark}")]
-    Remote { addr: String, code: i32, remark: String },
+    Remote {
+        addr: String,
+        code: i32,
+        remark: String,
+    },
     #[error("request to {addr} failed: {reason}")]
     Transport { addr: String, reason: String },
     #[error("request to {addr} timed out after {timeout:?}")]
@@ -180,7 +191,12 @@ pub trait BrokerApi {
         client_id: &str,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<Vec<MessageQueue>>;
-    fn unlock_batch(&self, group: &str, client_id: &str, queues: Vec<MessageQueue>) -> BrokerFuture<()>;
+    fn unlock_batch(
+        &self,
+        group: &str,
+        client_id: &str,
+        queues: Vec<MessageQueue>,
+    ) -> BrokerFuture<()>;
     fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64>;
     fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64>;
     fn search_offset(
