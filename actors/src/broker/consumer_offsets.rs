@@ -1,0 +1,311 @@
+//! The consumer-offset actor: owns the broker's [`OffsetTable`] and the pending admin resets
+//! (`reference/offset-lifecycle.md` §1.A).
+//!
+//! - A commit always writes, even a lower offset (§1.A.2); the lowering is logged.
+//! - An admin reset writes the table and leaves a pending reset per (group, topic, queue):
+//!   until the group's next pull of that queue takes it, commits are acknowledged and ignored
+//!   (§1.A.5), so a consumer still holding the old position cannot undo the reset.
+//! - A corrupt record is an error all the way up, never "not found" or 0.
+//! - [`PersistNow`] (driven by the broker's [`crate::persister::Persister`]) flushes the table.
+
+use crate::broker::Stop;
+use crate::broker_api::BrokerError;
+use crate::persister::PersistNow;
+use actix::prelude::*;
+use skiff_storage::offset_table::{CommitOutcome, OffsetKey, OffsetTable};
+use std::collections::HashMap;
+
+/// (group, topic, queue id): the unit offsets, resets and commit times are kept for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OffsetSlot {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+impl OffsetSlot {
+    pub fn new(group: impl Into<String>, topic: impl Into<String>, queue_id: u32) -> Self {
+        OffsetSlot {
+            group: group.into(),
+            topic: topic.into(),
+            queue_id,
+        }
+    }
+
+    fn key(&self) -> OffsetKey {
+        OffsetKey::new(self.topic.clone(), self.group.clone())
+    }
+}
+
+/// Commits a consumer offset (UPDATE_CONSUMER_OFFSET, or piggybacked on a pull).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<CommitResult, BrokerError>")]
+pub struct CommitOffset {
+    pub slot: OffsetSlot,
+    pub offset: u64,
+    /// Milliseconds since the epoch on the broker clock, kept for admin progress.
+    pub now_ms: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitResult {
+    Applied(CommitOutcome),
+    /// An admin reset is pending for the slot; the commit was acknowledged but not stored.
+    IgnoredPendingReset {
+        reset_offset: u64,
+    },
+}
+
+/// Reads a stored offset: the pending reset first, then the table (§1.A.3).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Option<u64>, BrokerError>")]
+pub struct QueryOffset {
+    pub slot: OffsetSlot,
+}
+
+/// Admin reset: writes the offset (lower allowed) and records it as pending for the next pull.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct ResetOffset {
+    pub slot: OffsetSlot,
+    pub offset: u64,
+}
+
+/// Takes (and clears) the pending reset of a slot; the pull path answers with it.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Option<u64>")]
+pub struct TakePendingReset {
+    pub slot: OffsetSlot,
+}
+
+/// Every stored offset of a group.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Vec<GroupOffset>, BrokerError>")]
+pub struct ListGroup {
+    pub group: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub topic: String,
+    pub queue_id: u32,
+    pub offset: u64,
+    /// Broker-clock time of the last commit seen since this broker started.
+    pub last_commit_ms: Option<i64>,
+}
+
+/// Flushes and releases the table; later requests fail.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct CloseTable;
+
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "ConsumerOffsetsSnapshot")]
+pub struct Observe;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerOffsetsSnapshot {
+    pub commits: u64,
+    pub lowered: u64,
+    pub ignored_by_pending_reset: u64,
+    pub resets: u64,
+    pub pending_resets: Vec<(OffsetSlot, u64)>,
+    pub flushes: u64,
+    pub flush_failures: u64,
+    pub closed: bool,
+}
+
+pub struct ConsumerOffsetsActor {
+    table: Option<Box<dyn OffsetTable>>,
+    pending: HashMap<OffsetSlot, u64>,
+    last_commit_ms: HashMap<OffsetSlot, i64>,
+    snapshot: ConsumerOffsetsSnapshot,
+}
+
+const MAILBOX_CAPACITY: usize = 4096;
+
+impl ConsumerOffsetsActor {
+    pub fn new(table: Box<dyn OffsetTable>) -> Self {
+        ConsumerOffsetsActor {
+            table: Some(table),
+            pending: HashMap::new(),
+            last_commit_ms: HashMap::new(),
+            snapshot: ConsumerOffsetsSnapshot::default(),
+        }
+    }
+
+    fn table(&mut self) -> Result<&mut Box<dyn OffsetTable>, BrokerError> {
+        self.table
+            .as_mut()
+            .ok_or_else(|| BrokerError::Metadata("offset table is closed".to_string()))
+    }
+}
+
+impl Actor for ConsumerOffsetsActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+    }
+}
+
+impl Handler<CommitOffset> for ConsumerOffsetsActor {
+    type Result = Result<CommitResult, BrokerError>;
+
+    fn handle(&mut self, msg: CommitOffset, _: &mut Self::Context) -> Self::Result {
+        let slot = msg.slot;
+        if let Some(&reset_offset) = self.pending.get(&slot) {
+            self.snapshot.ignored_by_pending_reset += 1;
+            tracing::debug!(
+                group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
+                offset = msg.offset, reset_offset,
+                "commit ignored while an admin reset is pending"
+            );
+            return Ok(CommitResult::IgnoredPendingReset { reset_offset });
+        }
+        let outcome = self
+            .table()?
+            .commit(&slot.key(), slot.queue_id, msg.offset)?;
+        self.snapshot.commits += 1;
+        if let CommitOutcome::Lowered { previous } = outcome {
+            self.snapshot.lowered += 1;
+            // RocketMQ's "[NOTIFYME]": legitimate for orderly consumers and client resets, a
+            // bug anywhere else, so it is stored but never silent.
+            tracing::warn!(
+                group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
+                offset = msg.offset, previous,
+                "consumer offset committed lower than the stored one"
+            );
+        }
+        self.last_commit_ms.insert(slot, msg.now_ms);
+        Ok(CommitResult::Applied(outcome))
+    }
+}
+
+impl Handler<QueryOffset> for ConsumerOffsetsActor {
+    type Result = Result<Option<u64>, BrokerError>;
+
+    fn handle(&mut self, msg: QueryOffset, _: &mut Self::Context) -> Self::Result {
+        if let Some(&offset) = self.pending.get(&msg.slot) {
+            return Ok(Some(offset));
+        }
+        let slot = msg.slot;
+        Ok(self.table()?.query(&slot.key(), slot.queue_id)?)
+    }
+}
+
+impl Handler<ResetOffset> for ConsumerOffsetsActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, msg: ResetOffset, _: &mut Self::Context) -> Self::Result {
+        let slot = msg.slot;
+        self.table()?
+            .reset(&slot.key(), slot.queue_id, msg.offset)?;
+        self.snapshot.resets += 1;
+        tracing::info!(
+            group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
+            offset = msg.offset, "consumer offset reset by admin"
+        );
+        self.pending.insert(slot, msg.offset);
+        Ok(())
+    }
+}
+
+impl Handler<TakePendingReset> for ConsumerOffsetsActor {
+    type Result = Option<u64>;
+
+    fn handle(&mut self, msg: TakePendingReset, _: &mut Self::Context) -> Self::Result {
+        // Cheap exit for the hot path: almost every pull finds nothing pending.
+        if self.pending.is_empty() {
+            return None;
+        }
+        self.pending.remove(&msg.slot)
+    }
+}
+
+impl Handler<ListGroup> for ConsumerOffsetsActor {
+    type Result = Result<Vec<GroupOffset>, BrokerError>;
+
+    fn handle(&mut self, msg: ListGroup, _: &mut Self::Context) -> Self::Result {
+        let entries = self.table()?.list_group(&msg.group)?;
+        Ok(entries
+            .into_iter()
+            .map(|(key, queue_id, offset)| {
+                let slot = OffsetSlot::new(msg.group.clone(), key.topic.clone(), queue_id);
+                GroupOffset {
+                    last_commit_ms: self.last_commit_ms.get(&slot).copied(),
+                    topic: key.topic,
+                    queue_id,
+                    offset,
+                }
+            })
+            .collect())
+    }
+}
+
+impl Handler<PersistNow> for ConsumerOffsetsActor {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, _: PersistNow, _: &mut Self::Context) -> Self::Result {
+        let Some(table) = self.table.as_mut() else {
+            // Closed: the close already flushed; nothing is left to persist.
+            return Ok(());
+        };
+        match table.flush() {
+            Ok(()) => {
+                self.snapshot.flushes += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.snapshot.flush_failures += 1;
+                tracing::error!(error = %e, "offset table flush failed");
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+impl Handler<CloseTable> for ConsumerOffsetsActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, _: CloseTable, ctx: &mut Self::Context) -> Self::Result {
+        self.snapshot.closed = true;
+        ctx.stop();
+        match self.table.take() {
+            Some(mut table) => {
+                let outcome = table.flush();
+                if outcome.is_ok() {
+                    self.snapshot.flushes += 1;
+                }
+                // Dropped here, not when the actor is collected, so the sled database is released
+                // by the time the broker's shutdown answers.
+                drop(table);
+                Ok(outcome?)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Handler<Stop> for ConsumerOffsetsActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for ConsumerOffsetsActor {
+    type Result = MessageResult<Observe>;
+
+    fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
+        let mut snapshot = self.snapshot.clone();
+        snapshot.pending_resets = self
+            .pending
+            .iter()
+            .map(|(slot, offset)| (slot.clone(), *offset))
+            .collect();
+        snapshot.pending_resets.sort();
+        MessageResult(snapshot)
+    }
+}

@@ -1,0 +1,445 @@
+//! Delay scheduling (RocketMQ's `ScheduleMessageService`).
+//!
+//! A message with a delay level is not written to its topic: [`route_delayed`] diverts it to
+//! `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, recording the real topic and queue in `REAL_TOPIC` /
+//! `REAL_QID`. That makes the delay as durable as the message. The [`DelaySchedulerActor`] walks
+//! each level's queue in order with a cursor (all messages of a level share one delay, so they
+//! fall due in append order): it copies due messages to their real queue, then stores the cursor
+//! in the offset table (group `%SCHEDULE%`), and sleeps on a tokio timer until the next one is
+//! due. After a restart each level resumes from its stored cursor; due times come from the store
+//! timestamps, so time spent down counts toward the delay. A crash between the copy and the
+//! cursor commit delivers that batch twice, never zero times.
+
+use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
+use crate::broker::long_poll::NotifyArrivals;
+use crate::broker::message_store::{AppendMessages, MessageStoreActor};
+use crate::broker::registry::{DELAY_LEVELS, SCHEDULE_TOPIC};
+use crate::broker::{BrokerClock, Stop};
+use crate::broker_api::BrokerError;
+use crate::logic::delay::DELAY_LEVELS as DELAY_TABLE;
+use actix::prelude::*;
+use skiff_storage::message::{
+    decode_records, encode_properties, property, property::DELAY, property::REAL_QID,
+    property::REAL_TOPIC, MessageToAppend, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+};
+use skiff_storage::offset_table::{OffsetKey, OffsetTable, OffsetTableError};
+use skiff_storage::store::{ReadStatus, StoreReader};
+use std::time::Duration;
+
+/// Offset-table group under which each level's delivered cursor is stored.
+pub const SCHEDULE_GROUP: &str = "%SCHEDULE%";
+
+/// Delay of a level (1-based), clamped to the defined levels.
+pub fn delay_of_level(level: u32) -> Duration {
+    DELAY_TABLE[level.clamp(1, DELAY_LEVELS) as usize - 1]
+}
+
+/// Messages read per level per step; also the batch size of one delivery append.
+const BATCH: u32 = 32;
+const BATCH_BYTES: u32 = 4 * 1024 * 1024;
+/// Pause before retrying a level whose read or delivery failed.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Safety-net poll of idle levels, for arrival notices lost to a full mailbox.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `props` with `updates` set (replacing earlier values of those names), in wire form.
+pub fn with_properties(props: &str, updates: &[(&str, &str)]) -> String {
+    let kept: Vec<(&str, &str)> = pairs(props)
+        .filter(|(name, _)| !updates.iter().any(|(n, _)| n == name))
+        .collect();
+    let mut all = kept;
+    all.extend_from_slice(updates);
+    encode_properties(&all)
+}
+
+/// `props` without the properties named in `names`, in wire form.
+pub fn without_properties(props: &str, names: &[&str]) -> String {
+    let kept: Vec<(&str, &str)> = pairs(props).filter(|(n, _)| !names.contains(n)).collect();
+    encode_properties(&kept)
+}
+
+fn pairs(props: &str) -> impl Iterator<Item = (&str, &str)> {
+    props
+        .split(PROPERTY_SEPARATOR)
+        .filter(|seg| seg.len() >= 3)
+        .filter_map(|seg| seg.split_once(NAME_VALUE_SEPARATOR))
+}
+
+/// Transaction bits of the message sys flag; only plain and committed messages are delayed.
+const TRANSACTION_MASK: i32 = 0xC;
+const TRANSACTION_COMMIT: i32 = 0x8;
+
+/// Diverts a message carrying `DELAY` = level > 0 to the schedule topic (level above 18 counts as
+/// 18). Answers the message to append and whether it was diverted.
+pub fn route_delayed(message: MessageToAppend) -> Result<(MessageToAppend, bool), String> {
+    if message.topic == SCHEDULE_TOPIC {
+        return Ok((message, false));
+    }
+    let transaction = message.sys_flag & TRANSACTION_MASK;
+    if transaction != 0 && transaction != TRANSACTION_COMMIT {
+        return Ok((message, false));
+    }
+    let Some(raw) = property(&message.properties, DELAY) else {
+        return Ok((message, false));
+    };
+    let level: i64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| format!("delay level {raw:?} is not a number"))?;
+    if level <= 0 {
+        return Ok((message, false));
+    }
+    let level = level.min(i64::from(DELAY_LEVELS)) as u32;
+    let real_queue = message.queue_id.to_string();
+    let properties = with_properties(
+        &message.properties,
+        &[
+            (DELAY, &level.to_string()),
+            (REAL_TOPIC, &message.topic),
+            (REAL_QID, &real_queue),
+        ],
+    );
+    Ok((
+        MessageToAppend {
+            topic: SCHEDULE_TOPIC.to_string(),
+            queue_id: level - 1,
+            properties,
+            ..message
+        },
+        true,
+    ))
+}
+
+/// Reads each level's stored cursor; done before the scheduler starts so that a corrupt cursor
+/// stops the broker instead of re-delivering a level from 0.
+pub(crate) fn load_cursors(
+    table: &dyn OffsetTable,
+    reader: &StoreReader,
+) -> Result<Vec<u64>, OffsetTableError> {
+    let key = OffsetKey::new(SCHEDULE_TOPIC, SCHEDULE_GROUP);
+    (0..DELAY_LEVELS)
+        .map(|queue_id| {
+            Ok(table
+                .query(&key, queue_id)?
+                .unwrap_or_else(|| reader.min_offset(SCHEDULE_TOPIC, queue_id)))
+        })
+        .collect()
+}
+
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "SchedulerSnapshot")]
+pub struct Observe;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerSnapshot {
+    pub levels: Vec<LevelView>,
+    /// Messages copied to their real topic since start.
+    pub delivered: u64,
+    /// Scheduled messages dropped as undeliverable (no real topic, or their queue is gone).
+    pub skipped: u64,
+    pub failures: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelView {
+    pub level: u32,
+    /// Next schedule-queue offset to deliver.
+    pub cursor: u64,
+    /// A timer or a delivery is outstanding for the level.
+    pub busy: bool,
+}
+
+#[derive(Default)]
+struct LevelState {
+    cursor: u64,
+    busy: bool,
+}
+
+pub struct DelaySchedulerActor {
+    reader: StoreReader,
+    store: Addr<MessageStoreActor>,
+    offsets: Addr<ConsumerOffsetsActor>,
+    clock: BrokerClock,
+    default_queue_nums: u32,
+    levels: Vec<LevelState>,
+    snapshot: SchedulerSnapshot,
+}
+
+const MAILBOX_CAPACITY: usize = 1024;
+
+impl DelaySchedulerActor {
+    pub(crate) fn new(
+        reader: StoreReader,
+        store: Addr<MessageStoreActor>,
+        offsets: Addr<ConsumerOffsetsActor>,
+        clock: BrokerClock,
+        default_queue_nums: u32,
+        cursors: Vec<u64>,
+    ) -> Self {
+        DelaySchedulerActor {
+            reader,
+            store,
+            offsets,
+            clock,
+            default_queue_nums,
+            levels: cursors
+                .into_iter()
+                .map(|cursor| LevelState {
+                    cursor,
+                    busy: false,
+                })
+                .collect(),
+            snapshot: SchedulerSnapshot::default(),
+        }
+    }
+
+    fn retry_later(&mut self, level: u32, ctx: &mut Context<Self>) {
+        self.snapshot.failures += 1;
+        self.wake_at(level, RETRY_AFTER, ctx);
+    }
+
+    fn wake_at(&mut self, level: u32, after: Duration, ctx: &mut Context<Self>) {
+        self.levels[level as usize - 1].busy = true;
+        ctx.run_later(after, move |act, ctx| {
+            act.levels[level as usize - 1].busy = false;
+            act.process(level, ctx);
+        });
+    }
+
+    /// Delivers what is due on `level` and arms the timer for the next message.
+    fn process(&mut self, level: u32, ctx: &mut Context<Self>) {
+        let queue_id = level - 1;
+        let state = &mut self.levels[queue_id as usize];
+        if state.busy {
+            return;
+        }
+        let cursor = state.cursor;
+        let read = match self.reader.read(
+            SCHEDULE_TOPIC,
+            queue_id,
+            cursor,
+            BATCH,
+            BATCH_BYTES,
+            None,
+        ) {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(level, offset = cursor, error = %e, "reading delayed messages failed");
+                return self.retry_later(level, ctx);
+            }
+        };
+        match read.status {
+            ReadStatus::Found => {}
+            ReadStatus::NoMessageInQueue | ReadStatus::OffsetOverflowOne => return,
+            ReadStatus::OffsetTooSmall | ReadStatus::NoMatchedMessage => {
+                tracing::warn!(
+                    level,
+                    offset = cursor,
+                    next = read.next_begin_offset,
+                    "delay cursor moved"
+                );
+                self.levels[queue_id as usize].cursor = read.next_begin_offset;
+                return self.process(level, ctx);
+            }
+            ReadStatus::OffsetOverflowBadly => {
+                tracing::error!(
+                    level,
+                    offset = cursor,
+                    max = read.max_offset,
+                    "delay cursor beyond the schedule queue; resuming at its end"
+                );
+                self.levels[queue_id as usize].cursor = read.max_offset;
+                return;
+            }
+        }
+        let messages = match decode_records(read.records) {
+            Ok(messages) => messages,
+            Err(e) => {
+                tracing::error!(level, offset = cursor, error = %e, "undecodable delayed message");
+                return self.retry_later(level, ctx);
+            }
+        };
+        let delay_ms = delay_of_level(level).as_millis() as i64;
+        let now = self.clock.now_ms();
+        let mut due = Vec::new();
+        let mut next = cursor;
+        let mut wait = None;
+        for message in messages {
+            let due_at = message.store_timestamp.saturating_add(delay_ms);
+            if due_at > now {
+                wait = Some(Duration::from_millis((due_at - now) as u64));
+                break;
+            }
+            next = message.queue_offset + 1;
+            match real_message(&message) {
+                Some(copy) => due.push(copy),
+                None => {
+                    self.snapshot.skipped += 1;
+                    tracing::error!(
+                        level,
+                        offset = message.queue_offset,
+                        "delayed message without a valid REAL_TOPIC/REAL_QID dropped"
+                    );
+                }
+            }
+        }
+        if next > cursor {
+            self.deliver(level, due, next, ctx);
+        } else if let Some(wait) = wait {
+            self.wake_at(level, wait, ctx);
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        level: u32,
+        copies: Vec<MessageToAppend>,
+        next: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let queue_id = level - 1;
+        self.levels[queue_id as usize].busy = true;
+        let store = self.store.clone();
+        let offsets = self.offsets.clone();
+        let count = copies.len() as u64;
+        let default_queue_nums = self.default_queue_nums;
+        let now_ms = self.clock.now_ms();
+        let work = async move {
+            let mut skipped = 0;
+            if !copies.is_empty() {
+                let appended = store
+                    .send(AppendMessages {
+                        messages: copies,
+                        default_queue_nums,
+                    })
+                    .await
+                    .map_err(|source| BrokerError::Mailbox {
+                        actor: "message store",
+                        source,
+                    })?;
+                match appended {
+                    Ok(_) => {}
+                    // The real topic or queue is gone for good; retrying would wedge the level.
+                    Err(
+                        e
+                        @ (BrokerError::InvalidRequest { .. } | BrokerError::TopicNotExist { .. }),
+                    ) => {
+                        tracing::error!(level, error = %e, "delayed messages undeliverable, dropped");
+                        skipped = count;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            offsets
+                .send(CommitOffset {
+                    slot: OffsetSlot::new(SCHEDULE_GROUP, SCHEDULE_TOPIC, queue_id),
+                    offset: next,
+                    now_ms,
+                })
+                .await
+                .map_err(|source| BrokerError::Mailbox {
+                    actor: "consumer offsets",
+                    source,
+                })??;
+            Ok(skipped)
+        };
+        ctx.spawn(work.into_actor(self).map(move |outcome, act, ctx| {
+            let state = &mut act.levels[queue_id as usize];
+            state.busy = false;
+            match outcome {
+                Ok(skipped) => {
+                    state.cursor = next;
+                    act.snapshot.delivered += count - skipped;
+                    act.snapshot.skipped += skipped;
+                    tracing::debug!(level, offset = next, count, "delayed messages delivered");
+                    act.process(level, ctx);
+                }
+                Err(e) => {
+                    tracing::warn!(level, offset = next, error = %e, "delivering delayed messages failed");
+                    act.retry_later(level, ctx);
+                }
+            }
+        }));
+    }
+
+    fn process_idle(&mut self, ctx: &mut Context<Self>) {
+        for level in 1..=DELAY_LEVELS {
+            let state = &self.levels[level as usize - 1];
+            if !state.busy && self.reader.max_offset(SCHEDULE_TOPIC, level - 1) > state.cursor {
+                self.process(level, ctx);
+            }
+        }
+    }
+}
+
+/// The copy of a scheduled message for its real topic and queue, original properties restored.
+fn real_message(message: &skiff_storage::message::StoredMessage) -> Option<MessageToAppend> {
+    let topic = message.property(REAL_TOPIC)?.to_string();
+    let queue_id = message.property(REAL_QID)?.trim().parse().ok()?;
+    if topic.is_empty() || topic == SCHEDULE_TOPIC {
+        return None;
+    }
+    Some(MessageToAppend {
+        topic,
+        queue_id,
+        flag: message.flag,
+        sys_flag: message.sys_flag,
+        born_timestamp: message.born_timestamp,
+        born_host: message.born_host,
+        reconsume_times: message.reconsume_times,
+        prepared_transaction_offset: message.prepared_transaction_offset,
+        properties: without_properties(&message.properties, &[DELAY, REAL_TOPIC, REAL_QID]),
+        body: message.body.clone(),
+    })
+}
+
+impl Actor for DelaySchedulerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        for level in 1..=DELAY_LEVELS {
+            self.process(level, ctx);
+        }
+        ctx.run_interval(SWEEP_INTERVAL, |act, ctx| act.process_idle(ctx));
+    }
+}
+
+impl Handler<NotifyArrivals> for DelaySchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: NotifyArrivals, ctx: &mut Self::Context) {
+        for arrival in msg.queues {
+            if arrival.topic == SCHEDULE_TOPIC && arrival.queue_id < DELAY_LEVELS {
+                self.process(arrival.queue_id + 1, ctx);
+            }
+        }
+    }
+}
+
+impl Handler<Stop> for DelaySchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for DelaySchedulerActor {
+    type Result = MessageResult<Observe>;
+
+    fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
+        let mut snapshot = self.snapshot.clone();
+        snapshot.levels = self
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, s)| LevelView {
+                level: i as u32 + 1,
+                cursor: s.cursor,
+                busy: s.busy,
+            })
+            .collect();
+        MessageResult(snapshot)
+    }
+}
