@@ -1,0 +1,443 @@
+//! Queue allocation for clustering consumers, and the diff a rebalance applies.
+//!
+//! Every consumer of a group runs [`allocate`] on its own, with the same queue list and the same
+//! member list (both fetched from the broker), and must arrive at a partition of the queues: each
+//! queue owned by exactly one member. No coordination is needed because the inputs are sorted
+//! first and the strategies are deterministic, as in RocketMQ's `RebalanceImpl`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::queue::MessageQueue;
+
+/// How the sorted queue list is split among the sorted member list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllocateStrategy {
+    /// Contiguous ranges; the first `queues % members` members get one extra queue.
+    /// RocketMQ's default (`AllocateMessageQueueAveragely`, name "AVG").
+    #[default]
+    Averagely,
+    /// Round robin: member `i` gets queues `i`, `i + n`, `i + 2n`, ...
+    /// (`AllocateMessageQueueAveragelyByCircle`, "AVG_BY_CIRCLE").
+    AveragelyByCircle,
+    /// A hash ring with `virtual_nodes` points per member; a queue goes to the first point at or
+    /// after its own hash, wrapping around. Adding or removing a member only moves the queues that
+    /// member gains or loses. (`AllocateMessageQueueConsistentHash`, "CONSISTENT_HASH").
+    ConsistentHash { virtual_nodes: usize },
+}
+
+impl AllocateStrategy {
+    /// RocketMQ's default number of virtual nodes per member.
+    pub const DEFAULT_VIRTUAL_NODES: usize = 10;
+
+    /// Consistent hashing with RocketMQ's default of 10 virtual nodes.
+    pub fn consistent_hash() -> Self {
+        AllocateStrategy::ConsistentHash {
+            virtual_nodes: Self::DEFAULT_VIRTUAL_NODES,
+        }
+    }
+
+    /// RocketMQ's strategy name, as reported in consumer running info and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AllocateStrategy::Averagely => "AVG",
+            AllocateStrategy::AveragelyByCircle => "AVG_BY_CIRCLE",
+            AllocateStrategy::ConsistentHash { .. } => "CONSISTENT_HASH",
+        }
+    }
+}
+
+/// The queues `current_client_id` should own.
+///
+/// Queues and client ids are sorted and de-duplicated first (RocketMQ sorts; it holds queues in a
+/// set and the broker sends each member once, so de-duplicating changes nothing there and keeps
+/// "each queue exactly once" true for any input). The result is sorted.
+///
+/// A client id that is not in `all_client_ids` gets nothing (RocketMQ logs this as "[BUG]": the
+/// broker does not know us yet, typically before our first heartbeat landed).
+///
+/// Empty `all_queues` or `all_client_ids` also give nothing. RocketMQ throws there and leaves its
+/// process queues alone for that round, so the coordinator should treat an empty (or failed)
+/// member or route list as "skip this round", not diff against an empty allocation.
+pub fn allocate<S: AsRef<str>>(
+    strategy: AllocateStrategy,
+    current_client_id: &str,
+    all_queues: &[MessageQueue],
+    all_client_ids: &[S],
+) -> Vec<MessageQueue> {
+    let queues: Vec<&MessageQueue> = all_queues
+        .iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let clients: Vec<&str> = all_client_ids
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let Ok(index) = clients.binary_search(&current_client_id) else {
+        return Vec::new();
+    };
+    if queues.is_empty() {
+        return Vec::new();
+    }
+
+    let picked: Vec<&MessageQueue> = match strategy {
+        AllocateStrategy::Averagely => {
+            let (start, len) = averagely_range(queues.len(), clients.len(), index);
+            queues[start..start + len].to_vec()
+        }
+        AllocateStrategy::AveragelyByCircle => queues
+            .iter()
+            .skip(index)
+            .step_by(clients.len())
+            .copied()
+            .collect(),
+        AllocateStrategy::ConsistentHash { virtual_nodes } => {
+            let ring = HashRing::new(&clients, virtual_nodes);
+            queues
+                .iter()
+                .filter(|mq| ring.route(&queue_ring_key(mq)) == current_client_id)
+                .copied()
+                .collect()
+        }
+    };
+    picked.into_iter().cloned().collect()
+}
+
+/// Start index and length of member `index`'s contiguous range among `queues` queues shared by
+/// `clients` members. The first `queues % clients` members take `queues / clients + 1`, the rest
+/// `queues / clients`; with fewer queues than members, the first `queues` members get one each
+/// and the others none (same numbers as `AllocateMessageQueueAveragely`).
+fn averagely_range(queues: usize, clients: usize, index: usize) -> (usize, usize) {
+    let base = queues / clients;
+    let extra = queues % clients;
+    if index < extra {
+        (index * (base + 1), base + 1)
+    } else {
+        (index * base + extra, base)
+    }
+}
+
+/// The key a queue is hashed by. It is Java's `MessageQueue.toString()`, which is what RocketMQ
+/// hashes, so only [`ring_hash`] would have to change to place queues exactly as Java does.
+fn queue_ring_key(mq: &MessageQueue) -> String {
+    format!(
+        "MessageQueue [topic={}, brokerName={}, queueId={}]",
+        mq.topic, mq.broker_name, mq.queue_id
+    )
+}
+
+/// The hash ring: point -> member. Built from members in sorted order and virtual node `i` keyed
+/// `"{client_id}-{i}"`, as RocketMQ's `ConsistentHashRouter`/`VirtualNode` do; on a point
+/// collision the later insert wins, which sorted insertion makes deterministic.
+struct HashRing<'a> {
+    points: BTreeMap<u32, &'a str>,
+}
+
+impl<'a> HashRing<'a> {
+    fn new(sorted_clients: &[&'a str], virtual_nodes: usize) -> Self {
+        // RocketMQ accepts 0, which leaves an empty ring and every queue unowned. Nobody wants
+        // that: one point per member is the least that keeps the partition total.
+        let virtual_nodes = virtual_nodes.max(1);
+        let mut points = BTreeMap::new();
+        for client in sorted_clients {
+            for i in 0..virtual_nodes {
+                points.insert(ring_hash(&format!("{client}-{i}")), *client);
+            }
+        }
+        HashRing { points }
+    }
+
+    /// The owner of `key`: the first point at or after its hash, wrapping to the smallest point.
+    /// The ring always has a point because `new` gets at least one member and one node each.
+    fn route(&self, key: &str) -> &'a str {
+        let hash = ring_hash(key);
+        self.points
+            .range(hash..)
+            .next()
+            .or_else(|| self.points.iter().next())
+            .map(|(_, client)| *client)
+            .expect("hash ring built from at least one member")
+    }
+}
+
+/// Position on the ring, a 32-bit value like RocketMQ's (which takes the first 4 bytes of an MD5
+/// digest, big-endian). RocketMQ's MD5 would need a new crate, so skiff uses FNV-1a 64 followed by
+/// the murmur3 64-bit finalizer (for avalanche: FNV alone places "c-0", "c-1", ... too close
+/// together) and keeps the high 32 bits. It is stable across builds and platforms, which is what
+/// the members of a group need to agree. The consequence: a group that mixes skiff and Java
+/// consumers must not use this strategy (it would not match Java's placement); AVG and
+/// AVG_BY_CIRCLE match Java exactly.
+fn ring_hash(key: &str) -> u32 {
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = key.bytes().fold(FNV_OFFSET, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+    });
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    (h >> 32) as u32
+}
+
+/// What a rebalance round changes for one topic, all three lists sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RebalanceDiff {
+    /// Owned now but no longer allocated: stop pulling, hand off (persist the final offset), drop.
+    pub to_stop: Vec<MessageQueue>,
+    /// Newly allocated: compute where to pull from, (orderly: lock first), start.
+    pub to_start: Vec<MessageQueue>,
+    /// Owned and still allocated: leave running.
+    pub kept: Vec<MessageQueue>,
+}
+
+impl RebalanceDiff {
+    /// True when something was started or stopped. RocketMQ then runs `messageQueueChanged`
+    /// (bump the subscription version, re-split per-topic flow limits, send a heartbeat).
+    pub fn changed(&self) -> bool {
+        !self.to_stop.is_empty() || !self.to_start.is_empty()
+    }
+}
+
+/// Compare the queues this consumer runs (`current`, for one topic) with a fresh allocation.
+/// `allocated` may be unsorted and hold duplicates.
+pub fn rebalance_diff(
+    current: &BTreeSet<MessageQueue>,
+    allocated: &[MessageQueue],
+) -> RebalanceDiff {
+    let allocated: BTreeSet<&MessageQueue> = allocated.iter().collect();
+    RebalanceDiff {
+        to_stop: current
+            .iter()
+            .filter(|mq| !allocated.contains(mq))
+            .cloned()
+            .collect(),
+        to_start: allocated
+            .iter()
+            .filter(|mq| !current.contains(**mq))
+            .map(|mq| (*mq).clone())
+            .collect(),
+        kept: current
+            .iter()
+            .filter(|mq| allocated.contains(mq))
+            .cloned()
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queues(n: u32) -> Vec<MessageQueue> {
+        (0..n).map(|i| MessageQueue::new("t", "b", i)).collect()
+    }
+
+    fn ids(v: &[MessageQueue]) -> Vec<u32> {
+        v.iter().map(|mq| mq.queue_id).collect()
+    }
+
+    fn clients(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("c{i}")).collect()
+    }
+
+    #[test]
+    fn averagely_gives_contiguous_ranges() {
+        let qs = queues(8);
+        let cs = clients(2);
+        assert_eq!(
+            ids(&allocate(AllocateStrategy::Averagely, "c0", &qs, &cs)),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(
+            ids(&allocate(AllocateStrategy::Averagely, "c1", &qs, &cs)),
+            [4, 5, 6, 7]
+        );
+    }
+
+    #[test]
+    fn averagely_gives_first_mod_clients_one_extra() {
+        // 8 queues over 3 members: 3, 3, 2 (the example in RocketMQ's docs).
+        let qs = queues(8);
+        let cs = clients(3);
+        let got: Vec<Vec<u32>> = cs
+            .iter()
+            .map(|c| ids(&allocate(AllocateStrategy::Averagely, c, &qs, &cs)))
+            .collect();
+        assert_eq!(got, vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7]]);
+    }
+
+    #[test]
+    fn averagely_with_more_clients_than_queues_leaves_the_last_clients_idle() {
+        let qs = queues(2);
+        let cs = clients(4);
+        let got: Vec<Vec<u32>> = cs
+            .iter()
+            .map(|c| ids(&allocate(AllocateStrategy::Averagely, c, &qs, &cs)))
+            .collect();
+        assert_eq!(got, vec![vec![0], vec![1], vec![], vec![]]);
+    }
+
+    #[test]
+    fn averagely_by_circle_deals_round_robin() {
+        let qs = queues(8);
+        let cs = clients(3);
+        let got: Vec<Vec<u32>> = cs
+            .iter()
+            .map(|c| ids(&allocate(AllocateStrategy::AveragelyByCircle, c, &qs, &cs)))
+            .collect();
+        assert_eq!(got, vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+    }
+
+    #[test]
+    fn allocation_sorts_queues_and_client_ids_first() {
+        let mut qs = queues(6);
+        qs.reverse();
+        let cs = vec!["c1".to_string(), "c0".to_string()];
+        assert_eq!(
+            ids(&allocate(AllocateStrategy::Averagely, "c0", &qs, &cs)),
+            [0, 1, 2]
+        );
+        // Sorting is by topic, then broker, then queue id, not by queue id alone.
+        let mixed = vec![
+            MessageQueue::new("t", "b2", 0),
+            MessageQueue::new("t", "b1", 1),
+            MessageQueue::new("t", "b1", 0),
+            MessageQueue::new("t", "b2", 1),
+        ];
+        assert_eq!(
+            allocate(AllocateStrategy::Averagely, "c0", &mixed, &cs),
+            vec![
+                MessageQueue::new("t", "b1", 0),
+                MessageQueue::new("t", "b1", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn client_not_in_list_gets_nothing() {
+        let qs = queues(4);
+        let cs = clients(2);
+        for strategy in [
+            AllocateStrategy::Averagely,
+            AllocateStrategy::AveragelyByCircle,
+            AllocateStrategy::consistent_hash(),
+        ] {
+            assert!(allocate(strategy, "stranger", &qs, &cs).is_empty());
+        }
+    }
+
+    #[test]
+    fn empty_queue_or_client_list_allocates_nothing() {
+        let none: [&str; 0] = [];
+        assert!(allocate(AllocateStrategy::Averagely, "c0", &queues(4), &none).is_empty());
+        assert!(allocate(AllocateStrategy::Averagely, "c0", &[], &["c0"]).is_empty());
+    }
+
+    #[test]
+    fn duplicate_queues_and_client_ids_count_once() {
+        let mut qs = queues(4);
+        qs.extend(queues(4));
+        let cs = ["c0", "c1", "c1", "c0"];
+        assert_eq!(
+            ids(&allocate(AllocateStrategy::Averagely, "c1", &qs, &cs)),
+            [2, 3]
+        );
+    }
+
+    #[test]
+    fn consistent_hash_partitions_queues() {
+        let qs = queues(32);
+        let cs = clients(5);
+        let mut seen = BTreeSet::new();
+        for c in &cs {
+            for mq in allocate(AllocateStrategy::consistent_hash(), c, &qs, &cs) {
+                assert!(seen.insert(mq), "queue allocated twice");
+            }
+        }
+        assert_eq!(seen.len(), qs.len());
+    }
+
+    #[test]
+    fn consistent_hash_only_moves_queues_to_a_joining_client() {
+        let qs = queues(64);
+        let before = clients(4);
+        let after = clients(5);
+        let strategy = AllocateStrategy::consistent_hash();
+        let joined = "c4";
+        let gained: BTreeSet<_> = allocate(strategy, joined, &qs, &after)
+            .into_iter()
+            .collect();
+        for c in &before {
+            let old: BTreeSet<_> = allocate(strategy, c, &qs, &before).into_iter().collect();
+            let new: BTreeSet<_> = allocate(strategy, c, &qs, &after).into_iter().collect();
+            assert!(
+                new.is_subset(&old),
+                "{c} gained a queue from another old member"
+            );
+            assert!(old.difference(&new).all(|mq| gained.contains(mq)));
+        }
+    }
+
+    #[test]
+    fn consistent_hash_with_zero_virtual_nodes_still_allocates_every_queue() {
+        let qs = queues(8);
+        let cs = clients(2);
+        let strategy = AllocateStrategy::ConsistentHash { virtual_nodes: 0 };
+        let total: usize = cs
+            .iter()
+            .map(|c| allocate(strategy, c, &qs, &cs).len())
+            .sum();
+        assert_eq!(total, 8);
+    }
+
+    #[test]
+    fn ring_hash_is_stable() {
+        // Pinned values: members of a group on different builds and hosts must agree.
+        // Changing `ring_hash` reshuffles every consistent-hash group during a rolling upgrade.
+        assert_eq!(ring_hash(""), 0xefd0_1f60);
+        assert_eq!(ring_hash("c0-0"), 0xed8c_5868);
+        assert_ne!(ring_hash("c0-0"), ring_hash("c0-1"));
+    }
+
+    #[test]
+    fn strategy_names_match_rocketmq() {
+        assert_eq!(AllocateStrategy::default().name(), "AVG");
+        assert_eq!(AllocateStrategy::AveragelyByCircle.name(), "AVG_BY_CIRCLE");
+        assert_eq!(
+            AllocateStrategy::consistent_hash().name(),
+            "CONSISTENT_HASH"
+        );
+        assert_eq!(
+            AllocateStrategy::consistent_hash(),
+            AllocateStrategy::ConsistentHash { virtual_nodes: 10 }
+        );
+    }
+
+    #[test]
+    fn rebalance_diff_splits_into_stop_start_kept() {
+        let current: BTreeSet<_> = queues(4).into_iter().take(3).collect(); // 0, 1, 2
+        let allocated = vec![
+            MessageQueue::new("t", "b", 3),
+            MessageQueue::new("t", "b", 1),
+            MessageQueue::new("t", "b", 2),
+            MessageQueue::new("t", "b", 3),
+        ];
+        let diff = rebalance_diff(&current, &allocated);
+        assert_eq!(ids(&diff.to_stop), [0]);
+        assert_eq!(ids(&diff.to_start), [3]);
+        assert_eq!(ids(&diff.kept), [1, 2]);
+        assert!(diff.changed());
+    }
+
+    #[test]
+    fn rebalance_diff_unchanged_when_allocation_is_the_same() {
+        let current: BTreeSet<_> = queues(3).into_iter().collect();
+        let diff = rebalance_diff(&current, &queues(3));
+        assert!(!diff.changed());
+        assert_eq!(diff.kept.len(), 3);
+    }
+}
