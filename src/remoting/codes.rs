@@ -1,0 +1,170 @@
+//! Request codes, response codes and language codes of the RocketMQ remoting protocol
+//! (`reference/rocketmq-remoting.md` §1.5 and §2).
+
+/// Request codes (`RequestCode`), the subset skiff knows by name.
+pub mod request {
+    pub const SEND_MESSAGE: i32 = 10;
+    pub const PULL_MESSAGE: i32 = 11;
+    pub const QUERY_MESSAGE: i32 = 12;
+    pub const QUERY_CONSUMER_OFFSET: i32 = 14;
+    pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
+    pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
+    pub const GET_ALL_TOPIC_CONFIG: i32 = 21;
+    pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
+    pub const GET_MAX_OFFSET: i32 = 30;
+    pub const GET_MIN_OFFSET: i32 = 31;
+    pub const GET_EARLIEST_MSG_STORETIME: i32 = 32;
+    pub const VIEW_MESSAGE_BY_ID: i32 = 33;
+    pub const HEART_BEAT: i32 = 34;
+    pub const UNREGISTER_CLIENT: i32 = 35;
+    pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
+    pub const END_TRANSACTION: i32 = 37;
+    pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    pub const CHECK_TRANSACTION_STATE: i32 = 39;
+    pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
+    pub const LOCK_BATCH_MQ: i32 = 41;
+    pub const UNLOCK_BATCH_MQ: i32 = 42;
+    pub const CHECK_CLIENT_CONFIG: i32 = 46;
+    pub const GET_KV_CONFIG: i32 = 101;
+    pub const REGISTER_BROKER: i32 = 103;
+    pub const UNREGISTER_BROKER: i32 = 104;
+    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
+    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const GET_CONSUME_STATS: i32 = 208;
+    pub const RESET_CONSUMER_CLIENT_OFFSET: i32 = 220;
+    pub const GET_CONSUMER_STATUS_FROM_CLIENT: i32 = 221;
+    pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
+    pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
+    pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
+    pub const SEND_MESSAGE_V2: i32 = 310;
+    pub const SEND_BATCH_MESSAGE: i32 = 320;
+    pub const QUERY_ASSIGNMENT: i32 = 400;
+    pub const POP_MESSAGE: i32 = 200_050;
+    pub const ACK_MESSAGE: i32 = 200_051;
+}
+
+/// Response codes (`RemotingSysResponseCode` + `ResponseCode`).
+pub mod response {
+    pub const SUCCESS: i32 = 0;
+    pub const SYSTEM_ERROR: i32 = 1;
+    pub const SYSTEM_BUSY: i32 = 2;
+    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+    pub const TRANSACTION_FAILED: i32 = 4;
+    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+    pub const MESSAGE_ILLEGAL: i32 = 13;
+    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
+    pub const VERSION_NOT_SUPPORTED: i32 = 15;
+    pub const NO_PERMISSION: i32 = 16;
+    pub const TOPIC_NOT_EXIST: i32 = 17;
+    pub const TOPIC_EXIST_ALREADY: i32 = 18;
+    pub const PULL_NOT_FOUND: i32 = 19;
+    pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
+    pub const PULL_OFFSET_MOVED: i32 = 21;
+    pub const QUERY_NOT_FOUND: i32 = 22;
+    pub const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
+    pub const SUBSCRIPTION_NOT_EXIST: i32 = 24;
+    pub const SUBSCRIPTION_NOT_LATEST: i32 = 25;
+    pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+    pub const FILTER_DATA_NOT_EXIST: i32 = 27;
+    pub const FILTER_DATA_NOT_LATEST: i32 = 28;
+    pub const INVALID_PARAMETER: i32 = 29;
+    pub const TRANSACTION_SHOULD_COMMIT: i32 = 200;
+    pub const TRANSACTION_SHOULD_ROLLBACK: i32 = 201;
+    pub const TRANSACTION_STATE_UNKNOW: i32 = 202;
+    pub const TRANSACTION_STATE_GROUP_WRONG: i32 = 203;
+    pub const NO_BUYER_ID: i32 = 204;
+    pub const NOT_IN_CURRENT_UNIT: i32 = 205;
+    pub const CONSUMER_NOT_ONLINE: i32 = 206;
+    pub const CONSUME_MSG_TIMEOUT: i32 = 207;
+    pub const NO_MESSAGE: i32 = 208;
+    pub const POLLING_FULL: i32 = 209;
+    pub const POLLING_TIMEOUT: i32 = 210;
+    pub const BROKER_NOT_EXIST: i32 = 211;
+    pub const BROKER_DISPATCH_NOT_COMPLETE: i32 = 212;
+    pub const BROADCAST_CONSUMPTION: i32 = 213;
+    pub const FLOW_CONTROL: i32 = 215;
+    pub const NOT_LEADER_FOR_QUEUE: i32 = 501;
+    pub const ILLEGAL_OPERATION: i32 = 604;
+    pub const GO_AWAY: i32 = 1500;
+    /// Client-local codes (never sent on the wire by a broker).
+    pub const RPC_UNKNOWN: i32 = -1000;
+    pub const RPC_ADDR_IS_NULL: i32 = -1002;
+    pub const RPC_SEND_TO_CHANNEL_FAILED: i32 = -1004;
+    pub const RPC_TIME_OUT: i32 = -1006;
+}
+
+/// `LanguageCode` names indexed by their binary code (§1.5).
+pub const LANGUAGE_NAMES: [&str; 14] = [
+    "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
+    "OMS", "RUST", "NODE_JS",
+];
+
+/// The language skiff announces in the commands it sends.
+pub const LANGUAGE_RUST: &str = "RUST";
+/// Fallback name for a language code that is not in [`LANGUAGE_NAMES`].
+pub const LANGUAGE_OTHER: &str = "OTHER";
+
+/// Name of a binary language code; unknown codes map to `"OTHER"`.
+pub fn language_name(code: u8) -> &'static str {
+    LANGUAGE_NAMES
+        .get(usize::from(code))
+        .copied()
+        .unwrap_or(LANGUAGE_OTHER)
+}
+
+/// Binary code of a language name (exact name, case-insensitive); unknown names map to OTHER (7).
+pub fn language_code(name: &str) -> u8 {
+    LANGUAGE_NAMES
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(name))
+        .and_then(|p| u8::try_from(p).ok())
+        .unwrap_or(7)
+}
+
+/// `MQVersion.Version` ordinals that change protocol behaviour (§1.6).
+pub mod version {
+    pub const V3_4_9: i32 = 121;
+    pub const V4_0_0: i32 = 213;
+    /// From this version on the name server answers route data as standard JSON (§5.1).
+    pub const V4_9_4: i32 = 401;
+    pub const V4_9_8: i32 = 409;
+    pub const V5_0_0: i32 = 413;
+    pub const V5_3_3: i32 = 479;
+    /// The version skiff announces (Java's CURRENT_VERSION at the reference commit).
+    pub const CURRENT: i32 = V5_3_3;
+}
+
+/// `SerializeType` codes (§1.1).
+pub mod serialize_type {
+    pub const JSON: u8 = 0;
+    pub const ROCKETMQ: u8 = 1;
+}
+
+/// `PullSysFlag` bits (§6.2).
+pub mod pull_sys_flag {
+    pub const COMMIT_OFFSET: i32 = 0x1;
+    pub const SUSPEND: i32 = 0x2;
+    pub const SUBSCRIPTION: i32 = 0x4;
+    pub const CLASS_FILTER: i32 = 0x8;
+    pub const LITE_PULL_MESSAGE: i32 = 0x10;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_names_and_codes_round_trip() {
+        assert_eq!(language_name(0), "JAVA");
+        assert_eq!(language_name(12), "RUST");
+        assert_eq!(language_name(13), "NODE_JS");
+        assert_eq!(language_name(200), "OTHER");
+        assert_eq!(language_code("CPP"), 1);
+        assert_eq!(language_code("rust"), 12);
+        assert_eq!(language_code("COBOL"), 7);
+    }
+}

@@ -1,0 +1,458 @@
+//! One remoting connection, shared by the server and the client: a reader loop decoding
+//! frames, a writer task fed by a bounded channel, and a table of requests awaiting their
+//! response (correlated by opaque).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, trace, warn};
+
+use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
+
+/// Identifies one connection for the lifetime of the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conn-{}", self.0)
+    }
+}
+
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A command could not be queued for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("connection {0} is closed")]
+    Closed(ConnectionId),
+    #[error("write queue of connection {0} is full")]
+    Full(ConnectionId),
+}
+
+/// A request sent on a connection got no usable response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    #[error("connection {conn} closed before the response to request {opaque}")]
+    Closed { conn: ConnectionId, opaque: i32 },
+    #[error("request {opaque} on connection {conn} timed out after {timeout:?}")]
+    Timeout {
+        conn: ConnectionId,
+        opaque: i32,
+        timeout: Duration,
+    },
+    #[error("response to request {opaque} on connection {conn} could not be decoded: {reason}")]
+    BadResponse {
+        conn: ConnectionId,
+        opaque: i32,
+        reason: String,
+    },
+}
+
+type Pending = oneshot::Sender<Result<RemotingCommand, String>>;
+
+struct Shared {
+    id: ConnectionId,
+    peer: SocketAddr,
+    tx: mpsc::Sender<RemotingCommand>,
+    closed: watch::Sender<bool>,
+    pending: Mutex<HashMap<i32, Pending>>,
+}
+
+/// A cloneable handle on one connection: identifies it, sends commands on it (responses,
+/// server-initiated requests), and tells whether it is closed.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionHandle")
+            .field("id", &self.shared.id)
+            .field("peer", &self.shared.peer)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl ConnectionHandle {
+    /// The connection id.
+    pub fn id(&self) -> ConnectionId {
+        self.shared.id
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.shared.peer
+    }
+
+    /// True once the connection is closed (by either side or by shutdown).
+    pub fn is_closed(&self) -> bool {
+        *self.shared.closed.borrow()
+    }
+
+    /// Completes when the connection is closed.
+    pub async fn closed(&self) {
+        let mut rx = self.shared.closed.subscribe();
+        flag_set(&mut rx).await;
+    }
+
+    /// Closes the connection: stops reading and writing; queued commands are dropped.
+    pub fn close(&self) {
+        self.shared.closed.send_replace(true);
+    }
+
+    /// Queues a command for writing, waiting while the write queue is full.
+    pub async fn send(&self, cmd: RemotingCommand) -> Result<(), SendError> {
+        if self.is_closed() {
+            return Err(SendError::Closed(self.id()));
+        }
+        self.shared
+            .tx
+            .send(cmd)
+            .await
+            .map_err(|_| SendError::Closed(self.id()))
+    }
+
+    /// Queues a command for writing without waiting.
+    pub fn try_send(&self, cmd: RemotingCommand) -> Result<(), SendError> {
+        if self.is_closed() {
+            return Err(SendError::Closed(self.id()));
+        }
+        self.shared.tx.try_send(cmd).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SendError::Full(self.id()),
+            mpsc::error::TrySendError::Closed(_) => SendError::Closed(self.id()),
+        })
+    }
+
+    /// Sends a request on this connection and waits for its response. The request gets a
+    /// fresh opaque; it must not be oneway.
+    pub async fn invoke(
+        &self,
+        mut cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, InvokeError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        cmd.opaque = frame::next_opaque();
+        cmd.flag &= !FLAG_RESPONSE;
+        let opaque = cmd.opaque;
+        let conn = self.id();
+        let rx = self.register(opaque);
+        let closed = InvokeError::Closed { conn, opaque };
+        let timed_out = InvokeError::Timeout {
+            conn,
+            opaque,
+            timeout,
+        };
+        match tokio::time::timeout_at(deadline, self.send(cmd)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                self.unregister(opaque);
+                return Err(closed);
+            }
+            Err(_) => {
+                self.unregister(opaque);
+                return Err(timed_out);
+            }
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(resp))) => Ok(resp),
+            Ok(Ok(Err(reason))) => Err(InvokeError::BadResponse {
+                conn,
+                opaque,
+                reason,
+            }),
+            Ok(Err(_)) => Err(closed),
+            Err(_) => {
+                self.unregister(opaque);
+                Err(timed_out)
+            }
+        }
+    }
+
+    fn register(&self, opaque: i32) -> oneshot::Receiver<Result<RemotingCommand, String>> {
+        let (tx, rx) = oneshot::channel();
+        let mut pending = lock(&self.shared.pending);
+        pending.insert(opaque, tx);
+        // If the connection closed meanwhile, the reader may already have drained the table.
+        if self.is_closed() {
+            pending.remove(&opaque);
+        }
+        rx
+    }
+
+    fn unregister(&self, opaque: i32) {
+        lock(&self.shared.pending).remove(&opaque);
+    }
+
+    /// Hands a response to whoever waits for it; false when nobody does.
+    fn complete(&self, opaque: i32, result: Result<RemotingCommand, String>) -> bool {
+        let waiter = lock(&self.shared.pending).remove(&opaque);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(result);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn fail_all_pending(&self) {
+        let drained: Vec<Pending> = lock(&self.shared.pending).drain().map(|(_, v)| v).collect();
+        drop(drained);
+    }
+}
+
+/// Completes once the watched flag is true, or its sender is gone. Drops the borrow before
+/// returning so callers' futures stay `Send`.
+pub(crate) async fn flag_set(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned table is still consistent (single inserts/removes): keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a connection does with inbound requests (server: run the handler; client: the hook).
+pub(crate) trait RequestSink: Send + 'static {
+    fn on_request(&mut self, conn: &ConnectionHandle, cmd: RemotingCommand);
+}
+
+pub(crate) struct ConnOptions {
+    pub max_frame_len: usize,
+    pub write_queue_capacity: usize,
+}
+
+/// Creates the handle and the writer task of a new connection; the caller then drives
+/// [`read_loop`] and, when it returns, awaits [`Connection::finish`].
+pub(crate) struct Connection {
+    pub handle: ConnectionHandle,
+    read: OwnedReadHalf,
+    writer: tokio::task::JoinHandle<()>,
+    max_frame_len: usize,
+}
+
+impl Connection {
+    pub fn start(stream: TcpStream, peer: SocketAddr, opts: &ConnOptions) -> Connection {
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(peer = %peer, error = %e, "set_nodelay failed");
+        }
+        let (read, write) = stream.into_split();
+        let (tx, rx) = mpsc::channel(opts.write_queue_capacity.max(1));
+        let (closed, _) = watch::channel(false);
+        let id = ConnectionId(NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed));
+        let handle = ConnectionHandle {
+            shared: Arc::new(Shared {
+                id,
+                peer,
+                tx,
+                closed,
+                pending: Mutex::new(HashMap::new()),
+            }),
+        };
+        let writer = tokio::spawn(write_loop(write, rx, handle.clone(), opts.max_frame_len));
+        Connection {
+            handle,
+            read,
+            writer,
+            max_frame_len: opts.max_frame_len,
+        }
+    }
+
+    /// Reads until the peer closes, a fatal decode error, a close of the handle or `stop`;
+    /// then closes the connection, fails pending requests and waits for the writer.
+    pub async fn run<S: RequestSink>(self, sink: &mut S, mut stop: watch::Receiver<bool>) {
+        let Connection {
+            handle,
+            read,
+            writer,
+            max_frame_len,
+        } = self;
+        read_loop(read, &handle, sink, &mut stop, max_frame_len).await;
+        handle.close();
+        handle.fail_all_pending();
+        if let Err(e) = writer.await {
+            warn!(conn = %handle.id(), error = %e, "connection writer task failed");
+        }
+    }
+}
+
+async fn read_loop<S: RequestSink>(
+    mut read: OwnedReadHalf,
+    conn: &ConnectionHandle,
+    sink: &mut S,
+    stop: &mut watch::Receiver<bool>,
+    max_frame_len: usize,
+) {
+    let mut closed = conn.shared.closed.subscribe();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    loop {
+        loop {
+            match frame::decode_frame(&mut buf, max_frame_len) {
+                Ok(Some(cmd)) => dispatch(conn, sink, cmd),
+                Ok(None) => break,
+                Err(e) => {
+                    if !on_decode_error(conn, &e) {
+                        return;
+                    }
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(8 * 1024);
+        }
+        tokio::select! {
+            _ = flag_set(&mut closed) => {
+                debug!(conn = %conn.id(), "connection closed locally");
+                return;
+            }
+            _ = flag_set(stop) => {
+                debug!(conn = %conn.id(), "connection closed by shutdown");
+                return;
+            }
+            res = read.read_buf(&mut buf) => match res {
+                Ok(0) => {
+                    if buf.is_empty() {
+                        debug!(conn = %conn.id(), peer = %conn.peer_addr(), "peer closed the connection");
+                    } else {
+                        warn!(
+                            conn = %conn.id(),
+                            peer = %conn.peer_addr(),
+                            buffered = buf.len(),
+                            "peer closed the connection in the middle of a frame"
+                        );
+                    }
+                    return;
+                }
+                Ok(n) => trace!(conn = %conn.id(), bytes = n, "read"),
+                Err(e) => {
+                    debug!(conn = %conn.id(), peer = %conn.peer_addr(), error = %e, "read failed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn dispatch<S: RequestSink>(conn: &ConnectionHandle, sink: &mut S, cmd: RemotingCommand) {
+    if cmd.is_response() {
+        let opaque = cmd.opaque;
+        if !conn.complete(opaque, Ok(cmd)) {
+            debug!(conn = %conn.id(), opaque, "response matches no pending request");
+        }
+    } else {
+        trace!(conn = %conn.id(), code = cmd.code, opaque = cmd.opaque, "request received");
+        sink.on_request(conn, cmd);
+    }
+}
+
+/// Handles a frame decode error; returns false when the connection must close.
+fn on_decode_error(conn: &ConnectionHandle, err: &frame::FrameError) -> bool {
+    let error = error_chain(err);
+    if err.is_fatal() {
+        warn!(conn = %conn.id(), peer = %conn.peer_addr(), error = %error, "undecodable stream, closing connection");
+        return false;
+    }
+    if let Some(resp) = err.error_response() {
+        warn!(conn = %conn.id(), peer = %conn.peer_addr(), opaque = resp.opaque, error = %error, "undecodable request answered with an error");
+        if conn.try_send(resp).is_err() {
+            return false;
+        }
+        return true;
+    }
+    if let Some(ids) = err.recovered() {
+        if ids.flag.is_some_and(|f| f & FLAG_RESPONSE != 0)
+            && conn.complete(ids.opaque, Err(error.clone()))
+        {
+            warn!(conn = %conn.id(), opaque = ids.opaque, error = %error, "undecodable response");
+            return true;
+        }
+        if ids.flag.is_some_and(|f| f & frame::FLAG_ONEWAY != 0) {
+            warn!(conn = %conn.id(), opaque = ids.opaque, error = %error, "undecodable oneway request dropped");
+            return true;
+        }
+    }
+    warn!(conn = %conn.id(), peer = %conn.peer_addr(), error = %error, "undecodable frame, closing connection");
+    false
+}
+
+/// An error and its sources, joined with ": ".
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut s = err.to_string();
+    let mut src = err.source();
+    while let Some(e) = src {
+        s.push_str(": ");
+        s.push_str(&e.to_string());
+        src = e.source();
+    }
+    s
+}
+
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+async fn write_loop(
+    mut write: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<RemotingCommand>,
+    conn: ConnectionHandle,
+    max_frame_len: usize,
+) {
+    let mut closed = conn.shared.closed.subscribe();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    loop {
+        let first = tokio::select! {
+            _ = flag_set(&mut closed) => break,
+            msg = rx.recv() => match msg {
+                Some(cmd) => cmd,
+                None => break,
+            },
+        };
+        encode_into(&conn, &first, &mut buf, max_frame_len);
+        while buf.len() < WRITE_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(cmd) => encode_into(&conn, &cmd, &mut buf, max_frame_len),
+                Err(_) => break,
+            }
+        }
+        if buf.is_empty() {
+            continue;
+        }
+        let res = tokio::select! {
+            _ = flag_set(&mut closed) => break,
+            res = write.write_all(&buf) => res,
+        };
+        buf.clear();
+        if let Err(e) = res {
+            debug!(conn = %conn.id(), peer = %conn.peer_addr(), error = %e, "write failed");
+            break;
+        }
+    }
+    conn.close();
+    let _ = write.shutdown().await;
+}
+
+fn encode_into(conn: &ConnectionHandle, cmd: &RemotingCommand, buf: &mut BytesMut, max: usize) {
+    let start = buf.len();
+    match frame::encode(cmd, buf) {
+        Ok(()) => {
+            let len = buf.len() - start;
+            if len > max {
+                warn!(conn = %conn.id(), code = cmd.code, opaque = cmd.opaque, len, max, "outgoing frame over the frame cap dropped");
+                buf.truncate(start);
+            }
+        }
+        Err(e) => {
+            warn!(conn = %conn.id(), code = cmd.code, opaque = cmd.opaque, error = %error_chain(&e), "outgoing command could not be encoded");
+        }
+    }
+}

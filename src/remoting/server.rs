@@ -1,0 +1,235 @@
+//! The remoting server: accepts connections and passes each request to a [`RequestHandler`].
+//!
+//! Plain tokio code: it runs on any tokio runtime, including the current-thread runtime of an
+//! actix system (it only needs `tokio::spawn`). Per connection a reader decodes frames and a
+//! writer task drains a bounded queue; every request runs as its own task, so a slow request
+//! (or a long poll) never blocks the connection.
+//!
+//! Bad input: a frame whose length is over the cap or invalid closes the connection (the
+//! stream cannot be re-synchronised); a frame with a bad header is answered SYSTEM_ERROR with
+//! a remark when its opaque can be recovered, otherwise the connection is closed (Java's
+//! decoder always closes). Other connections are unaffected.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, error, info, warn};
+
+use super::codes::response;
+use super::conn::{flag_set, ConnOptions, Connection, RequestSink};
+pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
+use super::frame::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+
+/// The future a handler returns: the response, or `None` for no response now (oneway
+/// requests, or a long poll answered later with [`ConnectionHandle::send`]).
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Option<RemotingCommand>> + Send + 'static>>;
+
+/// Application logic behind a [`RemotingServer`].
+pub trait RequestHandler: Send + Sync + 'static {
+    /// Handles one request. A returned response gets the request's opaque and the response
+    /// flag set by the server; responses to oneway requests are not sent (as in Java).
+    /// Unknown codes are the handler's business: answer [`RemotingCommand::not_supported`].
+    fn handle(&self, conn: ConnectionHandle, request: RemotingCommand) -> HandlerFuture;
+
+    /// A connection was accepted.
+    fn on_open(&self, _conn: &ConnectionHandle) {}
+
+    /// A connection ended (peer close, error, or shutdown). Called once per connection.
+    fn on_close(&self, _conn_id: ConnectionId) {}
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Cap on a whole frame, length field included (default 16 MiB).
+    pub max_frame_len: usize,
+    /// Bounded write queue per connection.
+    pub write_queue_capacity: usize,
+    /// Requests of one connection being handled at once; over it the server answers
+    /// SYSTEM_BUSY (2) like Java's rejected thread pool.
+    pub max_in_flight_per_connection: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            write_queue_capacity: 1024,
+            max_in_flight_per_connection: 1024,
+        }
+    }
+}
+
+/// Server errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("binding the remoting listener failed")]
+    Bind(#[source] std::io::Error),
+    #[error("reading the listener's local address failed")]
+    LocalAddr(#[source] std::io::Error),
+}
+
+/// A running server. Dropping it, or [`RemotingServer::shutdown`], stops accepting and closes
+/// every connection.
+pub struct RemotingServer {
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RemotingServer {
+    /// Binds `addr` and starts accepting. Must be called inside a tokio runtime.
+    pub async fn bind(
+        addr: impl ToSocketAddrs,
+        config: ServerConfig,
+        handler: Arc<dyn RequestHandler>,
+    ) -> Result<RemotingServer, ServerError> {
+        let listener = TcpListener::bind(addr).await.map_err(ServerError::Bind)?;
+        let local_addr = listener.local_addr().map_err(ServerError::LocalAddr)?;
+        let (stop, stop_rx) = watch::channel(false);
+        info!(addr = %local_addr, "remoting server listening");
+        let task = tokio::spawn(accept_loop(listener, config, handler, stop_rx));
+        Ok(RemotingServer {
+            local_addr,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting, closes every connection and waits until all connection tasks ended
+    /// (and `on_close` ran for each).
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            if let Err(e) = task.await {
+                error!(error = %e, "remoting accept task failed");
+            }
+        }
+    }
+}
+
+impl Drop for RemotingServer {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    config: ServerConfig,
+    handler: Arc<dyn RequestHandler>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let opts = ConnOptions {
+        max_frame_len: config.max_frame_len,
+        write_queue_capacity: config.write_queue_capacity,
+    };
+    let mut conns = JoinSet::new();
+    let conn_stop = stop.clone();
+    loop {
+        tokio::select! {
+            _ = flag_set(&mut stop) => break,
+            Some(res) = conns.join_next(), if !conns.is_empty() => {
+                if let Err(e) = res {
+                    error!(error = %e, "remoting connection task failed");
+                }
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let conn = Connection::start(stream, peer, &opts);
+                    debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");
+                    handler.on_open(&conn.handle);
+                    let mut sink = ServerSink {
+                        handler: handler.clone(),
+                        permits: Arc::new(Semaphore::new(config.max_in_flight_per_connection.max(1))),
+                    };
+                    let handler = handler.clone();
+                    let stop = conn_stop.clone();
+                    conns.spawn(async move {
+                        let id = conn.handle.id();
+                        conn.run(&mut sink, stop).await;
+                        debug!(conn = %id, "connection closed");
+                        handler.on_close(id);
+                    });
+                }
+                Err(e) => {
+                    // Typically out of file descriptors: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    info!(open_connections = conns.len(), "remoting server stopping");
+    while let Some(res) = conns.join_next().await {
+        if let Err(e) = res {
+            error!(error = %e, "remoting connection task failed");
+        }
+    }
+}
+
+struct ServerSink {
+    handler: Arc<dyn RequestHandler>,
+    permits: Arc<Semaphore>,
+}
+
+impl RequestSink for ServerSink {
+    fn on_request(&mut self, conn: &ConnectionHandle, request: RemotingCommand) {
+        let oneway = request.is_oneway();
+        let opaque = request.opaque;
+        let code = request.code;
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            warn!(conn = %conn.id(), code, opaque, "too many requests in flight on one connection");
+            if !oneway {
+                let busy = RemotingCommand::response_to(
+                    &request,
+                    response::SYSTEM_BUSY,
+                    Some("[OVERLOAD]system busy, start flow control for a while".to_owned()),
+                );
+                let _ = conn.try_send(busy);
+            }
+            return;
+        };
+        let fut = self.handler.handle(conn.clone(), request);
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            // The handler runs in its own task so that a panic is contained and answered.
+            let outcome = tokio::spawn(fut).await;
+            drop(permit);
+            let response = match outcome {
+                Ok(resp) => resp,
+                Err(e) => {
+                    error!(conn = %conn.id(), code, opaque, error = %e, "request handler failed");
+                    Some(RemotingCommand::new_response(
+                        response::SYSTEM_ERROR,
+                        Some(format!("request handler failed: {e}")),
+                    ))
+                }
+            };
+            let Some(mut response) = response else {
+                return;
+            };
+            if oneway {
+                debug!(conn = %conn.id(), code, opaque, "response to a oneway request not sent");
+                return;
+            }
+            response.opaque = opaque;
+            response.mark_response();
+            if let Err(e) = conn.send(response).await {
+                debug!(conn = %conn.id(), code, opaque, error = %e, "response not sent");
+            }
+        });
+    }
+}
