@@ -1,0 +1,160 @@
+//! The embedded node: a broker and any number of producers and consumers in one process, no
+//! network. Everything runs on the current actix arbiter.
+
+use crate::config::NodeConfig;
+use skiff_actors::broker::{Broker, BrokerConfig, BrokerHandle, QueueProgress};
+use skiff_actors::broker_api::{BrokerApi, BrokerError};
+use skiff_actors::consumer::producer::Producer;
+use skiff_actors::consumer::push_consumer::{ConsumerError, PushConsumer, PushConsumerBuilder};
+use skiff_storage::metadata::{open_db, MetadataError, MetadataStore, OpenDbError};
+use skiff_storage::offset_table::{OffsetTableError, SledOffsetTable};
+use skiff_storage::store::{MessageStore, StoreConfig, StoreError};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("message store in {path} failed to open: {source}")]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: StoreError,
+    },
+    #[error("metadata database in {path} failed to open: {source}")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: OpenDbError,
+    },
+    #[error("metadata in {path} failed to load: {source}")]
+    Metadata {
+        path: PathBuf,
+        #[source]
+        source: MetadataError,
+    },
+    #[error("offset table in {path} failed to open: {source}")]
+    Offsets {
+        path: PathBuf,
+        #[source]
+        source: OffsetTableError,
+    },
+    #[error("broker failed: {0}")]
+    Broker(#[from] BrokerError),
+    #[error("consumer failed: {0}")]
+    Consumer(#[from] ConsumerError),
+}
+
+/// A running node. Not `Send`: keep it on the arbiter that opened it.
+pub struct Node {
+    config: NodeConfig,
+    broker: BrokerHandle,
+}
+
+impl Node {
+    /// Opens (or creates) the node's data in `config.data_dir`, recovering the commit log,
+    /// consume queues and offsets, and starts the broker actors on the current arbiter. Must be
+    /// called inside a running actix system.
+    pub fn open(config: NodeConfig) -> Result<Node, NodeError> {
+        let store_dir = config.data_dir.join("store");
+        let meta_dir = config.data_dir.join("meta");
+        let store = MessageStore::open(StoreConfig {
+            dir: store_dir.clone(),
+            segment_size: config.segment_size,
+            flush_policy: config.flush,
+            flush_interval: config.flush_interval(),
+            store_host: store_host(&config),
+            max_message_size: config.max_message_size,
+        })
+        .map_err(|source| NodeError::Store {
+            path: store_dir,
+            source,
+        })?;
+        let db = open_db(&meta_dir).map_err(|source| NodeError::Database {
+            path: meta_dir.clone(),
+            source,
+        })?;
+        let metadata =
+            MetadataStore::open(&db, meta_dir.clone()).map_err(|source| NodeError::Metadata {
+                path: meta_dir.clone(),
+                source,
+            })?;
+        let offsets =
+            SledOffsetTable::open(&db, meta_dir.clone()).map_err(|source| NodeError::Offsets {
+                path: meta_dir.clone(),
+                source,
+            })?;
+        let broker = Broker::start(
+            BrokerConfig {
+                broker_name: config.broker_name.clone(),
+                cluster_name: config.cluster_name.clone(),
+                listen_addr: config.advertised(),
+                default_topic_queue_nums: config.default_topic_queue_nums,
+                auto_create_topic: config.auto_create_topic,
+                auto_create_subscription_group: config.auto_create_subscription_group,
+                channel_expiry: std::time::Duration::from_millis(config.channel_expiry_ms),
+                lock_expiry: std::time::Duration::from_millis(config.lock_expiry_ms),
+                flush_consumer_offset_interval: config.flush_consumer_offset_interval(),
+                ..BrokerConfig::default()
+            },
+            store,
+            Box::new(offsets),
+            metadata,
+        )?;
+        tracing::info!(data_dir = %config.data_dir.display(), flush = ?config.flush, "node opened");
+        Ok(Node { config, broker })
+    }
+
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The broker's handle (admin calls, actor addresses for observation).
+    pub fn broker(&self) -> &BrokerHandle {
+        &self.broker
+    }
+
+    /// The broker as the consumer and producer side reach it.
+    pub fn broker_api(&self) -> Rc<dyn BrokerApi> {
+        Rc::new(self.broker.clone())
+    }
+
+    pub fn producer(&self, group: impl Into<String>) -> Producer {
+        Producer::new(group, self.broker_api())
+    }
+
+    /// A push-consumer builder for `group`; a broadcasting consumer keeps its offsets under
+    /// `<data_dir>/broadcast-offsets/<group>` unless configured otherwise.
+    pub fn push_consumer(&self, group: impl Into<String>) -> PushConsumerBuilder {
+        let group = group.into();
+        let local_dir = self.config.data_dir.join("broadcast-offsets").join(&group);
+        PushConsumerBuilder::new(group).configure(move |config| {
+            config.local_offset_dir = Some(local_dir);
+        })
+    }
+
+    /// Starts a consumer built with [`Node::push_consumer`] against this node.
+    pub fn start_consumer(&self, builder: PushConsumerBuilder) -> Result<PushConsumer, NodeError> {
+        Ok(builder.start(self.broker_api())?)
+    }
+
+    /// Per queue of every topic `group` consumes: broker offset, consumer offset, lag, in
+    /// flight and last commit time.
+    pub async fn progress(&self, group: &str) -> Result<Vec<QueueProgress>, NodeError> {
+        Ok(self.broker.progress(group).await?)
+    }
+
+    /// Persists offsets (awaited), flushes and closes the store. Shut consumers down first so
+    /// their final offsets are in.
+    pub async fn shutdown(self) -> Result<(), NodeError> {
+        self.broker.shutdown().await?;
+        tracing::info!(data_dir = %self.config.data_dir.display(), "node shut down");
+        Ok(())
+    }
+}
+
+fn store_host(config: &NodeConfig) -> std::net::SocketAddr {
+    config
+        .advertised()
+        .parse()
+        .unwrap_or(std::net::SocketAddr::from(([127, 0, 0, 1], 10911)))
+}

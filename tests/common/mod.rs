@@ -1,0 +1,131 @@
+//! Helpers shared by the integration tests: a paused-time actix system, a node in a temporary
+//! directory, recording listeners and a way to advance time until a condition holds.
+#![allow(dead_code)]
+
+use skiff::actors::consumer::producer::OutgoingMessage;
+use skiff::actors::consumer::push_consumer::PushConsumer;
+use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
+use skiff::{Node, NodeConfig};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Runs `test` on an actix system whose tokio clock starts paused: timers fire only when the
+/// test advances time (or when every task is idle), so no test waits on the wall clock.
+pub fn run_paused<F, Fut>(test: F) -> Fut::Output
+where
+    F: FnOnce() -> Fut,
+    Fut: Future,
+{
+    let system = actix_rt::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread tokio runtime builds")
+    });
+    system.block_on(test())
+}
+
+/// Advances paused time in `step`s until `condition` holds; fails after `limit` of test time.
+pub async fn advance_until(
+    what: &str,
+    limit: Duration,
+    mut condition: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let step = Duration::from_millis(10);
+    let mut waited = Duration::ZERO;
+    while !condition() {
+        if waited >= limit {
+            anyhow::bail!("{what}: not reached within {limit:?} of test time");
+        }
+        tokio::time::sleep(step).await;
+        waited += step;
+    }
+    Ok(())
+}
+
+/// Advances paused time by `duration` (timers due meanwhile fire).
+pub async fn advance(duration: Duration) {
+    tokio::time::sleep(duration).await;
+}
+
+pub fn node_config(dir: &std::path::Path) -> NodeConfig {
+    let mut config = NodeConfig::in_dir(dir);
+    config.segment_size = 8 << 20;
+    config
+}
+
+pub fn open_node(dir: &std::path::Path) -> anyhow::Result<Node> {
+    Ok(Node::open(node_config(dir))?)
+}
+
+/// What a listener saw, by body, in arrival order.
+#[derive(Default, Debug)]
+pub struct Seen {
+    pub bodies: Vec<String>,
+    pub messages: Vec<ReceivedMessage>,
+    pub counts: BTreeMap<String, usize>,
+}
+
+impl Seen {
+    pub fn distinct(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub fn total(&self) -> usize {
+        self.bodies.len()
+    }
+
+    pub fn duplicates(&self) -> usize {
+        self.total() - self.distinct()
+    }
+}
+
+pub type SeenLog = Rc<RefCell<Seen>>;
+
+pub fn record(seen: &SeenLog, batch: &[std::sync::Arc<ReceivedMessage>]) {
+    let mut seen = seen.borrow_mut();
+    for message in batch {
+        let body = String::from_utf8_lossy(message.body()).into_owned();
+        *seen.counts.entry(body.clone()).or_default() += 1;
+        seen.bodies.push(body);
+        seen.messages.push((**message).clone());
+    }
+}
+
+/// A concurrent listener that records every message and succeeds.
+pub fn recording_listener(seen: &SeenLog) -> Listener {
+    let seen = seen.clone();
+    Listener::concurrent(move |batch| {
+        record(&seen, &batch);
+        async { ConsumeStatus::SUCCESS }
+    })
+}
+
+/// Sends `count` messages `prefix-0..` to `topic` in batches of `batch`.
+pub async fn produce(
+    node: &Node,
+    topic: &str,
+    prefix: &str,
+    count: usize,
+    batch: usize,
+) -> anyhow::Result<()> {
+    let producer = node.producer("test-producer");
+    let mut sent = 0;
+    while sent < count {
+        let end = (sent + batch).min(count);
+        let messages = (sent..end)
+            .map(|i| OutgoingMessage::new(topic, format!("{prefix}-{i}")))
+            .collect();
+        producer.send_batch(messages).await?;
+        sent = end;
+    }
+    Ok(())
+}
+
+pub async fn assigned_queues(consumer: &PushConsumer) -> anyhow::Result<usize> {
+    Ok(consumer.observe().await?.coordinator.assigned.len())
+}
