@@ -526,14 +526,10 @@ impl Recovery<'_> {
         Ok(())
     }
 
-    /// Whether the last entry of `q` still describes the record it points at; returns the
+    /// Whether entry `i` of `q` still describes the record it points at; returns the
     /// commit-log position right after that record.
-    fn last_entry_end(&self, q: &ConsumeQueue) -> Result<Option<u64>, StoreError> {
-        let max = q.max_offset();
-        if max == 0 {
-            return Ok(None);
-        }
-        let Some(e) = q.entry_raw(max - 1).map_err(|err| io_err(q.path(), err))? else {
+    fn entry_matches(&self, q: &ConsumeQueue, i: u64) -> Result<Option<u64>, StoreError> {
+        let Some(e) = q.entry_raw(i).map_err(|err| io_err(q.path(), err))? else {
             return Ok(None);
         };
         if e.end() > self.log.files_end()? || !self.log.same_segment(e.physical_offset, e.end()) {
@@ -544,10 +540,30 @@ impl Recovery<'_> {
         Ok(parse_record(&buf).ok().and_then(|l| {
             let same = l.physical_offset == e.physical_offset
                 && l.queue_id == q.queue_id()
-                && l.queue_offset == max - 1
+                && l.queue_offset == i
                 && &buf[l.topic.clone()] == q.topic().as_bytes();
             same.then_some(e.end())
         }))
+    }
+
+    /// Cuts `q` after its last entry that still matches its record, looking back a bounded
+    /// number of entries (a damaged index rarely has more than a damaged tail); returns where
+    /// re-indexing has to resume, `None` for the start of the log.
+    fn repair_tail(&self, q: &ConsumeQueue) -> Result<Option<u64>, StoreError> {
+        const LOOK_BACK: u64 = 64;
+        let count = q.max_offset();
+        for i in (count.saturating_sub(LOOK_BACK)..count).rev() {
+            if let Some(end) = self.entry_matches(q, i)? {
+                if i + 1 < count {
+                    q.truncate(i + 1).map_err(|e| io_err(q.path(), e))?;
+                }
+                return Ok(Some(end));
+            }
+        }
+        if count > 0 {
+            q.truncate(0).map_err(|e| io_err(q.path(), e))?;
+        }
+        Ok(None)
     }
 
     /// Validates records from `start`, indexing those the consume queues lack, and handles the
@@ -755,26 +771,27 @@ fn recover(
             .get(&(q.topic().to_string(), q.queue_id()))
             .copied()
             .unwrap_or(0);
-        let have = q.max_offset();
-        if have > expected {
+        if q.max_offset() > expected {
             // Entries written after the checkpoint may be incomplete; the scan re-indexes them.
             q.truncate(expected).map_err(|e| io_err(q.path(), e))?;
-        } else if have < expected {
-            let resume = rec.last_entry_end(q)?;
+        }
+        let before = q.max_offset();
+        let resume = if before > 0 {
+            rec.repair_tail(q)?
+        } else {
+            None
+        };
+        let have = q.max_offset();
+        if have < expected {
             tracing::warn!(
                 file = %q.path().display(),
-                entries = have,
+                entries = before,
+                kept = have,
                 expected,
                 resume_from = resume.unwrap_or(first_base),
                 "consume queue lost entries, rebuilding from the commit log"
             );
-            match resume {
-                Some(end) => start = start.min(end),
-                None => {
-                    q.truncate(0).map_err(|e| io_err(q.path(), e))?;
-                    start = first_base;
-                }
-            }
+            start = start.min(resume.unwrap_or(first_base));
         }
     }
     for ((topic, queue_id), expected) in &counts {
@@ -856,6 +873,8 @@ pub struct MessageStore {
     /// Set after an I/O error mid-append: memory and disk may disagree until a reopen recovers.
     broken: bool,
     closed: bool,
+    /// Held for the store's life: two writers on one directory would interleave records.
+    _lock: File,
 }
 
 /// A cheap, cloneable, thread-safe read handle; sees every append once `append_batch` returned.
@@ -879,6 +898,8 @@ impl MessageStore {
                 ),
             ));
         }
+        std::fs::create_dir_all(&config.dir).map_err(|e| io_err(&config.dir, e))?;
+        let lock_file = lock_dir(&config.dir)?;
         let cl_dir = config.dir.join("commitlog");
         std::fs::create_dir_all(&cl_dir).map_err(|e| io_err(&cl_dir, e))?;
         let cq_dir = queue_dir(&config.dir);
@@ -936,6 +957,7 @@ impl MessageStore {
             flusher: Some(flusher),
             broken: false,
             closed: false,
+            _lock: lock_file,
         })
     }
 
@@ -1177,6 +1199,27 @@ impl Drop for MessageStore {
         if let Err(e) = self.shutdown() {
             tracing::error!(error = %e, "flush on drop failed");
         }
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_err(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io_err(
+            &path,
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the store directory is already open in another store",
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path, e)),
     }
 }
 

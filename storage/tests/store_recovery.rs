@@ -1,0 +1,540 @@
+//! Reopen and crash recovery: checkpoints, torn tails, lost consume-queue entries and the
+//! corruption policy (see `skiff_storage::store` module docs).
+//!
+//! A process crash leaves the files exactly as the page cache shows them, so a copy of a live
+//! store directory is a faithful "crashed" store.
+
+use bytes::Bytes;
+use skiff_storage::consume_queue::ENTRY_SIZE;
+use skiff_storage::message::{decode_records, encode_properties, MessageToAppend};
+use skiff_storage::store::{AppendResult, MessageStore, ReadStatus, StoreConfig, StoreError};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const TOPIC: &str = "TopicTest";
+/// Offset of the body inside a record with IPv4 hosts.
+const BODY_POSITION: u64 = 88;
+
+fn config(dir: &Path, segment_size: u64) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.segment_size = segment_size;
+    c.flush_interval = Duration::from_secs(3600);
+    c
+}
+
+fn body_for(queue_id: u32, offset: u64) -> Vec<u8> {
+    let len = 20 + ((offset * 53 + u64::from(queue_id) * 7) % 150) as usize;
+    (0..len)
+        .map(|i| (i as u64 * 13 + offset * 3 + u64::from(queue_id)) as u8)
+        .collect()
+}
+
+fn msg(queue_id: u32, offset: u64) -> MessageToAppend {
+    MessageToAppend {
+        topic: TOPIC.to_string(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: SocketAddr::from(([10, 0, 0, 7], 40000)),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        properties: encode_properties(&[("TAGS", "TagA")]),
+        body: Bytes::from(body_for(queue_id, offset)),
+    }
+}
+
+/// Appends `n` messages per queue for `queues` queues in batches of 10, continuing each
+/// queue's offsets from the store's max.
+fn fill(store: &mut MessageStore, queues: u32, n: u64) -> Vec<AppendResult> {
+    let reader = store.reader();
+    let mut out = Vec::new();
+    for q in 0..queues {
+        let start = reader.max_offset(TOPIC, q);
+        let mut o = start;
+        while o < start + n {
+            let end = (o + 10).min(start + n);
+            let msgs: Vec<_> = (o..end).map(|i| msg(q, i)).collect();
+            out.extend(store.append_batch(&msgs).unwrap());
+            o = end;
+        }
+    }
+    out
+}
+
+/// Checks that every queue holds exactly `expected[q]` messages with the generated bodies.
+fn verify(store: &MessageStore, expected: &[u64]) {
+    let reader = store.reader();
+    for (q, &n) in expected.iter().enumerate() {
+        let q = q as u32;
+        assert_eq!(reader.max_offset(TOPIC, q), n, "max offset of queue {q}");
+        let mut offset = 0;
+        while offset < n {
+            let r = reader.read(TOPIC, q, offset, 32, u32::MAX, None).unwrap();
+            assert_eq!(r.status, ReadStatus::Found);
+            for m in decode_records(r.records).unwrap() {
+                assert_eq!(m.queue_offset, offset);
+                assert_eq!(
+                    &m.body[..],
+                    &body_for(q, offset)[..],
+                    "queue {q} offset {offset}"
+                );
+                offset += 1;
+            }
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else if e.file_name() != "lock" {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A copy of the live store as a crash at this instant would leave it.
+fn crash_copy(from: &Path) -> tempfile::TempDir {
+    let to = tempfile::tempdir().unwrap();
+    copy_dir(from, to.path());
+    to
+}
+
+fn segment_path(dir: &Path, physical_offset: u64) -> PathBuf {
+    let mut bases: Vec<u64> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .map(|e| {
+            e.unwrap()
+                .file_name()
+                .into_string()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    bases.sort();
+    let base = bases
+        .into_iter()
+        .rev()
+        .find(|b| *b <= physical_offset)
+        .unwrap();
+    dir.join("commitlog").join(format!("{base:020}"))
+}
+
+fn flip_byte(dir: &Path, physical_offset: u64) -> PathBuf {
+    let path = segment_path(dir, physical_offset);
+    let base: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, physical_offset - base).unwrap();
+    b[0] ^= 0x5A;
+    f.write_all_at(&b, physical_offset - base).unwrap();
+    path
+}
+
+fn cq_path(dir: &Path, queue_id: u32) -> PathBuf {
+    dir.join("consumequeue")
+        .join(TOPIC)
+        .join(queue_id.to_string())
+}
+
+#[test]
+fn reopen_recovers_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    let first = fill(&mut store, 3, 70);
+    let end = store.commit_log_end();
+    store.close().unwrap();
+
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    assert_eq!(store.commit_log_end(), end);
+    verify(&store, &[70, 70, 70]);
+    let reader = store.reader();
+    for r in first.iter().step_by(17) {
+        let m = reader
+            .read_by_physical_offset(r.physical_offset)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.queue_offset, r.queue_offset);
+    }
+    // Appends continue where the log and each queue left off.
+    let more = fill(&mut store, 3, 5);
+    assert_eq!(more[0].physical_offset, end);
+    assert_eq!(more[0].queue_offset, 70);
+    assert!(more[0].store_timestamp >= first.last().unwrap().store_timestamp);
+    drop(store);
+
+    let store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    verify(&store, &[75, 75, 75]);
+}
+
+#[test]
+fn a_second_open_of_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    match MessageStore::open(config(dir.path(), 4096)) {
+        Err(StoreError::Io { path, .. }) => assert!(path.ends_with("lock")),
+        Err(e) => panic!("unexpected error {e:?}"),
+        Ok(_) => panic!("second open succeeded"),
+    }
+    drop(store);
+    MessageStore::open(config(dir.path(), 4096)).unwrap();
+}
+
+#[test]
+fn unflushed_appends_survive_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    fill(&mut store, 2, 30);
+    store.flush().unwrap();
+    fill(&mut store, 2, 25);
+    let crashed = crash_copy(dir.path());
+    let store2 = MessageStore::open(config(crashed.path(), 4096)).unwrap();
+    assert_eq!(store2.commit_log_end(), store.commit_log_end());
+    verify(&store2, &[55, 55]);
+}
+
+#[test]
+fn torn_tail_mid_record_is_truncated_on_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    fill(&mut store, 1, 20);
+    store.flush().unwrap();
+    let last = *fill(&mut store, 1, 10).last().unwrap();
+    let crashed = crash_copy(dir.path());
+    let seg = segment_path(crashed.path(), last.physical_offset);
+    let f = OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(last.physical_offset + u64::from(last.stored_size) - 10)
+        .unwrap();
+    drop(f);
+
+    let mut store = MessageStore::open(config(crashed.path(), 1 << 20)).unwrap();
+    assert_eq!(store.commit_log_end(), last.physical_offset);
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), last.physical_offset);
+    verify(&store, &[29]);
+    // The lost offset is handed out again.
+    let again = store.append_batch(&[msg(0, 29)]).unwrap();
+    assert_eq!(
+        (again[0].queue_offset, again[0].physical_offset),
+        (29, last.physical_offset)
+    );
+    drop(store);
+    let store = MessageStore::open(config(crashed.path(), 1 << 20)).unwrap();
+    verify(&store, &[30]);
+}
+
+#[test]
+fn garbage_after_the_tail_is_truncated_on_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let results = fill(&mut store, 2, 15);
+    let end = store.commit_log_end();
+    store.flush().unwrap();
+    let template = std::fs::read(segment_path(dir.path(), 0)).unwrap();
+    let first_size = results[0].stored_size as usize;
+
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![0u8; 700],
+        (0..333u32).map(|i| (i * 7919 % 251) as u8).collect(),
+        // A plausible header whose body fails its CRC: what a write cut mid-body leaves.
+        {
+            let mut rec = template[..first_size].to_vec();
+            rec[28..36].copy_from_slice(&end.to_be_bytes());
+            rec[BODY_POSITION as usize] ^= 1;
+            rec
+        },
+        // Half a record.
+        template[..first_size / 2].to_vec(),
+    ];
+    for g in garbage {
+        let crashed = crash_copy(dir.path());
+        let seg = segment_path(crashed.path(), end);
+        OpenOptions::new()
+            .append(true)
+            .open(&seg)
+            .unwrap()
+            .write_all(&g)
+            .unwrap();
+        let mut store = MessageStore::open(config(crashed.path(), 1 << 20)).unwrap();
+        assert_eq!(store.commit_log_end(), end);
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), end);
+        verify(&store, &[15, 15]);
+        fill(&mut store, 2, 1);
+        verify(&store, &[16, 16]);
+    }
+}
+
+#[test]
+fn torn_first_record_of_a_new_segment_is_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    store.flush().unwrap();
+    let mut results = Vec::new();
+    // Append until a segment starts with the last record appended.
+    let mut o = 0;
+    loop {
+        let r = store.append_batch(&[msg(0, o)]).unwrap()[0];
+        o += 1;
+        results.push(r);
+        if o > 25
+            && segment_path(dir.path(), r.physical_offset)
+                .ends_with(format!("{:020}", r.physical_offset))
+        {
+            break;
+        }
+    }
+    let last = *results.last().unwrap();
+    let crashed = crash_copy(dir.path());
+    let seg = segment_path(crashed.path(), last.physical_offset);
+    OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(40)
+        .unwrap();
+    let mut store = MessageStore::open(config(crashed.path(), 4096)).unwrap();
+    assert_eq!(store.commit_log_end(), last.physical_offset);
+    verify(&store, &[o - 1]);
+    let again = store.append_batch(&[msg(0, o - 1)]).unwrap()[0];
+    assert_eq!(again.physical_offset, last.physical_offset);
+    verify(&store, &[o]);
+}
+
+#[test]
+fn consume_queue_rebuilt_when_its_file_lost_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    fill(&mut store, 3, 100);
+    store.close().unwrap();
+
+    // Queue 0 keeps 10 entries and half of the 11th; queue 1 loses its file; queue 2's last
+    // entry is zeroed.
+    let q0 = OpenOptions::new()
+        .write(true)
+        .open(cq_path(dir.path(), 0))
+        .unwrap();
+    q0.set_len(10 * ENTRY_SIZE as u64 + 5).unwrap();
+    std::fs::remove_file(cq_path(dir.path(), 1)).unwrap();
+    let q2 = OpenOptions::new()
+        .write(true)
+        .open(cq_path(dir.path(), 2))
+        .unwrap();
+    q2.write_all_at(&[0u8; ENTRY_SIZE], 99 * ENTRY_SIZE as u64)
+        .unwrap();
+    drop((q0, q2));
+
+    let store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    verify(&store, &[100, 100, 100]);
+    for q in 0..3 {
+        assert_eq!(
+            std::fs::metadata(cq_path(dir.path(), q)).unwrap().len(),
+            100 * ENTRY_SIZE as u64
+        );
+    }
+}
+
+#[test]
+fn consume_queue_tail_past_the_checkpoint_is_rebuilt_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    fill(&mut store, 2, 40);
+    store.flush().unwrap();
+    fill(&mut store, 2, 10);
+    let crashed = crash_copy(dir.path());
+    // The index writes after the checkpoint never reached the file, and one is half there.
+    let q0 = OpenOptions::new()
+        .write(true)
+        .open(cq_path(crashed.path(), 0))
+        .unwrap();
+    q0.set_len(40 * ENTRY_SIZE as u64 + 13).unwrap();
+    std::fs::remove_file(cq_path(crashed.path(), 1)).unwrap();
+    drop(q0);
+    let store = MessageStore::open(config(crashed.path(), 4096)).unwrap();
+    verify(&store, &[50, 50]);
+}
+
+#[test]
+fn missing_or_damaged_checkpoint_recovers_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    fill(&mut store, 2, 60);
+    store.close().unwrap();
+
+    let ck = dir.path().join("checkpoint");
+    let mut bytes = std::fs::read(&ck).unwrap();
+    bytes[10] ^= 0xFF;
+    std::fs::write(&ck, &bytes).unwrap();
+    let store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    verify(&store, &[60, 60]);
+    drop(store);
+
+    std::fs::remove_file(&ck).unwrap();
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+    let store = MessageStore::open(config(dir.path(), 4096)).unwrap();
+    verify(&store, &[60, 60]);
+}
+
+#[test]
+fn corrupt_body_is_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let results = fill(&mut store, 1, 50);
+    store.close().unwrap();
+    let victim = results[20];
+    let seg = flip_byte(dir.path(), victim.physical_offset + BODY_POSITION + 3);
+
+    // The checkpoint covers the record, so open does not re-validate it; reads do.
+    let store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let reader = store.reader();
+    for start in [20, 5] {
+        match reader.read(TOPIC, 0, start, 32, u32::MAX, None) {
+            Err(StoreError::CorruptRecord {
+                path,
+                physical_offset,
+                reason,
+            }) => {
+                assert_eq!(path, seg);
+                assert_eq!(physical_offset, victim.physical_offset);
+                assert!(reason.contains("crc"), "{reason}");
+            }
+            other => panic!("expected CorruptRecord, got {other:?}"),
+        }
+    }
+    match reader.read_by_physical_offset(victim.physical_offset) {
+        Err(StoreError::CorruptRecord {
+            path,
+            physical_offset,
+            ..
+        }) => {
+            assert_eq!(
+                (path, physical_offset),
+                (seg.clone(), victim.physical_offset)
+            );
+        }
+        other => panic!("expected CorruptRecord, got {other:?}"),
+    }
+    let err = reader
+        .read(TOPIC, 0, 20, 1, u32::MAX, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&victim.physical_offset.to_string()) && err.contains("00000000000000000000")
+    );
+    // Records around it are still served.
+    let r = reader.read(TOPIC, 0, 0, 20, u32::MAX, None).unwrap();
+    assert_eq!(r.message_count, 20);
+    let r = reader.read(TOPIC, 0, 21, 32, u32::MAX, None).unwrap();
+    assert_eq!(r.message_count, 29);
+}
+
+#[test]
+fn corruption_followed_by_valid_records_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let results = fill(&mut store, 1, 50);
+    store.close().unwrap();
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+
+    // A flipped body byte, and separately a flipped magic byte (the header itself is damaged).
+    for (victim, delta) in [(results[20], BODY_POSITION + 1), (results[33], 5)] {
+        let copy = crash_copy(dir.path());
+        let seg = flip_byte(copy.path(), victim.physical_offset + delta);
+        match MessageStore::open(config(copy.path(), 1 << 20)) {
+            Err(StoreError::CorruptRecord {
+                path,
+                physical_offset,
+                reason,
+            }) => {
+                assert_eq!(path, seg);
+                assert_eq!(physical_offset, victim.physical_offset);
+                assert!(reason.contains("valid record follows"), "{reason}");
+            }
+            Err(e) => panic!("unexpected error {e:?}"),
+            Ok(_) => panic!("open accepted a corrupt record in the middle of the log"),
+        }
+        // Nothing was truncated.
+        assert_eq!(
+            std::fs::metadata(&seg).unwrap().len(),
+            std::fs::metadata(segment_path(dir.path(), 0))
+                .unwrap()
+                .len()
+        );
+    }
+}
+
+#[test]
+fn corruption_after_the_checkpoint_followed_by_valid_records_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    fill(&mut store, 1, 10);
+    store.flush().unwrap();
+    let results = fill(&mut store, 1, 10);
+    let crashed = crash_copy(dir.path());
+    let victim = results[4];
+    flip_byte(crashed.path(), victim.physical_offset + BODY_POSITION);
+    match MessageStore::open(config(crashed.path(), 1 << 20)) {
+        Err(StoreError::CorruptRecord {
+            physical_offset, ..
+        }) => {
+            assert_eq!(physical_offset, victim.physical_offset)
+        }
+        Err(e) => panic!("unexpected error {e:?}"),
+        Ok(_) => panic!("open accepted a corrupt record followed by valid ones"),
+    }
+}
+
+#[test]
+fn corrupt_last_record_past_the_checkpoint_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    fill(&mut store, 1, 10);
+    store.flush().unwrap();
+    let last = *fill(&mut store, 1, 10).last().unwrap();
+    let crashed = crash_copy(dir.path());
+    flip_byte(crashed.path(), last.physical_offset + BODY_POSITION + 2);
+    let store = MessageStore::open(config(crashed.path(), 1 << 20)).unwrap();
+    assert_eq!(store.commit_log_end(), last.physical_offset);
+    verify(&store, &[19]);
+}
+
+#[test]
+fn truncation_below_the_checkpoint_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let results = fill(&mut store, 1, 30);
+    store.close().unwrap();
+    // Damage a checkpointed record and lose a queue's index so recovery has to rescan it.
+    let victim = results[25];
+    flip_byte(dir.path(), victim.physical_offset + BODY_POSITION);
+    OpenOptions::new()
+        .write(true)
+        .open(cq_path(dir.path(), 0))
+        .unwrap()
+        .set_len(20 * ENTRY_SIZE as u64)
+        .unwrap();
+    match MessageStore::open(config(dir.path(), 1 << 20)) {
+        Err(StoreError::CorruptRecord {
+            physical_offset,
+            reason,
+            ..
+        }) => {
+            assert_eq!(physical_offset, victim.physical_offset);
+            assert!(reason.contains("checkpoint"), "{reason}");
+        }
+        Err(e) => panic!("unexpected error {e:?}"),
+        Ok(_) => panic!("a damaged durable record was silently dropped"),
+    }
+}
