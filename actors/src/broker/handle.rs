@@ -65,6 +65,29 @@ pub struct QueueProgress {
     pub last_commit_ms: Option<i64>,
 }
 
+/// The pull answer for a store read at `offset` (`reference/rocketmq-remoting.md` §4.1): the
+/// client-visible status and the next offset to pull from. The illegal cases carry the corrected
+/// offset (offset-lifecycle §1.A.12): an empty queue restarts at 0, an offset below the queue
+/// at its min, one beyond it at its max. `next` is the store's next offset for a found or
+/// filtered read. Status codes: Found 0, NoNewMessage 19, NoMatchedMessage 20, OffsetIllegal 21.
+pub fn pull_status(
+    read: ReadStatus,
+    offset: u64,
+    min: u64,
+    max: u64,
+    next: u64,
+) -> (PullStatus, u64) {
+    match read {
+        ReadStatus::Found => (PullStatus::Found, next),
+        ReadStatus::NoMatchedMessage => (PullStatus::NoMatchedMessage, next),
+        ReadStatus::NoMessageInQueue if offset == 0 => (PullStatus::NoNewMessage, 0),
+        ReadStatus::NoMessageInQueue => (PullStatus::OffsetIllegal, 0),
+        ReadStatus::OffsetOverflowOne => (PullStatus::NoNewMessage, offset),
+        ReadStatus::OffsetOverflowBadly => (PullStatus::OffsetIllegal, max),
+        ReadStatus::OffsetTooSmall => (PullStatus::OffsetIllegal, min),
+    }
+}
+
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
 /// arbiter.
 #[derive(Clone)]
@@ -92,15 +115,12 @@ impl BrokerHandle {
     pub(crate) fn new(
         config: BrokerConfig,
         clock: BrokerClock,
+        store_host: SocketAddr,
         reader: StoreReader,
         registry: Registry,
         inbox: NotifierInbox,
         addrs: BrokerAddrs,
     ) -> Self {
-        let store_host = config.listen_addr.parse().unwrap_or_else(|_| {
-            tracing::warn!(addr = %config.listen_addr, "listen address is not ip:port; message ids use 127.0.0.1:10911");
-            SocketAddr::from(([127, 0, 0, 1], 10911))
-        });
         BrokerHandle {
             inner: Rc::new(Inner {
                 config,
@@ -296,15 +316,13 @@ impl BrokerHandle {
             filter,
         )?;
         let offset = request.queue_offset;
-        let (status, next_begin_offset) = match read.status {
-            ReadStatus::Found => (PullStatus::Found, read.next_begin_offset),
-            ReadStatus::NoMatchedMessage => (PullStatus::NoMatchedMessage, read.next_begin_offset),
-            ReadStatus::NoMessageInQueue if offset == 0 => (PullStatus::NoNewMessage, 0),
-            ReadStatus::NoMessageInQueue => (PullStatus::OffsetIllegal, 0),
-            ReadStatus::OffsetOverflowOne => (PullStatus::NoNewMessage, offset),
-            ReadStatus::OffsetOverflowBadly => (PullStatus::OffsetIllegal, read.max_offset),
-            ReadStatus::OffsetTooSmall => (PullStatus::OffsetIllegal, read.min_offset),
-        };
+        let (status, next_begin_offset) = pull_status(
+            read.status,
+            offset,
+            read.min_offset,
+            read.max_offset,
+            read.next_begin_offset,
+        );
         if status == PullStatus::OffsetIllegal {
             tracing::info!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset, next = next_begin_offset, status = ?read.status, "pull offset corrected");
         }

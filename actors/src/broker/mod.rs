@@ -23,14 +23,14 @@ pub mod registry;
 pub mod retry;
 pub mod schedule;
 
-pub use handle::{BrokerAddrs, BrokerHandle, QueueProgress};
+pub use handle::{pull_status, BrokerAddrs, BrokerHandle, QueueProgress};
 
 use crate::broker_api::BrokerError;
 use crate::persister::Persister;
 use actix::prelude::*;
 use skiff_storage::metadata::MetadataStore;
 use skiff_storage::offset_table::OffsetTable;
-use skiff_storage::store::{FlushPolicy, MessageStore, StoreReader};
+use skiff_storage::store::{MessageStore, StoreReader};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Broker settings; [`Default`] gives RocketMQ's defaults for a single node.
@@ -38,8 +38,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct BrokerConfig {
     pub broker_name: String,
     pub cluster_name: String,
-    /// `ip:port` clients reach this broker at: reported in routes and used as the store host of
-    /// offset message ids (keep it equal to the store's `store_host`).
+    /// `ip:port` clients reach this broker at, reported in routes. (Offset message ids use the
+    /// store's `store_host`, which is what the records carry.)
     pub listen_addr: String,
     /// Queue count of a topic auto-created without a producer's ask (route lookups, the
     /// in-process `send`).
@@ -59,8 +59,6 @@ pub struct BrokerConfig {
     pub short_polling: Duration,
     /// How often parked pulls are re-checked against the store besides arrival notices.
     pub long_poll_sweep_interval: Duration,
-    /// Must match the store's policy: with `Sync`, sends are acked after a shared fsync.
-    pub flush_policy: FlushPolicy,
 }
 
 impl Default for BrokerConfig {
@@ -80,7 +78,6 @@ impl Default for BrokerConfig {
             long_polling: true,
             short_polling: Duration::from_secs(1),
             long_poll_sweep_interval: Duration::from_secs(5),
-            flush_policy: FlushPolicy::Async,
         }
     }
 }
@@ -130,7 +127,13 @@ impl Broker {
         metadata: MetadataStore,
     ) -> Result<BrokerHandle, BrokerError> {
         let clock = BrokerClock::start();
+        let mut store = store;
+        // One time base for store timestamps, commit times and delay due times: delays are
+        // computed from store timestamps but fire on tokio timers.
+        store.set_clock(move || clock.now_ms());
         let reader: StoreReader = store.reader();
+        let flush_policy = store.config().flush_policy;
+        let store_host = store.config().store_host;
         let registry = registry::Registry::new(
             metadata,
             config.auto_create_topic,
@@ -139,8 +142,7 @@ impl Broker {
         let cursors = schedule::load_cursors(offsets.as_ref(), &reader)?;
 
         let store_addr =
-            message_store::MessageStoreActor::new(store, config.flush_policy, registry.clone())
-                .start();
+            message_store::MessageStoreActor::new(store, flush_policy, registry.clone()).start();
         let offsets_addr = consumer_offsets::ConsumerOffsetsActor::new(offsets).start();
         let persister = Persister::new(
             "broker offsets",
@@ -181,6 +183,7 @@ impl Broker {
         Ok(BrokerHandle::new(
             config,
             clock,
+            store_host,
             reader,
             registry,
             inbox,
