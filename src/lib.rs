@@ -1,8 +1,45 @@
-//! skiff: a single-node message-queue node that speaks RocketMQ's remoting protocol.
+//! skiff: a single-node message-queue node that reimplements Apache RocketMQ's consumer-offset
+//! lifecycle and speaks RocketMQ's remoting protocol.
+//!
+//! Embedded use: open a [`Node`], produce, consume with a group. Offsets are committed only up
+//! to the smallest message still in flight, persisted every 5 s and at shutdown, so a crash
+//! re-delivers and never loses.
+//!
+//! ```
+//! use skiff::prelude::*;
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! actix_rt::System::new().block_on(async {
+//!     let node = Node::open(NodeConfig::in_dir(dir.path()))?;
+//!     let producer = node.producer("demo-producer");
+//!     producer.send(OutgoingMessage::new("Orders", "hello").with_tags("new")).await?;
+//!
+//!     let (received, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+//!     let consumer = node.start_consumer(
+//!         node.push_consumer("demo-group")
+//!             .subscribe("Orders", "new || paid")
+//!             .consume_from(ConsumeFromWhere::FirstOffset)
+//!             .listener(Listener::concurrent(move |batch| {
+//!                 for message in &batch {
+//!                     let _ = received.send(message.body().to_vec());
+//!                 }
+//!                 async { ConsumeStatus::SUCCESS }
+//!             })),
+//!     )?;
+//!     assert_eq!(inbox.recv().await.as_deref(), Some(&b"hello"[..]));
+//!
+//!     // Hands every queue off with an acknowledged final offset, then flushes the node.
+//!     consumer.shutdown().await?;
+//!     node.shutdown().await?;
+//!     Ok(())
+//! })
+//! # }
+//! ```
 //!
 //! Layout: [`config`] (defaults, `skiff.toml`, `SKIFF_*`), [`node`] (the embedded [`Node`]),
 //! [`remoting`] (wire codec, server, client). The actors live in the `skiff-actors` crate and
-//! durable state in `skiff-storage`; both are re-exported.
+//! durable state in `skiff-storage`; both are re-exported as [`actors`] and [`storage`].
 
 pub mod config;
 pub mod node;
@@ -12,3 +49,14 @@ pub use config::NodeConfig;
 pub use node::{Node, NodeError};
 pub use skiff_actors as actors;
 pub use skiff_storage as storage;
+
+/// What embedding code usually needs.
+pub mod prelude {
+    pub use crate::config::NodeConfig;
+    pub use crate::node::Node;
+    pub use skiff_actors::broker_api::MessageModel;
+    pub use skiff_actors::consumer::producer::{OutgoingMessage, Producer};
+    pub use skiff_actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};
+    pub use skiff_actors::consumer::{ConsumeStatus, Listener, OrderlyStatus, ReceivedMessage};
+    pub use skiff_actors::logic::pull_from_where::ConsumeFromWhere;
+}

@@ -2,9 +2,16 @@
 //! directory, recording listeners and a way to advance time until a condition holds.
 #![allow(dead_code)]
 
+use skiff::actors::broker_api::{
+    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, PullRequest,
+    PullResponse, SendBackRequest, SendResult, TopicRoute,
+};
 use skiff::actors::consumer::producer::OutgoingMessage;
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
+use skiff::actors::logic::queue::MessageQueue;
+use skiff::storage::message::MessageToAppend;
+use skiff::storage::store::BoundaryType;
 use skiff::{Node, NodeConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -128,4 +135,141 @@ pub async fn produce(
 
 pub async fn assigned_queues(consumer: &PushConsumer) -> anyhow::Result<usize> {
     Ok(consumer.observe().await?.coordinator.assigned.len())
+}
+
+/// Switches for [`FaultyBroker`]: each counts down how many calls of that kind fail.
+#[derive(Default)]
+pub struct Faults {
+    pub send_back: std::cell::Cell<u32>,
+    pub query_offset: std::cell::Cell<u32>,
+}
+
+/// A broker decorator that fails chosen calls, for the failure paths of the offset rules.
+pub struct FaultyBroker {
+    pub inner: Rc<dyn BrokerApi>,
+    pub faults: Rc<Faults>,
+}
+
+fn injected(what: &str) -> BrokerError {
+    BrokerError::Transport {
+        addr: "test".to_string(),
+        reason: format!("injected {what} failure"),
+    }
+}
+
+fn take_fault(counter: &std::cell::Cell<u32>) -> bool {
+    let left = counter.get();
+    if left > 0 {
+        counter.set(left - 1);
+        true
+    } else {
+        false
+    }
+}
+
+impl BrokerApi for FaultyBroker {
+    fn route(&self, topic: &str) -> BrokerFuture<TopicRoute> {
+        self.inner.route(topic)
+    }
+    fn send(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
+        self.inner.send(messages)
+    }
+    fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse> {
+        self.inner.pull(request)
+    }
+    fn query_offset(&self, group: &str, queue: &MessageQueue) -> BrokerFuture<Option<u64>> {
+        if take_fault(&self.faults.query_offset) {
+            return Box::pin(std::future::ready(Err(injected("query offset"))));
+        }
+        self.inner.query_offset(group, queue)
+    }
+    fn update_offset(
+        &self,
+        group: &str,
+        queue: &MessageQueue,
+        offset: u64,
+        acknowledged: bool,
+    ) -> BrokerFuture<()> {
+        self.inner.update_offset(group, queue, offset, acknowledged)
+    }
+    fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
+        if take_fault(&self.faults.send_back) {
+            return Box::pin(std::future::ready(Err(injected("send back"))));
+        }
+        self.inner.send_back(request)
+    }
+    fn heartbeat(
+        &self,
+        heartbeat: ConsumerHeartbeat,
+        notifier: std::sync::Arc<dyn ConsumerNotifier>,
+    ) -> BrokerFuture<()> {
+        self.inner.heartbeat(heartbeat, notifier)
+    }
+    fn unregister(&self, client_id: &str, group: &str) -> BrokerFuture<()> {
+        self.inner.unregister(client_id, group)
+    }
+    fn consumer_list(&self, group: &str) -> BrokerFuture<Vec<String>> {
+        self.inner.consumer_list(group)
+    }
+    fn lock_batch(
+        &self,
+        group: &str,
+        client_id: &str,
+        queues: Vec<MessageQueue>,
+    ) -> BrokerFuture<Vec<MessageQueue>> {
+        self.inner.lock_batch(group, client_id, queues)
+    }
+    fn unlock_batch(
+        &self,
+        group: &str,
+        client_id: &str,
+        queues: Vec<MessageQueue>,
+    ) -> BrokerFuture<()> {
+        self.inner.unlock_batch(group, client_id, queues)
+    }
+    fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
+        self.inner.min_offset(queue)
+    }
+    fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
+        self.inner.max_offset(queue)
+    }
+    fn search_offset(
+        &self,
+        queue: &MessageQueue,
+        timestamp_ms: i64,
+        boundary: BoundaryType,
+    ) -> BrokerFuture<u64> {
+        self.inner.search_offset(queue, timestamp_ms, boundary)
+    }
+}
+
+/// The committed (consumer-side cached) offset of every queue of `topic`, by queue id.
+pub async fn consumer_offsets(
+    consumer: &PushConsumer,
+    topic: &str,
+) -> anyhow::Result<BTreeMap<u32, u64>> {
+    Ok(consumer
+        .observe()
+        .await?
+        .offsets
+        .offsets
+        .into_iter()
+        .filter(|(queue, _)| queue.topic == topic)
+        .map(|(queue, offset)| (queue.queue_id, offset))
+        .collect())
+}
+
+/// The broker's stored offsets of `group` on `topic`, by queue id.
+pub async fn broker_offsets(
+    node: &Node,
+    group: &str,
+    topic: &str,
+) -> anyhow::Result<BTreeMap<u32, Option<u64>>> {
+    Ok(node
+        .progress(group)
+        .await?
+        .into_iter()
+        .filter(|row| row.topic == topic)
+        .map(|row| (row.queue_id, row.consumer_offset))
+        .collect())
 }
