@@ -325,7 +325,8 @@ fn non_negative(field: &'static str, v: i64) -> Result<u64, MessageDecodeError> 
 }
 
 /// Parses and verifies the record at the start of `buf`: magic, size fields that add up to the
-/// total size, non-negative offsets, UTF-8 topic and properties, and the body CRC.
+/// total size, non-negative offsets and the body CRC. Topic and properties are not checked for
+/// UTF-8 here (the store's read path serves bytes and need not pay for it); the decoders do.
 pub fn parse_record(buf: &[u8]) -> Result<RecordLayout, MessageDecodeError> {
     let mut c = Cursor { buf, pos: 0 };
     let total = c.i32()?;
@@ -395,14 +396,6 @@ pub fn parse_record(buf: &[u8]) -> Result<RecordLayout, MessageDecodeError> {
             total_size,
         });
     }
-    if std::str::from_utf8(&buf[topic.clone()]).is_err() {
-        return Err(MessageDecodeError::NotUtf8 { field: "topic" });
-    }
-    if std::str::from_utf8(&buf[properties.clone()]).is_err() {
-        return Err(MessageDecodeError::NotUtf8 {
-            field: "properties",
-        });
-    }
     let computed = body_crc(&buf[body.clone()]);
     if computed != crc {
         return Err(MessageDecodeError::BodyCrcMismatch {
@@ -429,13 +422,22 @@ pub fn parse_record(buf: &[u8]) -> Result<RecordLayout, MessageDecodeError> {
     })
 }
 
-fn utf8_string(buf: &[u8], range: Range<usize>) -> String {
-    // parse_record already checked these ranges are UTF-8.
-    String::from_utf8_lossy(&buf[range]).into_owned()
+fn utf8_string(
+    buf: &[u8],
+    range: Range<usize>,
+    field: &'static str,
+) -> Result<String, MessageDecodeError> {
+    std::str::from_utf8(&buf[range])
+        .map(str::to_string)
+        .map_err(|_| MessageDecodeError::NotUtf8 { field })
 }
 
-fn to_message(layout: RecordLayout, buf: &[u8], body: Bytes) -> StoredMessage {
-    StoredMessage {
+fn to_message(
+    layout: RecordLayout,
+    buf: &[u8],
+    body: Bytes,
+) -> Result<StoredMessage, MessageDecodeError> {
+    Ok(StoredMessage {
         queue_id: layout.queue_id,
         flag: layout.flag,
         queue_offset: layout.queue_offset,
@@ -448,10 +450,10 @@ fn to_message(layout: RecordLayout, buf: &[u8], body: Bytes) -> StoredMessage {
         reconsume_times: layout.reconsume_times,
         prepared_transaction_offset: layout.prepared_transaction_offset,
         body,
-        topic: utf8_string(buf, layout.topic),
-        properties: utf8_string(buf, layout.properties),
+        topic: utf8_string(buf, layout.topic, "topic")?,
+        properties: utf8_string(buf, layout.properties, "properties")?,
         stored_size: layout.total_size,
-    }
+    })
 }
 
 /// Decodes the record at the start of `buf`, returning it and the bytes it occupied.
@@ -459,7 +461,7 @@ pub fn decode_record(buf: &[u8]) -> Result<(StoredMessage, usize), MessageDecode
     let layout = parse_record(buf)?;
     let size = layout.total_size as usize;
     let body = Bytes::copy_from_slice(&buf[layout.body.clone()]);
-    Ok((to_message(layout, buf, body), size))
+    Ok((to_message(layout, buf, body)?, size))
 }
 
 /// Decodes back-to-back records (a pull response body); bodies share `buf` without copying.
@@ -471,7 +473,7 @@ pub fn decode_records(buf: Bytes) -> Result<Vec<StoredMessage>, MessageDecodeErr
         let layout = parse_record(rest)?;
         let size = layout.total_size as usize;
         let body = buf.slice(pos + layout.body.start..pos + layout.body.end);
-        out.push(to_message(layout, rest, body));
+        out.push(to_message(layout, rest, body)?);
         pos += size;
     }
     Ok(out)
@@ -499,11 +501,28 @@ fn property_pairs(props: &str) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// Value of property `name`; with duplicates the last one wins, as in Java's map.
+///
+/// A plain byte scan: the store looks up TAGS for every appended message, and the generic
+/// `split` iterators cost several times more on these short strings.
 pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
-    property_pairs(props)
-        .filter(|(n, _)| *n == name)
-        .last()
-        .map(|(_, v)| v)
+    let bytes = props.as_bytes();
+    let mut found = None;
+    let mut seg_start = 0;
+    while seg_start < bytes.len() {
+        let seg_end = bytes[seg_start..]
+            .iter()
+            .position(|b| *b == PROPERTY_SEPARATOR as u8)
+            .map_or(bytes.len(), |p| seg_start + p);
+        let seg = &bytes[seg_start..seg_end];
+        if seg.len() >= 3 && seg.len() > name.len() && seg.starts_with(name.as_bytes()) {
+            // Both separators are ASCII, so these indices are char boundaries.
+            if seg[name.len()] == NAME_VALUE_SEPARATOR as u8 {
+                found = Some(&props[seg_start + name.len() + 1..seg_end]);
+            }
+        }
+        seg_start = seg_end + 1;
+    }
+    found
 }
 
 /// Every property as a map (the last of duplicate names wins).
@@ -782,6 +801,22 @@ mod tests {
         assert_eq!(property(odd, "K"), Some("2"));
         assert_eq!(property(odd, "a"), None);
         assert_eq!(parse_properties(odd).len(), 1);
+        // The lookup agrees with the pair parser on awkward inputs.
+        for props in [
+            odd,
+            "K\u{1}\u{2}K",
+            "KK\u{1}x\u{2}K\u{1}y",
+            "\u{2}\u{2}K\u{1}é\u{2}",
+            "K\u{1}a\u{1}b",
+        ] {
+            for name in ["K", "KK", "a", ""] {
+                let want = property_pairs(props)
+                    .filter(|(n, _)| *n == name)
+                    .last()
+                    .map(|(_, v)| v);
+                assert_eq!(property(props, name), want, "{props:?} {name:?}");
+            }
+        }
         assert!(parse_properties("").is_empty());
     }
 

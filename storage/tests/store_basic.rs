@@ -385,7 +385,8 @@ fn invalid_messages_are_rejected_and_append_nothing() {
     cfg.max_message_size = 1000;
     let mut store = MessageStore::open(cfg).unwrap();
     let good = msg(TOPIC, 0, vec![1; 10], None);
-    let cases: Vec<(MessageToAppend, fn(&StoreError) -> bool)> = vec![
+    type Check = fn(&StoreError) -> bool;
+    let cases: Vec<(MessageToAppend, Check)> = vec![
         (msg("bad/topic", 0, vec![1], None), |e| {
             matches!(e, StoreError::InvalidTopic { .. })
         }),
@@ -424,7 +425,7 @@ fn invalid_messages_are_rejected_and_append_nothing() {
     assert_eq!(store.reader().max_offset(TOPIC, 0), 0);
     assert_eq!(store.commit_log_end(), 0);
     assert!(store.append_batch(&[]).unwrap().is_empty());
-    store.append_batch(&[good.clone()]).unwrap();
+    store.append_batch(std::slice::from_ref(&good)).unwrap();
     assert_eq!(store.reader().max_offset(TOPIC, 0), 1);
     // A topic longer than 127 bytes is stored as a V2 record.
     let long = "L".repeat(200);

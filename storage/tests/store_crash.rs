@@ -46,7 +46,7 @@ fn batch_for(seed: u64) -> (u32, Vec<MessageToAppend>) {
     let queue_id = (splitmix(&mut s) % QUEUES) as u32;
     let count = 1 + splitmix(&mut s) % 8;
     // Now and then a large batch, so kills also interrupt long writes.
-    let max_len = if splitmix(&mut s) % 10 == 0 {
+    let max_len = if splitmix(&mut s).is_multiple_of(10) {
         20_000
     } else {
         400
