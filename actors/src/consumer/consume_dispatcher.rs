@@ -438,6 +438,10 @@ impl Handler<ConsumeConcurrently> for ConsumeDispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: ConsumeConcurrently, ctx: &mut Self::Context) {
+        if self.cancelled.contains(&msg.pq) {
+            // Arrived after its queue was handed off: the next owner consumes these.
+            return;
+        }
         let batch_size = self.config.consume_batch_size.max(1);
         let mut messages = msg.messages;
         while !messages.is_empty() {

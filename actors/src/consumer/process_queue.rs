@@ -259,12 +259,22 @@ impl ProcessQueue {
         if self.config.orderly {
             self.consume_orderly(ctx);
         } else {
-            let _ = self.dispatcher.try_send(ConsumeConcurrently {
-                pq: self.id,
-                queue: self.queue.clone(),
-                messages: fresh,
-                report_to: ctx.address().recipient(),
-            });
+            // Waits for mailbox room rather than dropping: a lost batch would pin the offset.
+            self.dispatcher
+                .send(ConsumeConcurrently {
+                    pq: self.id,
+                    queue: self.queue.clone(),
+                    messages: fresh,
+                    report_to: ctx.address().recipient(),
+                })
+                .into_actor(self)
+                .map(|result, act, _| {
+                    if let Err(error) = result {
+                        tracing::error!(group = %act.config.group, queue = %act.queue, %error,
+                            "consume dispatcher unavailable");
+                    }
+                })
+                .spawn(ctx);
         }
     }
 
@@ -282,11 +292,20 @@ impl ProcessQueue {
             return;
         }
         self.orderly_consuming = true;
-        let _ = self.dispatcher.try_send(ConsumeOrderly {
-            pq: self.id,
-            messages: taken,
-            report_to: ctx.address().recipient(),
-        });
+        self.dispatcher
+            .send(ConsumeOrderly {
+                pq: self.id,
+                messages: taken,
+                report_to: ctx.address().recipient(),
+            })
+            .into_actor(self)
+            .map(|result, act, _| {
+                if let Err(error) = result {
+                    tracing::error!(group = %act.config.group, queue = %act.queue, %error,
+                        "consume dispatcher unavailable");
+                }
+            })
+            .spawn(ctx);
     }
 
     fn commit(&mut self, offset: u64, increase_only: bool) {
