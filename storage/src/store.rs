@@ -532,7 +532,11 @@ impl Recovery<'_> {
         let Some(e) = q.entry_raw(i).map_err(|err| io_err(q.path(), err))? else {
             return Ok(None);
         };
-        if e.end() > self.log.files_end()? || !self.log.same_segment(e.physical_offset, e.end()) {
+        if u64::from(e.size) < MIN_RECORD_SIZE
+            || u64::from(e.size) > self.config.max_record_size()
+            || e.end() > self.log.files_end()?
+            || !self.log.same_segment(e.physical_offset, e.end())
+        {
             return Ok(None);
         }
         let mut buf = vec![0u8; e.size as usize];
@@ -1277,6 +1281,10 @@ impl SyncWaiter {
 /// RocketMQ scans at most this many index entries per filtered read (16000 bytes of 20-byte
 /// entries), so a selective filter cannot turn one pull into a scan of the whole queue.
 const FILTER_SCAN_ENTRIES: u64 = 800;
+/// Most index entries one read examines: `max_messages` arrives from pull requests, and an
+/// absurd value must not load a whole queue's index (the caller continues from
+/// `next_begin_offset`).
+const MAX_ENTRIES_PER_READ: u64 = 16 * 1024;
 /// Largest commit-log span a read fetches with one pread.
 const COALESCE_LIMIT: u64 = 1 << 20;
 /// Largest stretch of other records a pread may carry between two wanted ones: copying 8 KiB
@@ -1305,7 +1313,8 @@ impl StoreReader {
     /// the filter still advance `next_begin_offset`. Every served record passed its body CRC.
     ///
     /// The first matching record is served even when larger than `max_bytes`. With a filter at
-    /// most `max(max_messages, 800)` entries are examined per call.
+    /// most `max(max_messages, 800)` entries are examined per call, and never more than 16384;
+    /// callers bound `max_bytes` (RocketMQ uses 256 KiB).
     pub fn read(
         &self,
         topic: &str,
@@ -1338,7 +1347,8 @@ impl StoreReader {
         let window = match tag_filter {
             Some(_) => u64::from(max_messages).max(FILTER_SCAN_ENTRIES),
             None => u64::from(max_messages),
-        };
+        }
+        .min(MAX_ENTRIES_PER_READ);
         let mut scratch = Vec::new();
         let entries = q
             .read_entries(offset, window, &mut scratch)
@@ -1346,9 +1356,15 @@ impl StoreReader {
         let mut selected: Vec<(u64, CqEntry)> = Vec::with_capacity(max_messages.min(64) as usize);
         let mut bytes = 0u64;
         let mut scanned = 0u64;
+        let log_end = self.shared.log.written_end();
+        let max_record = self.shared.config.max_record_size();
         for (i, e) in entries.iter().enumerate() {
             let logical = offset + i as u64;
-            let Some(e) = e else {
+            // Sizes are checked before they size any buffer: a damaged index must not make a
+            // read allocate gigabytes.
+            let Some(e) = e.filter(|e| {
+                (MIN_RECORD_SIZE..=max_record).contains(&u64::from(e.size)) && e.end() <= log_end
+            }) else {
                 return Err(io_err(
                     q.path(),
                     io::Error::new(
@@ -1370,7 +1386,7 @@ impl StoreReader {
                 break;
             }
             bytes += u64::from(e.size);
-            selected.push((logical, *e));
+            selected.push((logical, e));
             scanned = i as u64 + 1;
         }
         let next = offset + scanned;

@@ -562,3 +562,28 @@ fn concurrent_reader_sees_only_complete_records() {
     }
     poller.join().unwrap();
 }
+
+#[test]
+fn a_huge_max_messages_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.segment_size = 8 << 20;
+    let mut store = MessageStore::open(cfg).unwrap();
+    let batch: Vec<_> = (0..1000).map(|_| msg(TOPIC, 0, vec![1], None)).collect();
+    for _ in 0..20 {
+        store.append_batch(&batch).unwrap();
+    }
+    let reader = store.reader();
+    let r = reader.read(TOPIC, 0, 0, u32::MAX, u32::MAX, None).unwrap();
+    assert_eq!(
+        (r.status, r.message_count, r.next_begin_offset),
+        (ReadStatus::Found, 16384, 16384)
+    );
+    let r = reader
+        .read(TOPIC, 0, 16384, u32::MAX, u32::MAX, None)
+        .unwrap();
+    assert_eq!(
+        (r.message_count, r.next_begin_offset),
+        (20_000 - 16384, 20_000)
+    );
+}

@@ -538,3 +538,74 @@ fn truncation_below_the_checkpoint_is_an_error() {
         Ok(_) => panic!("a damaged durable record was silently dropped"),
     }
 }
+
+#[test]
+fn damaged_index_entry_in_the_middle_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    fill(&mut store, 1, 30);
+    store.close().unwrap();
+    // Entry 5 claims a 2 GiB record: it must be refused before it sizes any buffer.
+    let cq = OpenOptions::new()
+        .write(true)
+        .open(cq_path(dir.path(), 0))
+        .unwrap();
+    cq.write_all_at(&i32::MAX.to_be_bytes(), 5 * ENTRY_SIZE as u64 + 8)
+        .unwrap();
+    drop(cq);
+    let store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    let reader = store.reader();
+    match reader.read(TOPIC, 0, 0, 32, u32::MAX, None) {
+        Err(StoreError::Io { path, source }) => {
+            assert_eq!(path, cq_path(dir.path(), 0));
+            assert!(source.to_string().contains("offset 5"), "{source}");
+        }
+        other => panic!("expected an index error, got {other:?}"),
+    }
+    assert_eq!(
+        reader
+            .read(TOPIC, 0, 0, 5, u32::MAX, None)
+            .unwrap()
+            .message_count,
+        5
+    );
+    assert_eq!(
+        reader
+            .read(TOPIC, 0, 6, 32, u32::MAX, None)
+            .unwrap()
+            .message_count,
+        24
+    );
+}
+
+#[test]
+fn every_cut_of_the_tail_recovers_the_complete_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), 1 << 20)).unwrap();
+    fill(&mut store, 1, 10);
+    store.flush().unwrap();
+    let tail = fill(&mut store, 1, 3);
+    let seg = segment_path(dir.path(), 0);
+    let first = tail[0].physical_offset;
+    let end = store.commit_log_end();
+    for cut in (first..end).step_by(11) {
+        let crashed = crash_copy(dir.path());
+        let path = crashed.path().join(seg.strip_prefix(dir.path()).unwrap());
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let store = MessageStore::open(config(crashed.path(), 1 << 20)).unwrap();
+        let complete = tail
+            .iter()
+            .take_while(|r| r.physical_offset + u64::from(r.stored_size) <= cut)
+            .count() as u64;
+        let valid_end = tail
+            .get(complete as usize)
+            .map_or(end, |r| r.physical_offset);
+        assert_eq!(store.commit_log_end(), valid_end, "cut at {cut}");
+        verify(&store, &[10 + complete]);
+    }
+}
