@@ -177,6 +177,9 @@ impl BrokerHandle {
         mut messages: Vec<MessageToAppend>,
         default_queue_nums: u32,
     ) -> Result<Vec<SendResult>, BrokerError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
         for message in &mut messages {
             self.dead_letter_if_exhausted(message)?;
         }
@@ -786,8 +789,10 @@ impl BrokerApi for BrokerHandle {
         let group = group.to_string();
         let queue = queue.clone();
         Box::pin(async move {
-            // Java clients leave setZeroIfNotFound unset, which the broker reads as true.
-            this.query_consumer_offset(&group, &queue.topic, queue.queue_id, true)
+            // skiff's consumers ask without the zero rule (setZeroIfNotFound = false, as the
+            // remoting implementation sends it), so ConsumeFromWhere decides for every new
+            // group; Java clients reach the rule through `query_consumer_offset`.
+            this.query_consumer_offset(&group, &queue.topic, queue.queue_id, false)
                 .await
         })
     }

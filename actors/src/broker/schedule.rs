@@ -231,7 +231,9 @@ impl DelaySchedulerActor {
         match read.status {
             ReadStatus::Found => {}
             ReadStatus::NoMessageInQueue | ReadStatus::OffsetOverflowOne => return,
-            ReadStatus::OffsetTooSmall | ReadStatus::NoMatchedMessage => {
+            ReadStatus::OffsetTooSmall | ReadStatus::NoMatchedMessage
+                if read.next_begin_offset > cursor =>
+            {
                 tracing::warn!(
                     level,
                     offset = cursor,
@@ -240,6 +242,14 @@ impl DelaySchedulerActor {
                 );
                 self.levels[queue_id as usize].cursor = read.next_begin_offset;
                 return self.process(level, ctx);
+            }
+            ReadStatus::OffsetTooSmall | ReadStatus::NoMatchedMessage => {
+                tracing::error!(
+                    level,
+                    offset = cursor,
+                    "delay cursor cannot move; retrying later"
+                );
+                return self.retry_later(level, ctx);
             }
             ReadStatus::OffsetOverflowBadly => {
                 tracing::error!(
