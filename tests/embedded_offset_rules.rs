@@ -988,6 +988,7 @@ fn lag_and_in_flight_are_visible() -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("progress row for Lag:2"))?;
         assert_eq!(row.broker_offset, 6);
         assert_eq!(row.lag, 6);
+        assert_eq!(row.in_flight, 6, "pulled but not committed");
         for _ in 0..10 {
             gate.notify_one();
             advance(Duration::from_millis(10)).await;

@@ -62,6 +62,9 @@ pub struct QueueProgress {
     /// Messages not yet committed: from the consumer offset, or from the queue's min offset
     /// when the group has none.
     pub lag: u64,
+    /// Pulled by the group but not committed yet (the last pull's next offset minus the
+    /// consumer offset), as RocketMQ 5's consumerProgress "Inflight" column.
+    pub in_flight: u64,
     pub last_commit_ms: Option<i64>,
 }
 
@@ -105,6 +108,9 @@ struct Inner {
     next_ticket: Cell<u64>,
     shut_down: Cell<bool>,
     addrs: BrokerAddrs,
+    /// RocketMQ 5's pullOffsetTable: the next offset each (group, topic, queue) will pull, so
+    /// progress can show what is in flight (pulled, not committed). Not persisted.
+    pull_offsets: std::cell::RefCell<std::collections::HashMap<(String, String, u32), u64>>,
 }
 
 fn mailbox(actor: &'static str) -> impl FnOnce(MailboxError) -> BrokerError {
@@ -130,6 +136,7 @@ impl BrokerHandle {
                 registry,
                 inbox,
                 next_ticket: Cell::new(0),
+                pull_offsets: Default::default(),
                 shut_down: Cell::new(false),
                 addrs,
             }),
@@ -248,6 +255,7 @@ impl BrokerHandle {
         let first = self
             .pull_once(&request, has_commit_flag && allow_suspend)
             .await?;
+        self.record_pull_offset(&request, &first);
         let Some(suspend) = request.suspend_timeout else {
             return Ok(first);
         };
@@ -273,7 +281,20 @@ impl BrokerHandle {
         tracing::trace!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset = request.queue_offset, "pull parked");
         // Woken, timed out, or the long-poll actor went away: all end in the one re-run.
         let _ = tokio::time::timeout(hold, woken).await;
-        self.pull_once(&request, false).await
+        let replay = self.pull_once(&request, false).await?;
+        self.record_pull_offset(&request, &replay);
+        Ok(replay)
+    }
+
+    fn record_pull_offset(&self, request: &PullRequest, response: &PullResponse) {
+        self.inner.pull_offsets.borrow_mut().insert(
+            (
+                request.group.clone(),
+                request.topic.clone(),
+                request.queue_id,
+            ),
+            response.next_begin_offset,
+        );
     }
 
     async fn pull_once(
@@ -657,12 +678,19 @@ impl BrokerHandle {
                 let broker_offset = reader.max_offset(&topic, queue_id);
                 let consumer_offset = entry.map(|e| e.offset);
                 let from = consumer_offset.unwrap_or_else(|| reader.min_offset(&topic, queue_id));
+                let pulled = self
+                    .inner
+                    .pull_offsets
+                    .borrow()
+                    .get(&(group.to_string(), topic.clone(), queue_id))
+                    .copied();
                 rows.push(QueueProgress {
                     topic: topic.clone(),
                     queue_id,
                     broker_offset,
                     consumer_offset,
                     lag: broker_offset.saturating_sub(from),
+                    in_flight: pulled.map_or(0, |pulled| pulled.saturating_sub(from)),
                     last_commit_ms: entry.and_then(|e| e.last_commit_ms),
                 });
             }
