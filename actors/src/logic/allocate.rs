@@ -119,8 +119,8 @@ fn averagely_range(queues: usize, clients: usize, index: usize) -> (usize, usize
     }
 }
 
-/// The key a queue is hashed by. It is Java's `MessageQueue.toString()`, which is what RocketMQ
-/// hashes, so only [`ring_hash`] would have to change to place queues exactly as Java does.
+/// The key a queue is hashed by: Java's `MessageQueue.toString()`, which is what RocketMQ hashes,
+/// so queues land where a Java consumer of the same group puts them.
 fn queue_ring_key(mq: &MessageQueue) -> String {
     format!(
         "MessageQueue [topic={}, brokerName={}, queueId={}]",
@@ -162,25 +162,13 @@ impl<'a> HashRing<'a> {
     }
 }
 
-/// Position on the ring, a 32-bit value like RocketMQ's (which takes the first 4 bytes of an MD5
-/// digest, big-endian). RocketMQ's MD5 would need a new crate, so skiff uses FNV-1a 64 followed by
-/// the murmur3 64-bit finalizer (for avalanche: FNV alone places "c-0", "c-1", ... too close
-/// together) and keeps the high 32 bits. It is stable across builds and platforms, which is what
-/// the members of a group need to agree. The consequence: a group that mixes skiff and Java
-/// consumers must not use this strategy (it would not match Java's placement); AVG and
-/// AVG_BY_CIRCLE match Java exactly.
+/// Position on the ring: the first 4 bytes of the key's MD5 digest, big-endian, as RocketMQ's
+/// `ConsistentHashRouter` places nodes and queues. Using Java's exact hash lets skiff and Java
+/// consumers share one consistent-hash group: every member must compute the same ring.
 fn ring_hash(key: &str) -> u32 {
-    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = key.bytes().fold(FNV_OFFSET, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
-    });
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    (h >> 32) as u32
+    use md5::{Digest, Md5};
+    let digest = Md5::digest(key.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
 /// What a rebalance round changes for one topic, all three lists sorted.
@@ -396,10 +384,9 @@ mod tests {
 
     #[test]
     fn ring_hash_is_stable() {
-        // Pinned values: members of a group on different builds and hosts must agree.
-        // Changing `ring_hash` reshuffles every consistent-hash group during a rolling upgrade.
-        assert_eq!(ring_hash(""), 0xefd0_1f60);
-        assert_eq!(ring_hash("c0-0"), 0xed8c_5868);
+        // MD5("") = d41d8cd9..., MD5("abc") = 90015098...: Java's first-4-bytes-big-endian.
+        assert_eq!(ring_hash(""), 0xd41d_8cd9);
+        assert_eq!(ring_hash("abc"), 0x9001_5098);
         assert_ne!(ring_hash("c0-0"), ring_hash("c0-1"));
     }
 
