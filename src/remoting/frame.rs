@@ -27,6 +27,9 @@ pub const FLAG_RESPONSE: i32 = 0x1;
 /// `flag` bit 1: the request is oneway (no response is sent).
 pub const FLAG_ONEWAY: i32 = 0x2;
 
+/// Largest single buffer growth while waiting for the rest of a frame.
+const RESERVE_STEP: usize = 64 * 1024;
+
 static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(0);
 
 /// Allocates a request id from the per-process counter (starts at 0, wraps around).
@@ -354,7 +357,8 @@ fn split_frame(src: &mut BytesMut, max_frame_len: usize) -> Result<Option<Bytes>
     // len >= 4 and total <= max_frame_len, so this fits in usize.
     let total = total as usize;
     if src.len() < total {
-        src.reserve(total - src.len());
+        // Grow in steps: a peer announcing a large frame gets no large buffer up front.
+        src.reserve((total - src.len()).min(RESERVE_STEP));
         return Ok(None);
     }
     let mut frame = src.split_to(total);
