@@ -1,0 +1,83 @@
+//! A broadcasting push consumer: every instance of the group receives every message; offsets
+//! are kept locally (a sled tree in `--offsets-dir`), not on the broker. Ctrl-C shuts down
+//! gracefully (final offsets persisted locally).
+//!
+//! ```sh
+//! cargo run --example broadcast_consumer -- --group Bcast --topic TopicTest --offsets-dir ./bcast-a
+//! cargo run --example broadcast_consumer -- --group Bcast --topic TopicTest --offsets-dir ./bcast-b
+//! ```
+
+use clap::Parser;
+use skiff::prelude::*;
+use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+#[derive(Parser, Debug)]
+#[command(about = "Consume every message of a topic with skiff's broadcasting push consumer")]
+struct Args {
+    /// Name server address (`skiff serve` is name server and broker).
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    namesrv: String,
+    #[arg(long, default_value = "skiff-example-broadcast-group")]
+    group: String,
+    #[arg(long, default_value = "TopicTest")]
+    topic: String,
+    /// Tag expression: `*` or `TagA || TagB`.
+    #[arg(long, default_value = "*")]
+    expression: String,
+    /// Where this instance keeps its offsets (one directory per instance).
+    #[arg(long, default_value = "skiff-broadcast-offsets")]
+    offsets_dir: PathBuf,
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let broker = Rc::new(RemoteBroker::connect(
+        &args.namesrv,
+        RemoteBrokerConfig::default(),
+    )?);
+    let listener = Listener::concurrent(|batch| {
+        for message in &batch {
+            println!(
+                "queue {} offset {} tags {}: {}",
+                message.queue.queue_id,
+                message.queue_offset(),
+                message.tags().unwrap_or("-"),
+                String::from_utf8_lossy(message.body())
+            );
+        }
+        async { ConsumeStatus::SUCCESS }
+    });
+    let offsets_dir = args.offsets_dir.clone();
+    let consumer = PushConsumerBuilder::new(args.group.clone())
+        .subscribe(args.topic.clone(), args.expression.clone())
+        .message_model(MessageModel::Broadcasting)
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .configure(move |config| config.local_offset_dir = Some(offsets_dir))
+        .listener(listener)
+        .start(broker.clone())?;
+    eprintln!(
+        "broadcasting consumer {} of group {} consuming {} (offsets in {}); Ctrl-C to stop",
+        consumer.client_id(),
+        args.group,
+        args.topic,
+        args.offsets_dir.display()
+    );
+    tokio::signal::ctrl_c().await?;
+    eprintln!("shutting down: persisting local offsets");
+    consumer.shutdown().await?;
+    broker.close();
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    actix_rt::System::new().block_on(run(args))
+}

@@ -1,0 +1,75 @@
+//! An orderly push consumer: each queue is locked on the broker and consumed one batch at a
+//! time, so the messages of one order (sent to one queue by `producer --orderly`) arrive in
+//! order. Ctrl-C shuts down gracefully.
+//!
+//! ```sh
+//! cargo run --example producer -- --topic OrderTopic --count 40 --orderly
+//! cargo run --example orderly_consumer -- --group OrderGroup --topic OrderTopic
+//! ```
+
+use clap::Parser;
+use skiff::prelude::*;
+use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
+use std::rc::Rc;
+
+#[derive(Parser, Debug)]
+#[command(about = "Consume a topic in order per queue with skiff's orderly push consumer")]
+struct Args {
+    /// Name server address (`skiff serve` is name server and broker).
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    namesrv: String,
+    #[arg(long, default_value = "skiff-example-orderly-group")]
+    group: String,
+    #[arg(long, default_value = "OrderTopic")]
+    topic: String,
+    /// Tag expression: `*` or `TagA || TagB`.
+    #[arg(long, default_value = "*")]
+    expression: String,
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let broker = Rc::new(RemoteBroker::connect(
+        &args.namesrv,
+        RemoteBrokerConfig::default(),
+    )?);
+    let listener = Listener::orderly(|batch| {
+        for message in &batch {
+            println!(
+                "queue {} offset {} keys {}: {}",
+                message.queue.queue_id,
+                message.queue_offset(),
+                message.keys().unwrap_or("-"),
+                String::from_utf8_lossy(message.body())
+            );
+        }
+        async { OrderlyStatus::Success }
+    });
+    let consumer = PushConsumerBuilder::new(args.group.clone())
+        .subscribe(args.topic.clone(), args.expression.clone())
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .listener(listener)
+        .start(broker.clone())?;
+    eprintln!(
+        "orderly consumer {} of group {} consuming {}; Ctrl-C to stop",
+        consumer.client_id(),
+        args.group,
+        args.topic
+    );
+    tokio::signal::ctrl_c().await?;
+    eprintln!("shutting down: unlocking queues and committing offsets");
+    consumer.shutdown().await?;
+    broker.close();
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    actix_rt::System::new().block_on(run(args))
+}

@@ -1,0 +1,92 @@
+//! Sends messages through skiff's producer over TCP (`RemoteBroker`), to `skiff serve` or a
+//! RocketMQ name server + broker.
+//!
+//! ```sh
+//! cargo run --example producer -- --topic TopicTest --count 10 --tags TagA
+//! # orderly: every order's messages go to one queue (order id modulo the write queues)
+//! cargo run --example producer -- --topic OrderTopic --count 40 --orderly --orders 4
+//! ```
+
+use clap::Parser;
+use skiff::actors::broker_api::BrokerApi;
+use skiff::prelude::*;
+use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
+use std::rc::Rc;
+
+#[derive(Parser, Debug)]
+#[command(about = "Send messages to a RocketMQ-compatible broker with skiff's producer")]
+struct Args {
+    /// Name server address (`skiff serve` is name server and broker).
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    namesrv: String,
+    #[arg(long, default_value = "TopicTest")]
+    topic: String,
+    /// Number of messages.
+    #[arg(long, default_value_t = 10)]
+    count: usize,
+    /// Tag of every message (e.g. `TagA`).
+    #[arg(long)]
+    tags: Option<String>,
+    /// Producer group.
+    #[arg(long, default_value = "skiff-example-producer")]
+    group: String,
+    /// Orderly: message i belongs to order i % orders and goes to that order's queue.
+    #[arg(long)]
+    orderly: bool,
+    /// Number of order ids with --orderly.
+    #[arg(long, default_value_t = 4)]
+    orders: usize,
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let config = RemoteBrokerConfig {
+        producer_group: args.group.clone(),
+        ..RemoteBrokerConfig::default()
+    };
+    let broker = Rc::new(RemoteBroker::connect(&args.namesrv, config)?);
+    let producer = Producer::new(args.group.clone(), broker.clone());
+    let queues = if args.orderly {
+        broker.route(&args.topic).await?.write_queue_nums.max(1)
+    } else {
+        0
+    };
+    for i in 0..args.count {
+        let order = i % args.orders.max(1);
+        let body = if args.orderly {
+            format!("order-{order} step-{}", i / args.orders.max(1))
+        } else {
+            format!("message-{i}")
+        };
+        let mut message = OutgoingMessage::new(args.topic.clone(), body.clone());
+        if let Some(tags) = &args.tags {
+            message = message.with_tags(tags.clone());
+        }
+        let result = if args.orderly {
+            message = message.with_keys(format!("order-{order}"));
+            let queue_id = u32::try_from(order).unwrap_or(0) % queues;
+            let mut sent = producer.send_to_queue(queue_id, vec![message]).await?;
+            sent.pop()
+                .ok_or_else(|| anyhow::anyhow!("the broker answered an empty send"))?
+        } else {
+            producer.send(message).await?
+        };
+        println!(
+            "sent {body:?} to {}:{} offset {} msgId {}",
+            args.topic, result.queue_id, result.queue_offset, result.offset_msg_id
+        );
+    }
+    broker.close();
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    actix_rt::System::new().block_on(run(args))
+}

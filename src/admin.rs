@@ -1,0 +1,613 @@
+//! `skiff admin`: RocketMQ admin requests over the network, against `skiff serve` or a real
+//! RocketMQ name server + brokers.
+//!
+//! * `topics`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), then each topic's route (105) for its
+//!   broker and queue counts.
+//! * `progress <group>`: GET_CONSUME_STATS (208) from every master broker (found with
+//!   GET_BROKER_CLUSTER_INFO, 106; else the route of the group's retry topic; else the name server
+//!   address itself, which is the broker with `skiff serve`). Per queue: broker offset, consumer
+//!   offset, lag, in-flight (the broker's pull offset minus the consumer offset: pulled, not yet
+//!   committed) and the store time of the last consumed message.
+//! * `reset-offset <group> <topic> --to-time T`: INVOKE_BROKER_TO_RESET_OFFSET (222) on every
+//!   master broker of the topic's route; `T` is milliseconds since the epoch, `now`, or RocketMQ's
+//!   `yyyy-MM-dd#HH:mm:ss:SSS` (read as UTC). Each queue restarts at the first message stored at
+//!   or after `T`.
+//!
+//! [`run`] returns the text to print.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::remoting::body::{self, BrokerData, JsonBody, TopicRouteData};
+use crate::remoting::client::{ClientConfig, ClientError, RemotingClient};
+use crate::remoting::codes::{request as rc, response as code};
+use crate::remoting::frame::RemotingCommand;
+use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader};
+use crate::remoting::processor::{ConsumeStats, ResetOffsetBody};
+
+/// Request timeout of every admin call (Java `mqClientApiTimeout`).
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, clap::Args)]
+pub struct AdminArgs {
+    /// Name server address (`skiff serve` answers as name server and broker).
+    #[arg(long, global = true, default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
+pub enum AdminCommand {
+    /// List every topic with its broker and queue counts.
+    Topics,
+    /// Per queue of a consumer group: broker offset, consumer offset, lag, in-flight, last
+    /// consume time.
+    Progress {
+        /// Consumer group.
+        group: String,
+    },
+    /// Reset a group's offsets on a topic to a point in time (server side: each queue restarts
+    /// at its next pull).
+    ResetOffset {
+        /// Consumer group.
+        group: String,
+        /// Topic.
+        topic: String,
+        /// Milliseconds since the epoch, `now`, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC).
+        #[arg(long)]
+        to_time: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("invalid time {value:?}: expected milliseconds since the epoch, \"now\" or yyyy-MM-dd#HH:mm:ss:SSS")]
+    InvalidTime { value: String },
+    #[error("request to {addr} failed: {source}")]
+    Request {
+        addr: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("{addr} answered code {code}: {remark}")]
+    Remote {
+        addr: String,
+        code: i32,
+        remark: String,
+    },
+    #[error("{addr} answered an undecodable {what}: {reason}")]
+    BadAnswer {
+        addr: String,
+        what: &'static str,
+        reason: String,
+    },
+    #[error("topic {topic} has no master broker in its route")]
+    NoBroker { topic: String },
+}
+
+/// Runs one admin command; returns the text to print. Needs a tokio runtime.
+pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
+    let admin = Admin {
+        namesrv: args.namesrv,
+        client: RemotingClient::new(ClientConfig::default()),
+    };
+    let result = match args.command {
+        AdminCommand::Topics => admin.topics().await,
+        AdminCommand::Progress { group } => admin.progress(&group).await,
+        AdminCommand::ResetOffset {
+            group,
+            topic,
+            to_time,
+        } => {
+            let timestamp = parse_time(&to_time, now_ms())?;
+            admin.reset_offset(&group, &topic, timestamp).await
+        }
+    };
+    admin.client.shutdown();
+    result
+}
+
+struct Admin {
+    namesrv: String,
+    client: RemotingClient,
+}
+
+impl Admin {
+    async fn call(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<RemotingCommand, AdminError> {
+        let response = self
+            .client
+            .invoke(addr, request, TIMEOUT)
+            .await
+            .map_err(|source| AdminError::Request {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        if response.code != code::SUCCESS {
+            return Err(AdminError::Remote {
+                addr: addr.to_owned(),
+                code: response.code,
+                remark: response.remark.unwrap_or_default(),
+            });
+        }
+        Ok(response)
+    }
+
+    async fn route(&self, topic: &str) -> Result<TopicRouteData, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_ROUTEINFO_BY_TOPIC).with_ext_fields(
+            GetRouteInfoRequestHeader {
+                topic: topic.to_owned(),
+                accept_standard_json_only: None,
+            }
+            .to_ext(),
+        );
+        let response = self.call(&self.namesrv, request).await?;
+        TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", &e))
+    }
+
+    async fn topics(&self) -> Result<String, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
+        let response = self.call(&self.namesrv, request).await?;
+        let topics =
+            decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", &e))?;
+        let mut rows = Vec::new();
+        for topic in topics {
+            // A listed name without a route (e.g. a cluster name on RocketMQ) shows dashes.
+            let queues = match self.route(&topic).await {
+                Ok(route) => route_queue_summary(&route),
+                Err(_) => None,
+            };
+            rows.push(match queues {
+                Some((broker, read, write, perm)) => vec![
+                    topic,
+                    broker,
+                    read.to_string(),
+                    write.to_string(),
+                    perm_name(perm),
+                ],
+                None => vec![topic, "-".into(), "-".into(), "-".into(), "-".into()],
+            });
+        }
+        Ok(table(
+            &["TOPIC", "BROKER", "READ QUEUES", "WRITE QUEUES", "PERM"],
+            &rows,
+        ))
+    }
+
+    /// Master addresses of every broker: cluster info, else the group's retry topic route,
+    /// else the name server itself.
+    async fn brokers_for_group(&self, group: &str) -> Vec<String> {
+        let request = RemotingCommand::new_request(rc::GET_BROKER_CLUSTER_INFO);
+        if let Ok(response) = self.call(&self.namesrv, request).await {
+            if let Ok(addrs) = cluster_masters(&response.body) {
+                if !addrs.is_empty() {
+                    return addrs.into_iter().collect();
+                }
+            }
+        }
+        if let Ok(route) = self.route(&format!("%RETRY%{group}")).await {
+            let addrs = masters(&route);
+            if !addrs.is_empty() {
+                return addrs.into_iter().collect();
+            }
+        }
+        vec![self.namesrv.clone()]
+    }
+
+    async fn progress(&self, group: &str) -> Result<String, AdminError> {
+        let mut merged = ConsumeStats::default();
+        for addr in self.brokers_for_group(group).await {
+            let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS)
+                .with_ext("consumerGroup", group);
+            let response = self.call(&addr, request).await?;
+            let stats = ConsumeStats::decode(&response.body)
+                .map_err(|e| bad(&addr, "consume stats", &e))?;
+            merged.offset_table.extend(stats.offset_table);
+            merged.consume_tps += stats.consume_tps;
+        }
+        Ok(progress_table(group, &merged))
+    }
+
+    async fn reset_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        timestamp: i64,
+    ) -> Result<String, AdminError> {
+        let route = self.route(topic).await?;
+        let addrs = masters(&route);
+        if addrs.is_empty() {
+            return Err(AdminError::NoBroker {
+                topic: topic.to_owned(),
+            });
+        }
+        let mut reset = BTreeMap::new();
+        for addr in addrs {
+            let request = RemotingCommand::new_request(rc::INVOKE_BROKER_TO_RESET_OFFSET)
+                .with_ext("topic", topic)
+                .with_ext("group", group)
+                .with_ext("timestamp", timestamp.to_string())
+                .with_ext("isForce", "true")
+                .with_ext("queueId", "-1");
+            let response = self.call(&addr, request).await?;
+            let body = ResetOffsetBody::decode(&response.body)
+                .map_err(|e| bad(&addr, "reset answer", &e))?;
+            reset.extend(body.offset_table);
+        }
+        let rows: Vec<Vec<String>> = reset
+            .iter()
+            .map(|(mq, offset)| {
+                vec![
+                    mq.topic.clone(),
+                    mq.broker_name.clone(),
+                    mq.queue_id.to_string(),
+                    offset.to_string(),
+                ]
+            })
+            .collect();
+        let mut out = format!(
+            "reset group {group} on topic {topic} to {} ({timestamp} ms)\n",
+            format_time(timestamp)
+        );
+        out.push_str(&table(&["TOPIC", "BROKER", "QID", "NEW OFFSET"], &rows));
+        Ok(out)
+    }
+}
+
+fn bad(addr: &str, what: &'static str, error: &dyn std::fmt::Display) -> AdminError {
+    AdminError::BadAnswer {
+        addr: addr.to_owned(),
+        what,
+        reason: error.to_string(),
+    }
+}
+
+/// `TopicList` body: `{"topicList":[...],"brokerAddr":...}`; sorted, deduplicated.
+fn decode_topic_list(bytes: &[u8]) -> Result<BTreeSet<String>, body::BodyError> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct TopicList {
+        #[serde(default)]
+        topic_list: Option<Vec<String>>,
+    }
+    let list: TopicList = body::decode_json(bytes, "TopicList")?;
+    Ok(list.topic_list.unwrap_or_default().into_iter().collect())
+}
+
+/// Master addresses of a `ClusterInfo` body (`brokerAddrTable`: name → BrokerData).
+fn cluster_masters(bytes: &[u8]) -> Result<BTreeSet<String>, body::BodyError> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ClusterInfo {
+        #[serde(default)]
+        broker_addr_table: Option<BTreeMap<String, BrokerData>>,
+    }
+    let info: ClusterInfo = body::decode_json(bytes, "ClusterInfo")?;
+    Ok(info
+        .broker_addr_table
+        .unwrap_or_default()
+        .values()
+        .filter_map(|b| b.broker_addrs.get(&0).cloned())
+        .collect())
+}
+
+fn masters(route: &TopicRouteData) -> BTreeSet<String> {
+    route
+        .broker_datas
+        .iter()
+        .filter_map(|b| b.broker_addrs.get(&0).cloned())
+        .collect()
+}
+
+/// Broker names, summed read/write queues and the first perm of a route.
+fn route_queue_summary(route: &TopicRouteData) -> Option<(String, i32, i32, i32)> {
+    let first = route.queue_datas.first()?;
+    let brokers: Vec<&str> = route
+        .queue_datas
+        .iter()
+        .map(|q| q.broker_name.as_str())
+        .collect();
+    Some((
+        brokers.join(","),
+        route.queue_datas.iter().map(|q| q.read_queue_nums).sum(),
+        route.queue_datas.iter().map(|q| q.write_queue_nums).sum(),
+        first.perm,
+    ))
+}
+
+/// `PermName.perm2String`: `RW-`-style read, write, inherit flags.
+fn perm_name(perm: i32) -> String {
+    let flag = |bit: i32, c: char| if perm & bit != 0 { c } else { '-' };
+    [flag(4, 'R'), flag(2, 'W'), flag(1, 'X')].iter().collect()
+}
+
+fn progress_table(group: &str, stats: &ConsumeStats) -> String {
+    let mut rows = Vec::new();
+    let (mut total_lag, mut total_in_flight) = (0i64, 0i64);
+    for (mq, w) in &stats.offset_table {
+        let lag = (w.broker_offset - w.consumer_offset).max(0);
+        let in_flight = (w.pull_offset - w.consumer_offset).max(0);
+        total_lag += lag;
+        total_in_flight += in_flight;
+        rows.push(vec![
+            mq.topic.clone(),
+            mq.broker_name.clone(),
+            mq.queue_id.to_string(),
+            w.broker_offset.to_string(),
+            w.consumer_offset.to_string(),
+            lag.to_string(),
+            in_flight.to_string(),
+            if w.last_timestamp > 0 {
+                format_time(w.last_timestamp)
+            } else {
+                "-".to_owned()
+            },
+        ]);
+    }
+    let mut out = format!("consumer group {group}\n");
+    out.push_str(&table(
+        &[
+            "TOPIC",
+            "BROKER",
+            "QID",
+            "BROKER OFFSET",
+            "CONSUMER OFFSET",
+            "LAG",
+            "IN-FLIGHT",
+            "LAST CONSUME TIME (UTC)",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        out,
+        "total lag: {total_lag}, in flight: {total_in_flight}, consume tps: {:.2}",
+        stats.consume_tps
+    );
+    out
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(text.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// `now`, milliseconds since the epoch, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC), as RocketMQ's
+/// `resetOffsetByTime -s` accepts (Java reads the date in the JVM's zone; skiff in UTC).
+pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, AdminError> {
+    let value = value.trim();
+    let invalid = || AdminError::InvalidTime {
+        value: value.to_owned(),
+    };
+    if value.eq_ignore_ascii_case("now") {
+        return Ok(now_ms);
+    }
+    if let Ok(ms) = value.parse::<i64>() {
+        return Ok(ms);
+    }
+    let (date, time) = value.split_once('#').ok_or_else(invalid)?;
+    let num = |s: &str, len: usize| -> Option<i64> {
+        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let d: Vec<&str> = date.split('-').collect();
+    let t: Vec<&str> = time.split(':').collect();
+    let [y, mo, da] = d[..] else {
+        return Err(invalid());
+    };
+    let [h, mi, s, ms] = t[..] else {
+        return Err(invalid());
+    };
+    let (y, mo, da) = (num(y, 4), num(mo, 2), num(da, 2));
+    let (h, mi, s, ms) = (num(h, 2), num(mi, 2), num(s, 2), num(ms, 3));
+    let (Some(y), Some(mo), Some(da), Some(h), Some(mi), Some(s), Some(ms)) =
+        (y, mo, da, h, mi, s, ms)
+    else {
+        return Err(invalid());
+    };
+    if !(1..=12).contains(&mo) || da < 1 || da > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59
+    {
+        return Err(invalid());
+    }
+    let days = days_from_civil(y, mo, da);
+    Ok((((days * 24 + h) * 60 + mi) * 60 + s) * 1000 + ms)
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `yyyy-MM-dd HH:mm:ss.SSS` in UTC.
+pub fn format_time(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rest = ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::body::MessageQueue;
+    use crate::remoting::processor::OffsetWrapper;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Top,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Top {
+        Admin(AdminArgs),
+    }
+
+    fn parse(args: &[&str]) -> Result<AdminArgs, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("skiff").chain(args.iter().copied()))?;
+        let Top::Admin(admin) = cli.command;
+        Ok(admin)
+    }
+
+    #[test]
+    fn command_line() -> anyhow::Result<()> {
+        let a = parse(&["admin", "topics"])?;
+        assert_eq!(a.namesrv, "127.0.0.1:9876");
+        assert_eq!(a.command, AdminCommand::Topics);
+        let a = parse(&["admin", "progress", "g", "--namesrv", "10.0.0.1:9876"])?;
+        assert_eq!(a.namesrv, "10.0.0.1:9876");
+        assert_eq!(a.command, AdminCommand::Progress { group: "g".into() });
+        let a = parse(&["admin", "reset-offset", "g", "T", "--to-time", "now"])?;
+        assert_eq!(
+            a.command,
+            AdminCommand::ResetOffset {
+                group: "g".into(),
+                topic: "T".into(),
+                to_time: "now".into()
+            }
+        );
+        assert!(parse(&["admin", "reset-offset", "g", "T"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn times() -> anyhow::Result<()> {
+        assert_eq!(parse_time("now", 5)?, 5);
+        assert_eq!(parse_time("1700000000123", 5)?, 1_700_000_000_123);
+        assert_eq!(parse_time("1970-01-01#00:00:00:000", 5)?, 0);
+        assert_eq!(parse_time("2023-11-14#22:13:20:123", 5)?, 1_700_000_000_123);
+        assert_eq!(parse_time("2024-02-29#00:00:00:000", 5)?, 1_709_164_800_000);
+        for bad in [
+            "yesterday",
+            "2023-11-14 22:13:20:123",
+            "2023-13-14#22:13:20:123",
+            "2023-02-29#00:00:00:000",
+            "2023-11-14#24:00:00:000",
+            "2023-11-14#22:13:20",
+            "2023-1-14#22:13:20:123",
+        ] {
+            assert!(parse_time(bad, 0).is_err(), "{bad}");
+        }
+        assert_eq!(format_time(1_700_000_000_123), "2023-11-14 22:13:20.123");
+        assert_eq!(format_time(0), "1970-01-01 00:00:00.000");
+        Ok(())
+    }
+
+    #[test]
+    fn bodies() -> anyhow::Result<()> {
+        let topics = decode_topic_list(br#"{"topicList":["b","a","b"],"brokerAddr":null}"#)?;
+        assert_eq!(topics.into_iter().collect::<Vec<_>>(), vec!["a", "b"]);
+        let masters = cluster_masters(
+            br#"{"brokerAddrTable":{"b1":{"brokerName":"b1","brokerAddrs":{0:"h1:1",1:"h2:1"}},"b2":{"brokerName":"b2","brokerAddrs":{"1":"h3:1"}}},"clusterAddrTable":{"c":["b1","b2"]}}"#,
+        )?;
+        assert_eq!(masters.into_iter().collect::<Vec<_>>(), vec!["h1:1"]);
+        assert_eq!(perm_name(6), "RW-");
+        assert_eq!(perm_name(7), "RWX");
+        Ok(())
+    }
+
+    #[test]
+    fn progress_rows() {
+        let mut stats = ConsumeStats::default();
+        stats.offset_table.insert(
+            MessageQueue {
+                topic: "T".into(),
+                broker_name: "skiff".into(),
+                queue_id: 1,
+            },
+            OffsetWrapper {
+                broker_offset: 10,
+                consumer_offset: 4,
+                pull_offset: 6,
+                last_timestamp: 1_700_000_000_123,
+            },
+        );
+        let text = progress_table("g", &stats);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "consumer group g");
+        assert!(lines[1].starts_with("TOPIC  BROKER  QID  BROKER OFFSET"));
+        let cells: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            cells,
+            vec![
+                "T",
+                "skiff",
+                "1",
+                "10",
+                "4",
+                "6",
+                "2",
+                "2023-11-14",
+                "22:13:20.123"
+            ]
+        );
+        assert!(lines[3].starts_with("total lag: 6, in flight: 2"));
+    }
+}
