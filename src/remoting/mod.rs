@@ -23,3 +23,4 @@ pub use headers::HeaderError;
 pub use server::{
     ConnectionHandle, ConnectionId, RemotingServer, RequestHandler, ServerConfig, ServerError,
 };
+pub mod processor;

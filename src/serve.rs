@@ -1,0 +1,113 @@
+//! `skiff serve`: a node behind a RocketMQ remoting listener that answers as both the name
+//! server and the broker, so unmodified RocketMQ clients can use it as a dev broker.
+//!
+//! [`start`] binds the listener first (so a port of 0 resolves to the address routes
+//! advertise), then opens the node and starts the request processor on the current actix
+//! arbiter; [`Serving::shutdown`] stops accepting, closes connections, and shuts the node down
+//! (offsets persisted, store flushed). [`serve`] runs both around a shutdown signal.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use tracing::info;
+
+use crate::config::NodeConfig;
+use crate::node::{Node, NodeError};
+use crate::remoting::processor::{self, Processor, ProcessorTask};
+use crate::remoting::{RemotingServer, ServerConfig, ServerError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the node in {data_dir}: {source}")]
+    Open {
+        data_dir: String,
+        #[source]
+        source: NodeError,
+    },
+    #[error("shutting the node down failed: {0}")]
+    Shutdown(#[source] NodeError),
+}
+
+/// A running node with its remoting listener. Not `Send`: keep it on the arbiter that started it.
+pub struct Serving {
+    node: Node,
+    server: RemotingServer,
+    processor: ProcessorTask,
+    local_addr: SocketAddr,
+}
+
+/// Binds `config.listen`, opens the node and starts serving. Must run inside an actix system.
+/// When `advertised_address` is unset, routes advertise the bound address (so port 0 works).
+pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
+    let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
+    let server_config = ServerConfig {
+        max_frame_len: config.max_frame_bytes,
+        ..ServerConfig::default()
+    };
+    let server = RemotingServer::bind(config.listen, server_config, bridge)
+        .await
+        .map_err(|e| ServeError::Bind {
+            addr: config.listen,
+            source: match e {
+                ServerError::Bind(io) | ServerError::LocalAddr(io) => io,
+            },
+        })?;
+    let local_addr = server.local_addr();
+    if config.advertised_address.is_none() {
+        config.advertised_address = Some(local_addr.to_string());
+    }
+    let data_dir = config.data_dir.display().to_string();
+    let node = match Node::open(config) {
+        Ok(node) => node,
+        Err(source) => {
+            server.shutdown().await;
+            return Err(ServeError::Open { data_dir, source });
+        }
+    };
+    let processor = processor::spawn(Processor::new(node.broker().clone()), inbox);
+    info!(addr = %local_addr, advertised = %node.config().advertised(), data_dir = %data_dir, "skiff ready");
+    Ok(Serving {
+        node,
+        server,
+        processor,
+        local_addr,
+    })
+}
+
+impl Serving {
+    /// The bound listener address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// Stops accepting and closes every connection, stops the request processor (clients leave
+    /// their groups), then shuts the node down: offsets persisted, store flushed and closed.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        info!(addr = %self.local_addr, "skiff stopping");
+        self.server.shutdown().await;
+        self.processor.shutdown().await;
+        self.node.shutdown().await.map_err(ServeError::Shutdown)?;
+        info!("skiff stopped");
+        Ok(())
+    }
+}
+
+/// Serves until `shutdown` completes, then shuts down cleanly.
+pub async fn serve(
+    config: NodeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let serving = start(config).await?;
+    shutdown.await;
+    serving.shutdown().await
+}

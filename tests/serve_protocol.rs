@@ -1,0 +1,1015 @@
+//! `skiff serve` over TCP: a node and its remoting listener started in the test (an actix
+//! system, real time) and driven with hand-built RemotingCommands through the transport's
+//! `RemotingClient` (and a raw socket where the client would hide what is tested).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, ensure, Context};
+use bytes::{Bytes, BytesMut};
+use skiff::remoting::body::{
+    ConsumerListBody, JsonBody, LockBatchResponseBody, MessageQueue, TopicRouteData,
+};
+use skiff::remoting::codes::{pull_sys_flag, request as rc, response as code};
+use skiff::remoting::frame::{self, RemotingCommand};
+use skiff::remoting::processor::{encode_batch, BatchEntry, ConsumeStats, ResetOffsetBody};
+use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient};
+use skiff::serve::{self, Serving};
+use skiff::storage::message::{decode_records, StoredMessage};
+use skiff::NodeConfig;
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+/// Failure bound for one request (a long poll included).
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Harness {
+    serving: Serving,
+    addr: String,
+    _dir: TempDir,
+}
+
+impl Harness {
+    async fn start() -> anyhow::Result<Harness> {
+        Harness::start_with(|_| {}).await
+    }
+
+    async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> anyhow::Result<Harness> {
+        let dir = tempfile::tempdir()?;
+        let mut config = NodeConfig::in_dir(dir.path());
+        config.listen = "127.0.0.1:0".parse()?;
+        configure(&mut config);
+        let serving = serve::start(config).await?;
+        let addr = serving.local_addr().to_string();
+        Ok(Harness {
+            serving,
+            addr,
+            _dir: dir,
+        })
+    }
+
+    async fn call(
+        &self,
+        client: &RemotingClient,
+        request: RemotingCommand,
+    ) -> anyhow::Result<RemotingCommand> {
+        Ok(client.invoke(&self.addr, request, CALL_TIMEOUT).await?)
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.serving.shutdown().await?;
+        Ok(())
+    }
+}
+
+fn client() -> RemotingClient {
+    RemotingClient::new(ClientConfig::default())
+}
+
+fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::new_request(code);
+    for (k, v) in ext {
+        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
+    }
+    cmd
+}
+
+fn send_v2(topic: &str, queue_id: i32, body: &str, tags: &str) -> RemotingCommand {
+    let props = format!("TAGS\u{1}{tags}\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}{topic}{body}\u{2}");
+    request(
+        rc::SEND_MESSAGE_V2,
+        &[
+            ("a", "pg"),
+            ("b", topic),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", &queue_id.to_string()),
+            ("f", "0"),
+            ("g", "1700000000000"),
+            ("h", "0"),
+            ("i", &props),
+        ],
+    )
+    .with_body(body.as_bytes().to_vec())
+}
+
+fn pull(
+    group: &str,
+    topic: &str,
+    queue_id: u32,
+    offset: u64,
+    sys_flag: i32,
+    suspend_ms: u64,
+) -> RemotingCommand {
+    request(
+        rc::PULL_MESSAGE,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", &queue_id.to_string()),
+            ("queueOffset", &offset.to_string()),
+            ("maxMsgNums", "32"),
+            ("sysFlag", &sys_flag.to_string()),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", &suspend_ms.to_string()),
+            ("subscription", "*"),
+            ("subVersion", "0"),
+        ],
+    )
+}
+
+fn query_offset(
+    group: &str,
+    topic: &str,
+    queue_id: u32,
+    set_zero: Option<bool>,
+) -> RemotingCommand {
+    let mut cmd = request(
+        rc::QUERY_CONSUMER_OFFSET,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", &queue_id.to_string()),
+        ],
+    );
+    if let Some(set_zero) = set_zero {
+        cmd = cmd.with_ext("setZeroIfNotFound", set_zero.to_string());
+    }
+    cmd
+}
+
+fn update_offset(group: &str, topic: &str, queue_id: u32, offset: u64) -> RemotingCommand {
+    request(
+        rc::UPDATE_CONSUMER_OFFSET,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", &queue_id.to_string()),
+            ("commitOffset", &offset.to_string()),
+        ],
+    )
+}
+
+fn heartbeat(body: &str) -> RemotingCommand {
+    RemotingCommand::new_request(rc::HEART_BEAT).with_body(body.as_bytes().to_vec())
+}
+
+fn ext_i64(cmd: &RemotingCommand, key: &str) -> anyhow::Result<i64> {
+    cmd.ext(key)
+        .ok_or_else(|| anyhow!("response has no {key}: {cmd:?}"))?
+        .parse()
+        .with_context(|| format!("{key} is not a number"))
+}
+
+fn expect_code(cmd: &RemotingCommand, expected: i32) -> anyhow::Result<()> {
+    ensure!(
+        cmd.code == expected,
+        "expected code {expected}, got {} (remark {:?})",
+        cmd.code,
+        cmd.remark
+    );
+    Ok(())
+}
+
+fn records(cmd: &RemotingCommand) -> anyhow::Result<Vec<StoredMessage>> {
+    Ok(decode_records(cmd.body.clone())?)
+}
+
+async fn recv_request(rx: &mut mpsc::Receiver<InboundRequest>) -> anyhow::Result<InboundRequest> {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .context("no server request within 10 s")?
+        .ok_or_else(|| anyhow!("request channel closed"))
+}
+
+#[actix_rt::test]
+async fn route_answers_this_listener_in_both_json_key_forms() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+
+    let mut old = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Orders")]);
+    old.version = 400;
+    let resp = h.call(&c, old).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let text = String::from_utf8(resp.body.to_vec())?;
+    ensure!(
+        text.contains(&format!("{{0:\"{}\"}}", h.addr)),
+        "version 400 gets unquoted broker ids: {text}"
+    );
+    let route = TopicRouteData::decode(&resp.body)?;
+    ensure!(route.master_addr() == Some(h.addr.as_str()));
+    ensure!(route.queue_datas.len() == 1 && route.queue_datas[0].write_queue_nums == 4);
+    ensure!(route.queue_datas[0].perm == 6);
+
+    for (version, accept_standard) in [(401, None), (479, None), (300, Some("true"))] {
+        let mut new = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Orders")]);
+        new.version = version;
+        if let Some(v) = accept_standard {
+            new = new.with_ext("acceptStandardJsonOnly", v);
+        }
+        let resp = h.call(&c, new).await?;
+        expect_code(&resp, code::SUCCESS)?;
+        let text = String::from_utf8(resp.body.to_vec())?;
+        ensure!(
+            text.contains(&format!("{{\"0\":\"{}\"}}", h.addr)),
+            "version {version} gets quoted broker ids: {text}"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&text)?;
+        ensure!(parsed["brokerDatas"][0]["brokerName"] == "skiff");
+    }
+
+    // Producers ask for the auto-create key topic; it is answered without creating it.
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TBW102")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let route = TopicRouteData::decode(&resp.body)?;
+    ensure!(route.queue_datas[0].perm == 7, "{route:?}");
+
+    let resp = h
+        .call(&c, request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, &[]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let topics: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    let list = topics["topicList"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no topicList: {topics}"))?;
+    ensure!(list.iter().any(|t| t == "Orders"), "{topics}");
+    ensure!(!list.iter().any(|t| t == "TBW102"), "{topics}");
+
+    let resp = h
+        .call(&c, request(rc::GET_BROKER_CLUSTER_INFO, &[]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let info: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        info["brokerAddrTable"]["skiff"]["brokerAddrs"]["0"] == h.addr.as_str(),
+        "{info}"
+    );
+    ensure!(
+        info["clusterAddrTable"]["DefaultCluster"][0] == "skiff",
+        "{info}"
+    );
+
+    let check = |expression_type: &str| {
+        RemotingCommand::new_request(rc::CHECK_CLIENT_CONFIG).with_body(format!(
+            r#"{{"clientId":"c","group":"g","subscriptionData":{{"topic":"Orders","subString":"a > 1","expressionType":"{expression_type}"}}}}"#
+        ))
+    };
+    expect_code(&h.call(&c, check("TAG")).await?, code::SUCCESS)?;
+    let resp = h.call(&c, check("SQL92")).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(resp.remark.as_deref().is_some_and(|r| r.contains("SQL92")));
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn route_of_an_unknown_topic_without_auto_create_is_topic_not_exist() -> anyhow::Result<()> {
+    let h = Harness::start_with(|c| c.auto_create_topic = false).await?;
+    let c = client();
+    for topic in ["Nope", "TBW102"] {
+        let resp = h
+            .call(&c, request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", topic)]))
+            .await?;
+        expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+        let remark = resp.remark.unwrap_or_default();
+        ensure!(
+            remark.starts_with(&format!(
+                "No topic route info in name server for the topic: {topic}"
+            )),
+            "{remark}"
+        );
+    }
+    let resp = h.call(&c, send_v2("Nope", 0, "x", "a")).await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn send_v1_v2_and_batch_then_pull_finds_them() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+
+    let v1 = request(
+        rc::SEND_MESSAGE,
+        &[
+            ("producerGroup", "pg"),
+            ("topic", "Sends"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "1"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+            ("properties", "TAGS\u{1}a\u{2}UNIQ_KEY\u{1}AABB\u{2}"),
+            ("unitMode", "0"),
+            ("batch", "false"),
+            ("AccessKey", "ignored"),
+        ],
+    )
+    .with_body(&b"first"[..]);
+    let resp = h.call(&c, v1).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "queueId")? == 1 && ext_i64(&resp, "queueOffset")? == 0);
+    let msg_id = resp.ext("msgId").unwrap_or_default().to_owned();
+    ensure!(
+        msg_id.len() == 32 && msg_id.starts_with("7F000001"),
+        "{msg_id}"
+    );
+    ensure!(resp.ext("MSG_REGION") == Some("DefaultRegion"));
+    ensure!(resp.ext("TRACE_ON") == Some("true"));
+    ensure!(resp.ext("transactionId") == Some("AABB"));
+
+    let resp = h.call(&c, send_v2("Sends", 1, "second", "b")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "queueOffset")? == 1);
+
+    let entries: Vec<BatchEntry> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|b| BatchEntry {
+            flag: 3,
+            body: Bytes::from(b.as_bytes().to_vec()),
+            properties: format!("TAGS\u{1}t\u{2}UNIQ_KEY\u{1}{b}\u{2}"),
+        })
+        .collect();
+    let batch = request(
+        rc::SEND_BATCH_MESSAGE,
+        &[
+            ("a", "pg"),
+            ("b", "Sends"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "1"),
+            ("f", "0"),
+            ("g", "1700000000001"),
+            ("h", "0"),
+            ("m", "true"),
+        ],
+    )
+    .with_body(encode_batch(&entries));
+    let resp = h.call(&c, batch).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "queueOffset")? == 2);
+    let ids: Vec<&str> = resp.ext("msgId").unwrap_or_default().split(',').collect();
+    ensure!(
+        ids.len() == 3 && ids.iter().all(|id| id.len() == 32),
+        "{ids:?}"
+    );
+
+    let resp = h
+        .call(&c, pull("g", "Sends", 1, 0, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(resp.remark.as_deref() == Some("FOUND"));
+    ensure!(ext_i64(&resp, "nextBeginOffset")? == 5);
+    ensure!(ext_i64(&resp, "maxOffset")? == 5 && ext_i64(&resp, "minOffset")? == 0);
+    ensure!(ext_i64(&resp, "suggestWhichBrokerId")? == 0);
+    let got = records(&resp)?;
+    let bodies: Vec<&[u8]> = got.iter().map(|m| &m.body[..]).collect();
+    ensure!(
+        bodies == [&b"first"[..], b"second", b"b1", b"b2", b"b3"],
+        "{bodies:?}"
+    );
+    ensure!(got[0].offset_msg_id() == msg_id);
+    ensure!(got[2].flag == 3 && got[2].property("UNIQ_KEY") == Some("b1"));
+    ensure!(got[1].property("TAGS") == Some("b"));
+
+    // A tag filter from the request: only `b` matches.
+    let mut tagged = pull("g", "Sends", 1, 0, pull_sys_flag::SUBSCRIPTION, 0);
+    tagged.ext_fields.insert("subscription".into(), "b".into());
+    let resp = h.call(&c, tagged).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let got = records(&resp)?;
+    ensure!(got.len() == 1 && &got[0].body[..] == b"second");
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn pull_not_found_offset_moved_and_timed_out_long_poll() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, send_v2("Polls", 0, "one", "a")).await?,
+        code::SUCCESS,
+    )?;
+
+    let resp = h
+        .call(&c, pull("g", "Polls", 0, 1, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    expect_code(&resp, code::PULL_NOT_FOUND)?;
+    ensure!(resp.remark.as_deref() == Some("OFFSET_OVERFLOW_ONE"));
+    ensure!(ext_i64(&resp, "nextBeginOffset")? == 1);
+    ensure!(resp.body.is_empty());
+
+    let resp = h
+        .call(&c, pull("g", "Polls", 0, 7, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    expect_code(&resp, code::PULL_OFFSET_MOVED)?;
+    ensure!(resp.remark.as_deref() == Some("OFFSET_OVERFLOW_BADLY"));
+    ensure!(ext_i64(&resp, "nextBeginOffset")? == 1 && ext_i64(&resp, "maxOffset")? == 1);
+
+    let resp = h
+        .call(&c, pull("g", "Polls", 3, 0, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    expect_code(&resp, code::PULL_NOT_FOUND)?;
+    ensure!(resp.remark.as_deref() == Some("NO_MESSAGE_IN_QUEUE"));
+
+    // Held for its suspend time, then answered "no new message".
+    let started = tokio::time::Instant::now();
+    let resp = h
+        .call(
+            &c,
+            pull(
+                "g",
+                "Polls",
+                0,
+                1,
+                pull_sys_flag::SUBSCRIPTION | pull_sys_flag::SUSPEND,
+                300,
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::PULL_NOT_FOUND)?;
+    ensure!(
+        started.elapsed() >= Duration::from_millis(300),
+        "answered before the suspend time"
+    );
+
+    // Without a subscription in the request nor a registered one: SUBSCRIPTION_NOT_EXIST.
+    let resp = h.call(&c, pull("g", "Polls", 0, 0, 0, 0)).await?;
+    expect_code(&resp, code::SUBSCRIPTION_NOT_EXIST)?;
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn long_poll_is_answered_when_a_send_wakes_it() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let puller = client();
+    let sender = client();
+    expect_code(
+        &h.call(&sender, send_v2("Wake", 0, "one", "a")).await?,
+        code::SUCCESS,
+    )?;
+
+    let addr = h.addr.clone();
+    let held = tokio::spawn(async move {
+        puller
+            .invoke(
+                &addr,
+                pull(
+                    "g",
+                    "Wake",
+                    0,
+                    1,
+                    pull_sys_flag::SUBSCRIPTION | pull_sys_flag::SUSPEND,
+                    15_000,
+                ),
+                CALL_TIMEOUT,
+            )
+            .await
+    });
+    // Send only once the pull is parked, so the answer can only come from the wake-up.
+    let long_poll = h.serving.node().broker().addrs().long_poll.clone();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match long_poll
+                .send(skiff::actors::broker::long_poll::Observe)
+                .await
+            {
+                Ok(snapshot) if snapshot.parked > 0 => return,
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    })
+    .await
+    .context("the pull was never parked")?;
+    ensure!(
+        !held.is_finished(),
+        "a parked pull answered before any send"
+    );
+    let started = tokio::time::Instant::now();
+    expect_code(
+        &h.call(&sender, send_v2("Wake", 0, "two", "a")).await?,
+        code::SUCCESS,
+    )?;
+    let resp = held.await??;
+    ensure!(
+        started.elapsed() < Duration::from_secs(5),
+        "woken by the send, not by the suspend timeout"
+    );
+    expect_code(&resp, code::SUCCESS)?;
+    let got = records(&resp)?;
+    ensure!(got.len() == 1 && &got[0].body[..] == b"two" && got[0].queue_offset == 1);
+    h.stop().await
+}
+
+/// Writes frames on a raw connection and reads every frame back, so a response to a oneway
+/// request would be seen.
+struct RawConn {
+    stream: tokio::net::TcpStream,
+    buf: BytesMut,
+}
+
+impl RawConn {
+    async fn connect(addr: &str) -> anyhow::Result<RawConn> {
+        Ok(RawConn {
+            stream: tokio::net::TcpStream::connect(addr).await?,
+            buf: BytesMut::new(),
+        })
+    }
+
+    async fn write(&mut self, cmd: &RemotingCommand) -> anyhow::Result<()> {
+        let mut out = BytesMut::new();
+        frame::encode(cmd, &mut out)?;
+        self.stream.write_all(&out).await?;
+        Ok(())
+    }
+
+    async fn read(&mut self) -> anyhow::Result<RemotingCommand> {
+        tokio::time::timeout(CALL_TIMEOUT, async {
+            loop {
+                if let Some(cmd) = frame::decode_frame(&mut self.buf, frame::DEFAULT_MAX_FRAME_LEN)?
+                {
+                    return Ok(cmd);
+                }
+                if self.stream.read_buf(&mut self.buf).await? == 0 {
+                    bail!("connection closed");
+                }
+            }
+        })
+        .await
+        .context("no frame in time")?
+    }
+}
+
+#[actix_rt::test]
+async fn consumer_offsets_query_update_and_oneway_gets_no_response() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    for body in ["m0", "m1", "m2"] {
+        expect_code(
+            &h.call(&c, send_v2("Offs", 0, body, "a")).await?,
+            code::SUCCESS,
+        )?;
+    }
+
+    let resp = h
+        .call(&c, query_offset("og", "Offs", 0, Some(false)))
+        .await?;
+    expect_code(&resp, code::QUERY_NOT_FOUND)?;
+    // Unset means true: a new group on a young queue starts at 0.
+    let resp = h.call(&c, query_offset("og", "Offs", 0, None)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "offset")? == 0);
+    let resp = h.call(&c, query_offset("og", "Offs", 1, None)).await?;
+    expect_code(&resp, code::QUERY_NOT_FOUND)?;
+
+    let resp = h.call(&c, update_offset("og", "Offs", 0, 2)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(&c, query_offset("og", "Offs", 0, Some(false)))
+        .await?;
+    ensure!(ext_i64(&resp, "offset")? == 2);
+
+    let resp = h.call(&c, update_offset("og", "NoSuchTopic", 0, 2)).await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_MAX_OFFSET, &[("topic", "Offs"), ("queueId", "0")]),
+        )
+        .await?;
+    ensure!(ext_i64(&resp, "offset")? == 3);
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_MIN_OFFSET, &[("topic", "Offs"), ("queueId", "0")]),
+        )
+        .await?;
+    ensure!(ext_i64(&resp, "offset")? == 0);
+    let search = |ts: &str| {
+        request(
+            rc::SEARCH_OFFSET_BY_TIMESTAMP,
+            &[("topic", "Offs"), ("queueId", "0"), ("timestamp", ts)],
+        )
+    };
+    let resp = h.call(&c, search("0")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "offset")? == 0);
+    let resp = h.call(&c, search("9999999999999")).await?;
+    ensure!(ext_i64(&resp, "offset")? == 3);
+
+    // A oneway update is applied and answered with nothing.
+    let mut raw = RawConn::connect(&h.addr).await?;
+    let mut oneway = update_offset("og", "Offs", 0, 3).oneway();
+    oneway.opaque = 900_001;
+    raw.write(&oneway).await?;
+    let mut seen = Vec::new();
+    let mut applied = false;
+    for attempt in 0..200 {
+        let mut q = query_offset("og", "Offs", 0, Some(false));
+        q.opaque = 900_100 + attempt;
+        raw.write(&q).await?;
+        let resp = raw.read().await?;
+        seen.push(resp.opaque);
+        ensure!(resp.opaque == q.opaque, "unexpected frame {resp:?}");
+        if ext_i64(&resp, "offset")? == 3 {
+            applied = true;
+            break;
+        }
+    }
+    ensure!(applied, "the oneway update was not applied");
+    ensure!(!seen.contains(&900_001));
+    h.stop().await
+}
+
+const HEARTBEAT_C1: &str = r#"{"clientID":"10.0.0.1@c1","producerDataSet":[{"groupName":"pg"}],"consumerDataSet":[{"groupName":"hg","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"HT","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1,"expressionType":"TAG"}],"unitMode":false}],"heartbeatFingerprint":0,"withoutSub":false}"#;
+/// rocketmq-client-cpp style: enums as ordinals, subVersion as a string, no expressionType.
+const HEARTBEAT_C2: &str = r#"{"clientID":"10.0.0.2@c2","consumerDataSet":[{"groupName":"hg","consumeType":1,"messageModel":1,"consumeFromWhere":0,"subscriptionDataSet":[{"topic":"HT","subString":"*","subVersion":"2"}],"unitMode":"0"}]}"#;
+
+#[actix_rt::test]
+async fn heartbeats_notify_members_and_a_closed_connection_releases_its_consumers(
+) -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c1 = client();
+    let mut rx1 = c1.request_channel(16);
+    let c2 = client();
+    let _rx2 = c2.request_channel(16);
+
+    let resp = h.call(&c1, heartbeat(HEARTBEAT_C1)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(resp.ext("IS_SUPPORT_HEART_BEAT_V2") == Some("true"));
+    ensure!(resp.ext("IS_SUB_CHANGE") == Some("true"));
+    // Its own join is announced first, before the heartbeat response.
+    let joined = rx1
+        .try_recv()
+        .context("code 40 precedes the heartbeat response")?;
+    ensure!(joined.request.code == rc::NOTIFY_CONSUMER_IDS_CHANGED && joined.request.is_oneway());
+    ensure!(joined.request.ext("consumerGroup") == Some("hg"));
+
+    expect_code(&h.call(&c2, heartbeat(HEARTBEAT_C2)).await?, code::SUCCESS)?;
+    let notified = recv_request(&mut rx1).await?;
+    ensure!(notified.request.code == rc::NOTIFY_CONSUMER_IDS_CHANGED);
+    ensure!(notified.request.ext("consumerGroup") == Some("hg"));
+
+    let list = |group: &str| request(rc::GET_CONSUMER_LIST_BY_GROUP, &[("consumerGroup", group)]);
+    let resp = h.call(&c1, list("hg")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let ids = ConsumerListBody::decode(&resp.body)?.consumer_id_list;
+    ensure!(ids == ["10.0.0.1@c1", "10.0.0.2@c2"], "{ids:?}");
+
+    // The group's subscription is registered: a pull without one in the request works.
+    expect_code(
+        &h.call(&c1, send_v2("HT", 0, "x", "a")).await?,
+        code::SUCCESS,
+    )?;
+    let resp = h.call(&c1, pull("hg", "HT", 0, 0, 0, 0)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+
+    // A killed consumer: its connection closes, it leaves at once and the others are told.
+    c2.shutdown();
+    let notified = recv_request(&mut rx1).await?;
+    ensure!(notified.request.code == rc::NOTIFY_CONSUMER_IDS_CHANGED);
+    let resp = h.call(&c1, list("hg")).await?;
+    let ids = ConsumerListBody::decode(&resp.body)?.consumer_id_list;
+    ensure!(ids == ["10.0.0.1@c1"], "{ids:?}");
+
+    let resp = h
+        .call(
+            &c1,
+            request(
+                rc::UNREGISTER_CLIENT,
+                &[("clientID", "10.0.0.1@c1"), ("consumerGroup", "hg")],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h.call(&c1, list("hg")).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(resp.remark.as_deref() == Some("no consumer for this group, hg"));
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn send_back_moves_the_message_to_the_retry_topic() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, send_v2("Back", 0, "failing", "a")).await?,
+        code::SUCCESS,
+    )?;
+    let resp = h
+        .call(&c, pull("bg", "Back", 0, 0, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    let original = records(&resp)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("nothing pulled"))?;
+
+    let back = request(
+        rc::CONSUMER_SEND_MSG_BACK,
+        &[
+            ("offset", &original.physical_offset.to_string()),
+            ("group", "bg"),
+            ("delayLevel", "1"),
+            ("originMsgId", &original.offset_msg_id()),
+            ("originTopic", "Back"),
+            ("maxReconsumeTimes", "16"),
+        ],
+    );
+    expect_code(&h.call(&c, back).await?, code::SUCCESS)?;
+
+    // Delay level 1 (1 s), then it lands in %RETRY%bg and wakes this long poll.
+    let resp = h
+        .call(
+            &c,
+            pull(
+                "bg",
+                "%RETRY%bg",
+                0,
+                0,
+                pull_sys_flag::SUBSCRIPTION | pull_sys_flag::SUSPEND,
+                15_000,
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let retried = records(&resp)?;
+    ensure!(retried.len() == 1, "{retried:?}");
+    ensure!(retried[0].topic == "%RETRY%bg" && &retried[0].body[..] == b"failing");
+    ensure!(retried[0].reconsume_times == 1);
+    ensure!(retried[0].property("RETRY_TOPIC") == Some("Back"));
+
+    let missing = request(
+        rc::CONSUMER_SEND_MSG_BACK,
+        &[("offset", "99999999"), ("group", "bg"), ("delayLevel", "0")],
+    );
+    let resp = h.call(&c, missing).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(resp.remark.as_deref() == Some("look message by offset failed, 99999999"));
+    h.stop().await
+}
+
+fn lock_body(code_: i32, client_id: &str, queues: &[i32]) -> RemotingCommand {
+    let mqs: Vec<String> = queues
+        .iter()
+        .map(|q| format!(r#"{{"topic":"LT","brokerName":"skiff","queueId":{q}}}"#))
+        .collect();
+    RemotingCommand::new_request(code_).with_body(format!(
+        r#"{{"consumerGroup":"lg","clientId":"{client_id}","onlyThisBroker":false,"mqSet":[{}]}}"#,
+        mqs.join(",")
+    ))
+}
+
+fn locked(resp: &RemotingCommand) -> anyhow::Result<Vec<i32>> {
+    expect_code(resp, code::SUCCESS)?;
+    let mut ids: Vec<i32> = LockBatchResponseBody::decode(&resp.body)?
+        .lock_ok_mq_set
+        .into_iter()
+        .map(|mq: MessageQueue| mq.queue_id)
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+#[actix_rt::test]
+async fn lock_and_unlock_batch() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    let resp = h
+        .call(&c, lock_body(rc::LOCK_BATCH_MQ, "c1", &[0, 1]))
+        .await?;
+    ensure!(locked(&resp)? == [0, 1]);
+    let resp = h
+        .call(&c, lock_body(rc::LOCK_BATCH_MQ, "c2", &[0, 1, 2]))
+        .await?;
+    ensure!(locked(&resp)? == [2]);
+    let resp = h
+        .call(&c, lock_body(rc::UNLOCK_BATCH_MQ, "c1", &[0]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(&c, lock_body(rc::LOCK_BATCH_MQ, "c2", &[0, 1]))
+        .await?;
+    ensure!(locked(&resp)? == [0]);
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn unknown_codes_and_bad_input_are_answered_while_other_connections_keep_working(
+) -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let bad = client();
+    let good = client();
+
+    let resp = h.call(&bad, request(9999, &[])).await?;
+    expect_code(&resp, code::REQUEST_CODE_NOT_SUPPORTED)?;
+    ensure!(resp.remark.as_deref() == Some(" request type 9999 not supported"));
+
+    let mut no_group = pull("g", "T", 0, 0, pull_sys_flag::SUBSCRIPTION, 0);
+    no_group.ext_fields.remove("consumerGroup");
+    let resp = h.call(&bad, no_group).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(resp.remark.as_deref() == Some("the custom field <consumerGroup> is null"));
+
+    let mut no_queue = update_offset("g", "T", 0, 1);
+    no_queue.ext_fields.remove("queueId");
+    let resp = h.call(&bad, no_queue).await?;
+    expect_code(&resp, code::INVALID_PARAMETER)?;
+    ensure!(resp.remark.as_deref() == Some("QueueId is null, topic is T"));
+
+    let mut not_a_number = send_v2("T", 0, "x", "a");
+    not_a_number.ext_fields.insert("e".into(), "zero".into());
+    let resp = h.call(&bad, not_a_number).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(
+        resp.remark.as_deref().is_some_and(|r| r.contains("<e>")),
+        "{:?}",
+        resp.remark
+    );
+
+    let resp = h.call(&bad, heartbeat("{not json")).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+
+    let mut broken_batch = send_v2("T", 0, "", "a");
+    broken_batch.code = rc::SEND_BATCH_MESSAGE;
+    broken_batch.body = Bytes::from_static(&[0, 0, 0, 40, 1, 2]);
+    let resp = h.call(&bad, broken_batch).await?;
+    expect_code(&resp, code::MESSAGE_ILLEGAL)?;
+
+    let mut long_props = send_v2("T", 0, "x", "a");
+    long_props
+        .ext_fields
+        .insert("i".into(), "K\u{1}".to_owned() + &"v".repeat(40_000));
+    let resp = h.call(&bad, long_props).await?;
+    expect_code(&resp, code::MESSAGE_ILLEGAL)?;
+
+    let resp = h.call(&bad, send_v2("bad topic!", 0, "x", "a")).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+
+    let resp = h
+        .call(
+            &bad,
+            request(
+                rc::QUERY_CONSUMER_OFFSET,
+                &[("consumerGroup", "g"), ("topic", "T"), ("queueId", "-1")],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+
+    // The misbehaving connection and the other one both still work.
+    let resp = h
+        .call(
+            &good,
+            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "T")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(&bad, request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "T")]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    h.stop().await
+}
+
+#[actix_rt::test]
+async fn consume_stats_and_reset_offset() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    let before = skiff_now_ms();
+    for body in ["r0", "r1", "r2"] {
+        expect_code(
+            &h.call(&c, send_v2("Reset", 0, body, "a")).await?,
+            code::SUCCESS,
+        )?;
+    }
+    expect_code(
+        &h.call(&c, update_offset("rg", "Reset", 0, 2)).await?,
+        code::SUCCESS,
+    )?;
+    // Pulled but not committed: the last message is in flight.
+    let resp = h
+        .call(
+            &c,
+            pull("rg", "Reset", 0, 2, pull_sys_flag::SUBSCRIPTION, 0),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+
+    let stats_req = request(
+        rc::GET_CONSUME_STATS,
+        &[("consumerGroup", "rg"), ("topic", "Reset")],
+    );
+    let resp = h.call(&c, stats_req).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let text = String::from_utf8(resp.body.to_vec())?;
+    ensure!(
+        text.contains(r#"{"brokerName":"skiff","queueId":0,"topic":"Reset"}:{"#),
+        "offsetTable keyed by MessageQueue JSON: {text}"
+    );
+    let stats = ConsumeStats::decode(&resp.body)?;
+    ensure!(stats.offset_table.len() == 4, "{stats:?}");
+    let q0 = MessageQueue {
+        topic: "Reset".into(),
+        broker_name: "skiff".into(),
+        queue_id: 0,
+    };
+    let w = stats
+        .offset_table
+        .get(&q0)
+        .ok_or_else(|| anyhow!("no queue 0: {stats:?}"))?;
+    ensure!(
+        w.broker_offset == 3 && w.consumer_offset == 2 && w.pull_offset == 3,
+        "{w:?}"
+    );
+    ensure!(w.last_timestamp >= before, "{w:?}");
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_CONSUME_STATS, &[("consumerGroup", "nobody")]),
+        )
+        .await?;
+    ensure!(ConsumeStats::decode(&resp.body)?.offset_table.is_empty());
+
+    // Back to the start of every queue.
+    let reset = request(
+        rc::INVOKE_BROKER_TO_RESET_OFFSET,
+        &[
+            ("topic", "Reset"),
+            ("group", "rg"),
+            ("timestamp", "0"),
+            ("isForce", "true"),
+        ],
+    );
+    let resp = h.call(&c, reset).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let body = ResetOffsetBody::decode(&resp.body)?;
+    ensure!(
+        body.offset_table.len() == 4 && body.offset_table.get(&q0) == Some(&0),
+        "{body:?}"
+    );
+
+    // The group's next pull of the queue is told to move there.
+    let resp = h
+        .call(
+            &c,
+            pull("rg", "Reset", 0, 2, pull_sys_flag::SUBSCRIPTION, 0),
+        )
+        .await?;
+    expect_code(&resp, code::PULL_OFFSET_MOVED)?;
+    ensure!(ext_i64(&resp, "nextBeginOffset")? == 0, "{resp:?}");
+
+    // One queue, to an explicit offset; out of range is refused.
+    let one = |offset: &str| {
+        request(
+            rc::INVOKE_BROKER_TO_RESET_OFFSET,
+            &[
+                ("topic", "Reset"),
+                ("group", "rg"),
+                ("queueId", "0"),
+                ("offset", offset),
+                ("timestamp", "0"),
+                ("isForce", "false"),
+            ],
+        )
+    };
+    let resp = h.call(&c, one("1")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ResetOffsetBody::decode(&resp.body)?.offset_table.get(&q0) == Some(&1));
+    let resp = h
+        .call(&c, query_offset("rg", "Reset", 0, Some(false)))
+        .await?;
+    ensure!(ext_i64(&resp, "offset")? == 1);
+    let resp = h.call(&c, one("50")).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::INVOKE_BROKER_TO_RESET_OFFSET,
+                &[
+                    ("topic", "Missing"),
+                    ("group", "rg"),
+                    ("timestamp", "0"),
+                    ("isForce", "true"),
+                ],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    h.stop().await
+}
+
+fn skiff_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+        - 1000
+}
