@@ -11,8 +11,9 @@ use skiff::remoting::body::{
 };
 use skiff::remoting::codes::{pull_sys_flag, request as rc, response as code};
 use skiff::remoting::frame::{self, RemotingCommand};
+use skiff::remoting::processor;
 use skiff::remoting::processor::{encode_batch, BatchEntry, ConsumeStats, ResetOffsetBody};
-use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient};
+use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient, RemotingServer, ServerConfig};
 use skiff::serve::{self, Serving};
 use skiff::storage::message::{decode_records, StoredMessage};
 use skiff::NodeConfig;
@@ -744,6 +745,23 @@ async fn send_back_moves_the_message_to_the_retry_topic() -> anyhow::Result<()> 
     ensure!(retried[0].reconsume_times == 1);
     ensure!(retried[0].property("RETRY_TOPIC") == Some("Back"));
 
+    // A client's fallback send to the retry topic, past its own reconsume limit (header `l`):
+    // dead-lettered.
+    let mut fallback = send_v2("%RETRY%bg", 0, "again", "a");
+    fallback.ext_fields.insert("j".into(), "3".into());
+    fallback.ext_fields.insert("l".into(), "3".into());
+    expect_code(&h.call(&c, fallback).await?, code::SUCCESS)?;
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::GET_MAX_OFFSET,
+                &[("topic", "%DLQ%bg"), ("queueId", "0")],
+            ),
+        )
+        .await?;
+    ensure!(ext_i64(&resp, "offset")? == 1, "dead-lettered: {resp:?}");
+
     let missing = request(
         rc::CONSUMER_SEND_MSG_BACK,
         &[("offset", "99999999"), ("group", "bg"), ("delayLevel", "0")],
@@ -1012,4 +1030,27 @@ fn skiff_now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
         - 1000
+}
+
+#[actix_rt::test]
+async fn a_full_request_queue_is_answered_system_busy() -> anyhow::Result<()> {
+    // Nothing drains this bridge: the first request fills its queue of one and waits.
+    let (bridge, _inbox) = processor::channel(1);
+    let server = RemotingServer::bind("127.0.0.1:0", ServerConfig::default(), bridge).await?;
+    let mut raw = RawConn::connect(&server.local_addr().to_string()).await?;
+    let mut first = request(rc::GET_MAX_OFFSET, &[("topic", "T"), ("queueId", "0")]);
+    first.opaque = 7001;
+    let mut second = first.clone();
+    second.opaque = 7002;
+    raw.write(&first).await?;
+    raw.write(&second).await?;
+    let resp = raw.read().await?;
+    ensure!(resp.opaque == 7002 && resp.is_response(), "{resp:?}");
+    expect_code(&resp, code::SYSTEM_BUSY)?;
+    ensure!(resp
+        .remark
+        .as_deref()
+        .is_some_and(|r| r.contains("system busy")));
+    server.shutdown().await;
+    Ok(())
 }

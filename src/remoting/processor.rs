@@ -50,7 +50,8 @@ use skiff_actors::broker_api::{
 };
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
 use skiff_actors::logic::queue::MessageQueue as QueueRef;
-use skiff_storage::message::{property, property::UNIQ_KEY, MessageToAppend};
+use skiff_storage::message::property::{MAX_RECONSUME_TIMES, UNIQ_KEY};
+use skiff_storage::message::{encode_properties, property, MessageToAppend, PROPERTY_SEPARATOR};
 use skiff_storage::store::{is_valid_topic, BoundaryType as StoreBoundary, StoreError};
 
 use super::body::{
@@ -400,7 +401,16 @@ impl Processor {
             rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
                 self.send(&conn, &request).await
             }
-            rc::PULL_MESSAGE => self.pull(&request).await,
+            rc::PULL_MESSAGE => {
+                // A long poll whose connection closes is dropped at once, not at its timeout.
+                tokio::select! {
+                    outcome = self.pull(&request) => outcome,
+                    _ = conn.closed() => {
+                        debug!(conn = %conn.id(), opaque = request.opaque, "pull abandoned: connection closed");
+                        return None;
+                    }
+                }
+            }
             rc::QUERY_CONSUMER_OFFSET => self.query_offset(&request).await,
             rc::UPDATE_CONSUMER_OFFSET => self.update_offset(&request).await,
             rc::GET_MAX_OFFSET => self.max_offset(&request),
@@ -568,7 +578,7 @@ impl Processor {
             born_host: conn.peer_addr(),
             reconsume_times: header.reconsume_times.unwrap_or(0),
             prepared_transaction_offset: 0,
-            properties: header.properties.clone().unwrap_or_default(),
+            properties: send_properties(&header),
             body: request.body.clone(),
         };
         let messages = if batch {
@@ -838,7 +848,8 @@ impl Processor {
         let v2 = data.heartbeat_fingerprint != 0;
         // Java's V1 path always answers true; V2 tells whether the fingerprint changed.
         let mut sub_change = !v2;
-        if conn.is_closed() {
+        if conn.is_closed() || data.consumer_data_set.is_empty() {
+            // Producers are not tracked; a closed connection has no one to register.
             return Ok(heartbeat_answer(sub_change));
         }
         let notifier = self.notifier_for(conn);
@@ -1214,6 +1225,25 @@ impl Processor {
             self.release(state.notifier).await;
         }
     }
+}
+
+/// A send's stored properties: the header's, plus `MAX_RECONSUME_TIMES` from the header for a
+/// (client fallback) send to a retry topic that does not carry it, so the broker's dead-letter
+/// check honours the consumer's limit as Java's `handleRetryAndDLQ` does.
+fn send_properties(header: &SendMessageRequestHeader) -> String {
+    let mut properties = header.properties.clone().unwrap_or_default();
+    if let Some(max) = header.max_reconsume_times {
+        if header.topic.starts_with(RETRY_TOPIC_PREFIX)
+            && property(&properties, MAX_RECONSUME_TIMES).is_none()
+        {
+            if !properties.is_empty() && !properties.ends_with(PROPERTY_SEPARATOR) {
+                properties.push(PROPERTY_SEPARATOR);
+            }
+            let max = max.to_string();
+            properties.push_str(&encode_properties(&[(MAX_RECONSUME_TIMES, &max)]));
+        }
+    }
+    properties
 }
 
 fn no_route(topic: &str) -> Failure {
