@@ -61,3 +61,4 @@ pub mod prelude {
     pub use skiff_actors::logic::pull_from_where::ConsumeFromWhere;
 }
 pub mod serve;
+pub mod admin;

@@ -51,8 +51,13 @@ impl Serve {
     /// Starts `skiff serve` on a free port with its data in `data_dir` and waits until the port
     /// accepts connections (bounded; fails at once if the child exits).
     fn start(data_dir: &Path, log: &Path) -> anyhow::Result<Serve> {
+        Serve::start_on(data_dir, log, &format!("127.0.0.1:{}", free_port()?))
+    }
+
+    /// As [`Serve::start`], on `addr`.
+    fn start_on(data_dir: &Path, log: &Path, addr: &str) -> anyhow::Result<Serve> {
         std::fs::create_dir_all(data_dir)?;
-        let addr = format!("127.0.0.1:{}", free_port()?);
+        let addr = addr.to_owned();
         let log_file = File::options().create(true).append(true).open(log)?;
         let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
             .args(["serve", "--listen", &addr, "--data-dir"])
@@ -617,6 +622,71 @@ fn offsets_resume_after_broker_restart() -> anyhow::Result<()> {
         Ok(())
     })?;
     serve.terminate()
+}
+
+/// A consumer keeps running while the broker restarts on the same address: its client
+/// reconnects and registers again at once (its periodic heartbeat is set to 10 minutes), so it
+/// gets the messages sent after the restart and a consumer joining afterwards splits the queues
+/// with it.
+#[test]
+fn running_consumer_survives_broker_restart() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serve.log");
+    let data = dir.path().join("data");
+    let serve = Serve::start(&data, &log)?;
+    let addr = serve.addr.clone();
+    let log_path = log.clone();
+    run(&log, || async move {
+        let group = "remote-survive";
+        let producer_broker = remote(&addr)?;
+        produce(&producer_broker, "first", 40).await?;
+        let got: Received = Received::default();
+        let c = builder(group, recording_listener(&got))
+            .configure(|c| c.heartbeat_interval = Duration::from_secs(600))
+            .start(remote(&addr)?)?;
+        let got_ref = &got;
+        wait_until(
+            "the first messages are consumed",
+            Duration::from_secs(30),
+            || async move { Ok(distinct(got_ref).len() == 40) },
+        )
+        .await?;
+
+        let restart_addr = addr.clone();
+        let serve = tokio::task::spawn_blocking(move || -> anyhow::Result<Serve> {
+            serve.terminate()?;
+            Serve::start_on(&data, &log_path, &restart_addr)
+        })
+        .await??;
+
+        produce(&producer_broker, "second", 40).await?;
+        let mut expected = bodies("first", 40);
+        expected.extend(bodies("second", 40));
+        let expected_ref = &expected;
+        wait_until(
+            "the messages sent after the restart are consumed",
+            Duration::from_secs(60),
+            || async move { Ok(distinct(got_ref).is_superset(expected_ref)) },
+        )
+        .await?;
+
+        let got_d: Received = Received::default();
+        let d = builder(group, recording_listener(&got_d)).start(remote(&addr)?)?;
+        let (c_ref, d_ref) = (&c, &d);
+        wait_until(
+            "the restarted broker splits the queues 2/2",
+            Duration::from_secs(30),
+            || async move {
+                let (qc, qd) = (topic_queues(c_ref).await?, topic_queues(d_ref).await?);
+                Ok(qc.len() == 2 && qd.len() == 2 && qc.is_disjoint(&qd))
+            },
+        )
+        .await?;
+        c.shutdown().await?;
+        d.shutdown().await?;
+        producer_broker.close();
+        serve.terminate()
+    })
 }
 
 // ---- admin -------------------------------------------------------------------------------------------------

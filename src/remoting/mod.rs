@@ -24,3 +24,4 @@ pub use server::{
     ConnectionHandle, ConnectionId, RemotingServer, RequestHandler, ServerConfig, ServerError,
 };
 pub mod processor;
+pub mod remote_broker;

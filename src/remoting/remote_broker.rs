@@ -16,6 +16,10 @@
 //!   the response being awaited; it is dispatched on the current arbiter to every notifier a
 //!   heartbeat registered for the group. Other server-initiated requests are answered
 //!   REQUEST_CODE_NOT_SUPPORTED (3).
+//! * Heartbeats are remembered with the connection they went over. When a pull or a member
+//!   list finds the connection to that broker re-made (the broker restarted or dropped it, and
+//!   with it this client's registrations), the heartbeats are sent again first, so the broker
+//!   knows the subscriptions and members at once rather than at the next periodic heartbeat.
 //! * Errors: a non-success answer is [`BrokerError::Remote`] (broker address, code, remark); a
 //!   connection that cannot be made or is lost, or an undecodable answer, is
 //!   [`BrokerError::Transport`]; no answer in time is [`BrokerError::Timeout`].
@@ -53,7 +57,7 @@ use super::body::{
     LockBatchRequestBody, LockBatchResponseBody, MessageModel, MessageQueue as WireQueue,
     SubscriptionData, TopicRouteData, UnlockBatchRequestBody,
 };
-use super::client::{ClientConfig, ClientError, InboundRequest, RemotingClient};
+use super::client::{ClientConfig, ClientError, ConnectionId, InboundRequest, RemotingClient};
 use super::codes::{pull_sys_flag, request as rc, response as code};
 use super::frame::RemotingCommand;
 use super::headers::{
@@ -118,6 +122,17 @@ struct CachedRoute {
 /// Notifiers registered by heartbeats, by (group, client id).
 type Notifiers = RefCell<BTreeMap<(String, String), Arc<dyn ConsumerNotifier>>>;
 
+/// What a broker knows of this client: the connection its heartbeats went over and the
+/// heartbeats themselves, to send again on a new connection (the broker restarted, or dropped
+/// the old connection and with it the registrations).
+#[derive(Default)]
+struct Registrations {
+    /// Broker address → the connection the last heartbeats were sent on.
+    connections: HashMap<String, ConnectionId>,
+    /// (group, client id) → the last heartbeat.
+    heartbeats: BTreeMap<(String, String), ConsumerHeartbeat>,
+}
+
 struct Inner {
     namesrv: String,
     config: RemoteBrokerConfig,
@@ -128,6 +143,7 @@ struct Inner {
     /// Subscription versions from heartbeats, by (group, topic), sent with pulls as Java does.
     sub_versions: RefCell<HashMap<(String, String), i64>>,
     notifiers: Rc<Notifiers>,
+    registrations: RefCell<Registrations>,
 }
 
 impl Drop for Inner {
@@ -179,6 +195,7 @@ impl RemoteBroker {
                 last_addr: RefCell::default(),
                 sub_versions: RefCell::default(),
                 notifiers,
+                registrations: RefCell::default(),
             }),
         })
     }
@@ -202,6 +219,7 @@ impl RemoteBroker {
     pub fn close(&self) {
         self.inner.client.shutdown();
         self.inner.notifiers.borrow_mut().clear();
+        *self.inner.registrations.borrow_mut() = Registrations::default();
     }
 
     /// The broker address of `topic` (from its cached or fresh route).
@@ -237,6 +255,68 @@ impl RemoteBroker {
             .invoke(addr, request, self.inner.config.rpc_timeout)
             .await?;
         expect_success(addr, response)
+    }
+
+    /// Before a pull or a member list: if this client's heartbeats went to `addr` over a
+    /// connection that is gone, sends them again on the current one, so a restarted broker
+    /// knows the subscriptions and members at once instead of after the next periodic
+    /// heartbeat. Best effort: failures are left to the call that follows.
+    async fn reregister_if_reconnected(&self, addr: &str) {
+        let Some(previous) = self
+            .inner
+            .registrations
+            .borrow()
+            .connections
+            .get(addr)
+            .copied()
+        else {
+            return;
+        };
+        let Ok(conn) = self
+            .inner
+            .client
+            .connection_to(addr, self.inner.config.rpc_timeout)
+            .await
+        else {
+            return;
+        };
+        if conn.id() == previous {
+            return;
+        }
+        let heartbeats: Vec<ConsumerHeartbeat> = {
+            let mut registrations = self.inner.registrations.borrow_mut();
+            // Claimed before sending, so concurrent calls send them once.
+            registrations.connections.insert(addr.to_owned(), conn.id());
+            registrations.heartbeats.values().cloned().collect()
+        };
+        for heartbeat in heartbeats {
+            let group = heartbeat.group.clone();
+            let request = RemotingCommand::new_request(rc::HEART_BEAT)
+                .with_body(heartbeat_body(&heartbeat).encode());
+            match self.invoke_ok(addr, request).await {
+                Ok(_) => debug!(addr, group = %group, "heartbeat sent again on a new connection"),
+                Err(e) => {
+                    warn!(addr, group = %group, error = %e, "heartbeat on a new connection failed")
+                }
+            }
+        }
+    }
+
+    /// Records that `heartbeat` reached `addr` over the current connection.
+    async fn registered(&self, addr: &str, heartbeat: &ConsumerHeartbeat) {
+        let conn = self
+            .inner
+            .client
+            .connection_to(addr, self.inner.config.rpc_timeout)
+            .await;
+        let mut registrations = self.inner.registrations.borrow_mut();
+        registrations.heartbeats.insert(
+            (heartbeat.group.clone(), heartbeat.client_id.clone()),
+            heartbeat.clone(),
+        );
+        if let Ok(conn) = conn {
+            registrations.connections.insert(addr.to_owned(), conn.id());
+        }
     }
 
     fn mark_stale(&self, addr: &str) {
@@ -279,8 +359,12 @@ impl RemoteBroker {
     /// the real route is picked up once the topic exists).
     async fn fetch_route(&self, topic: &str) -> Result<CachedRoute, BrokerError> {
         match self.query_route(topic).await {
+            // Retry and dead-letter topics are made by the broker, never by a send.
             Err(BrokerError::Remote { code: c, .. })
-                if c == code::TOPIC_NOT_EXIST && topic != AUTO_CREATE_TOPIC_KEY =>
+                if c == code::TOPIC_NOT_EXIST
+                    && topic != AUTO_CREATE_TOPIC_KEY
+                    && !topic.starts_with("%RETRY%")
+                    && !topic.starts_with("%DLQ%") =>
             {
                 let mut fallback = self.query_route(AUTO_CREATE_TOPIC_KEY).await?;
                 debug!(topic, addr = %fallback.addr, "no route yet; using the auto-create topic's broker");
@@ -426,6 +510,7 @@ impl RemoteBroker {
 
     async fn pull_remote(&self, request: PullRequest) -> Result<PullResponse, BrokerError> {
         let addr = self.broker_addr(&request.topic).await?;
+        self.reregister_if_reconnected(&addr).await;
         let mut sys_flag = 0;
         if request.commit_offset.is_some() {
             sys_flag |= pull_sys_flag::COMMIT_OFFSET;
@@ -625,10 +710,13 @@ impl RemoteBroker {
         let mut result = Ok(());
         for addr in addrs {
             let request = RemotingCommand::new_request(rc::HEART_BEAT).with_body(body.clone());
-            if let Err(e) = self.invoke_ok(&addr, request).await {
-                warn!(group = %heartbeat.group, addr, error = %e, "heartbeat failed");
-                if result.is_ok() {
-                    result = Err(e);
+            match self.invoke_ok(&addr, request).await {
+                Ok(_) => self.registered(&addr, &heartbeat).await,
+                Err(e) => {
+                    warn!(group = %heartbeat.group, addr, error = %e, "heartbeat failed");
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
                 }
             }
         }
@@ -636,10 +724,13 @@ impl RemoteBroker {
     }
 
     async fn unregister_remote(&self, client_id: &str, group: &str) -> Result<(), BrokerError> {
+        let key = (group.to_owned(), client_id.to_owned());
+        self.inner.notifiers.borrow_mut().remove(&key);
         self.inner
-            .notifiers
+            .registrations
             .borrow_mut()
-            .remove(&(group.to_owned(), client_id.to_owned()));
+            .heartbeats
+            .remove(&key);
         let mut addrs = self.known_addrs();
         if addrs.is_empty() {
             addrs.insert(self.group_addr(group).await?);
@@ -664,6 +755,7 @@ impl RemoteBroker {
 
     async fn consumer_list_remote(&self, group: &str) -> Result<Vec<String>, BrokerError> {
         let addr = self.group_addr(group).await?;
+        self.reregister_if_reconnected(&addr).await;
         let header = GetConsumerListByGroupRequestHeader {
             consumer_group: group.to_owned(),
         };
