@@ -49,6 +49,7 @@ use skiff_actors::logic::filter::Subscription;
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_storage::message::{
     encode_properties, property, property::DELAY, property::UNIQ_KEY, MessageToAppend,
+    PROPERTY_SEPARATOR,
 };
 use skiff_storage::store::BoundaryType as StoreBoundary;
 
@@ -459,9 +460,11 @@ impl RemoteBroker {
         for message in &mut group {
             if property(&message.properties, UNIQ_KEY).is_none() {
                 let id = unique_id();
-                message
-                    .properties
-                    .push_str(&encode_properties(&[(UNIQ_KEY, id.as_str())]));
+                let props = &mut message.properties;
+                if !props.is_empty() && !props.ends_with(PROPERTY_SEPARATOR) {
+                    props.push(PROPERTY_SEPARATOR);
+                }
+                props.push_str(&encode_properties(&[(UNIQ_KEY, id.as_str())]));
             }
         }
         let first = &group[0];
@@ -1694,6 +1697,10 @@ mod tests {
                 .map(|r| (r.queue_id, r.queue_offset, r.physical_offset))
                 .collect();
             assert_eq!(offsets, vec![(2, 5, 0x10), (2, 6, 0x20), (3, 5, 0x30)]);
+            // Properties without the trailing separator keep their last pair intact.
+            let mut unterminated = message("T", 1, "u");
+            unterminated.properties = "TAGS\u{1}a".to_owned();
+            broker.send(vec![unterminated]).await.expect("send");
 
             let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
             let routes: Vec<Option<&str>> = seen
@@ -1735,11 +1742,14 @@ mod tests {
                 .iter()
                 .filter(|r| r.code == rc::SEND_MESSAGE_V2 || r.code == rc::SEND_BATCH_MESSAGE)
                 .collect();
-            assert_eq!(sends.len(), 2);
+            assert_eq!(sends.len(), 3);
             assert_eq!(sends[0].code, rc::SEND_BATCH_MESSAGE);
             assert_eq!(sends[0].ext("m"), Some("true"));
             let single_props = sends[1].ext("i").unwrap_or_default();
             assert_eq!(property(single_props, UNIQ_KEY).map(str::len), Some(32));
+            let unterminated = sends[2].ext("i").unwrap_or_default();
+            assert_eq!(property(unterminated, "TAGS"), Some("a"));
+            assert_eq!(property(unterminated, UNIQ_KEY).map(str::len), Some(32));
 
             broker.close();
             assert!(matches!(
