@@ -9,6 +9,10 @@
 //!   every queue and everything is consumed (duplicates allowed, nothing lost).
 //! * `offsets_resume_after_broker_restart`: a group consumes, the broker is stopped with SIGTERM
 //!   and restarted on the same data directory; the group receives only the new messages.
+//! * `running_consumer_survives_broker_restart`: a consumer keeps running through a restart on
+//!   the same address; its client registers again on the new connection at once.
+//! * `orderly_consumer_keeps_each_order_in_sequence`, `broadcasting_consumers_each_get_everything`,
+//!   `failed_message_comes_back_from_the_retry_topic`: the other consumer modes and send-back.
 //! * `admin_progress_topics_and_reset_offset`: `skiff admin` over the network.
 //!
 //! Waiting is always bounded and on a condition (connect until the port accepts, poll a
@@ -686,6 +690,160 @@ fn running_consumer_survives_broker_restart() -> anyhow::Result<()> {
         d.shutdown().await?;
         producer_broker.close();
         serve.terminate()
+    })
+}
+
+// ---- orderly, broadcasting, retry ----------------------------------------------------------------------
+
+/// Orderly consumption over TCP: queues locked on the broker (LOCK_BATCH_MQ), each order's
+/// messages (one queue per order) arrive in the order they were sent.
+#[test]
+fn orderly_consumer_keeps_each_order_in_sequence() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serve.log");
+    let serve = Serve::start(&dir.path().join("data"), &log)?;
+    let addr = serve.addr.clone();
+    run(&log, || async move {
+        let broker = remote(&addr)?;
+        let producer = Producer::new("remote-orderly-producer", broker.clone());
+        for step in 0..10 {
+            for order in 0..4u32 {
+                let message = OutgoingMessage::new(TOPIC, format!("order-{order}-{step}"));
+                producer.send_to_queue(order, vec![message]).await?;
+            }
+        }
+        let got: Received = Received::default();
+        let sink = got.clone();
+        let listener = Listener::orderly(move |batch| {
+            for message in &batch {
+                sink.borrow_mut().push((
+                    message.queue.queue_id,
+                    message.queue_offset(),
+                    String::from_utf8_lossy(message.body()).into_owned(),
+                ));
+            }
+            async { OrderlyStatus::Success }
+        });
+        let consumer = builder("remote-orderly", listener).start(remote(&addr)?)?;
+        let got_ref = &got;
+        wait_until(
+            "every order is consumed",
+            Duration::from_secs(30),
+            || async move { Ok(distinct(got_ref).len() == 40) },
+        )
+        .await?;
+        consumer.shutdown().await?;
+        for order in 0..4u32 {
+            let steps: Vec<String> = got
+                .borrow()
+                .iter()
+                .filter(|(q, _, _)| *q == order)
+                .map(|(_, _, body)| body.clone())
+                .collect();
+            let expected: Vec<String> = (0..10).map(|s| format!("order-{order}-{s}")).collect();
+            anyhow::ensure!(steps == expected, "order {order} arrived as {steps:?}");
+        }
+        broker.close();
+        Ok(())
+    })
+}
+
+/// Broadcasting over TCP: every instance gets every message; offsets stay local.
+#[test]
+fn broadcasting_consumers_each_get_everything() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serve.log");
+    let serve = Serve::start(&dir.path().join("data"), &log)?;
+    let addr = serve.addr.clone();
+    let offsets = dir.path().to_path_buf();
+    run(&log, || async move {
+        let group = "remote-broadcast";
+        let broker = remote(&addr)?;
+        produce(&broker, "bcast", 20).await?;
+        let mut consumers = Vec::new();
+        let mut received = Vec::new();
+        for instance in 0..2 {
+            let got: Received = Received::default();
+            let local = offsets.join(format!("offsets-{instance}"));
+            let consumer = builder(group, recording_listener(&got))
+                .message_model(MessageModel::Broadcasting)
+                .configure(move |c| c.local_offset_dir = Some(local))
+                .start(remote(&addr)?)?;
+            consumers.push(consumer);
+            received.push(got);
+        }
+        let received_ref = &received;
+        wait_until(
+            "both instances get every message",
+            Duration::from_secs(30),
+            || async move { Ok(received_ref.iter().all(|got| distinct(got).len() == 20)) },
+        )
+        .await?;
+        for consumer in consumers {
+            consumer.shutdown().await?;
+        }
+        // Nothing was committed on the broker for a broadcasting group.
+        let rows = progress(&addr, group).await?;
+        anyhow::ensure!(
+            rows.values()
+                .all(|(_, consumer_offset, _)| *consumer_offset == 0),
+            "broker-side offsets of a broadcasting group: {rows:?}"
+        );
+        broker.close();
+        Ok(())
+    })
+}
+
+/// A failed message is sent back over TCP (CONSUMER_SEND_MSG_BACK) and comes again from the
+/// group's retry topic (first retry delay 10 s).
+#[test]
+fn failed_message_comes_back_from_the_retry_topic() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serve.log");
+    let serve = Serve::start(&dir.path().join("data"), &log)?;
+    let addr = serve.addr.clone();
+    run(&log, || async move {
+        let broker = remote(&addr)?;
+        produce(&broker, "retry", 4).await?;
+        // (topic, reconsume times, body) of every delivery.
+        let deliveries: Rc<RefCell<Vec<(String, i32, String)>>> = Rc::default();
+        let sink = deliveries.clone();
+        let listener = Listener::concurrent(move |batch| {
+            let mut status = ConsumeStatus::SUCCESS;
+            for message in &batch {
+                let body = String::from_utf8_lossy(message.body()).into_owned();
+                if body == "retry-0" && message.reconsume_times() == 0 {
+                    status = ConsumeStatus::ReconsumeLater;
+                }
+                sink.borrow_mut().push((
+                    message.queue.topic.clone(),
+                    message.reconsume_times(),
+                    body,
+                ));
+            }
+            async move { status }
+        });
+        let consumer = builder("remote-retry", listener).start(remote(&addr)?)?;
+        let deliveries_ref = &deliveries;
+        wait_until(
+            "the failed message comes back",
+            Duration::from_secs(40),
+            || async move {
+                Ok(deliveries_ref.borrow().iter().any(|(topic, times, body)| {
+                    body == "retry-0" && *times == 1 && topic == "%RETRY%remote-retry"
+                }))
+            },
+        )
+        .await?;
+        consumer.shutdown().await?;
+        let others = deliveries
+            .borrow()
+            .iter()
+            .filter(|(_, _, body)| body != "retry-0")
+            .count();
+        anyhow::ensure!(others == 3, "deliveries {:?}", deliveries.borrow());
+        broker.close();
+        Ok(())
     })
 }
 
