@@ -326,17 +326,18 @@ fn failed_message_returns_from_retry_topic_with_reconsume_times_incremented() ->
             seen.borrow().counts.get("m-3") == Some(&2)
         })
         .await?;
-        let seen = seen.borrow();
-        let retried = seen
-            .messages
-            .iter()
-            .filter(|m| m.body() == b"m-3")
-            .nth(1)
-            .ok_or_else(|| anyhow::anyhow!("second delivery of m-3"))?;
-        assert_eq!(retried.message.topic, "%RETRY%g");
-        assert_eq!(retried.reconsume_times(), 1);
-        assert_eq!(retried.origin_topic(), "Fail");
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            let retried = seen
+                .messages
+                .iter()
+                .filter(|m| m.body() == b"m-3")
+                .nth(1)
+                .ok_or_else(|| anyhow::anyhow!("second delivery of m-3"))?;
+            assert_eq!(retried.message.topic, "%RETRY%g");
+            assert_eq!(retried.reconsume_times(), 1);
+            assert_eq!(retried.origin_topic(), "Fail");
+        }
         // The failed original does not pin its queue: the offset moved on after the send-back.
         let offsets = consumer_offsets(&consumer, "Fail").await?;
         assert_eq!(offsets.values().sum::<u64>(), 10, "{offsets:?}");
@@ -382,10 +383,11 @@ fn ack_index_commits_the_prefix_and_retries_the_rest() -> anyhow::Result<()> {
             seen.counts.get("m-2") == Some(&2) && seen.counts.get("m-3") == Some(&2)
         })
         .await?;
-        let seen = seen.borrow();
-        assert_eq!(seen.counts.get("m-0"), Some(&1));
-        assert_eq!(seen.counts.get("m-1"), Some(&1));
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            assert_eq!(seen.counts.get("m-0"), Some(&1));
+            assert_eq!(seen.counts.get("m-1"), Some(&1));
+        }
         consumer.shutdown().await?;
         node.shutdown().await?;
         Ok(())
@@ -443,18 +445,19 @@ fn send_back_failure_reconsumes_locally_after_five_seconds() -> anyhow::Result<(
             seen.borrow().counts.get("m-1") == Some(&2)
         })
         .await?;
-        let seen_ref = seen.borrow();
-        let again = seen_ref
-            .messages
-            .iter()
-            .rfind(|m| m.body() == b"m-1")
-            .ok_or_else(|| anyhow::anyhow!("m-1 again"))?;
-        assert_eq!(
-            again.message.topic, "Local",
-            "re-consumed locally, not via the retry topic"
-        );
-        assert_eq!(again.reconsume_times(), 1);
-        drop(seen_ref);
+        {
+            let seen_ref = seen.borrow();
+            let again = seen_ref
+                .messages
+                .iter()
+                .rfind(|m| m.body() == b"m-1")
+                .ok_or_else(|| anyhow::anyhow!("m-1 again"))?;
+            assert_eq!(
+                again.message.topic, "Local",
+                "re-consumed locally, not via the retry topic"
+            );
+            assert_eq!(again.reconsume_times(), 1);
+        }
         advance(Duration::from_millis(100)).await;
         assert_eq!(
             consumer_offsets(&consumer, "Local").await?.get(&0),
@@ -726,18 +729,19 @@ fn stuck_message_is_sent_back_after_consume_timeout_and_the_offset_moves_on() ->
             consumer_offsets(&consumer, "Stuck").await?.get(&0),
             Some(&11)
         );
-        let seen = seen.borrow();
-        assert_eq!(
-            seen.counts.get("m-3"),
-            Some(&2),
-            "re-delivered through the retry topic"
-        );
-        let redelivered = seen.messages.iter().rfind(|m| m.body() == b"m-3");
-        assert_eq!(
-            redelivered.map(|m| m.message.topic.as_str()),
-            Some("%RETRY%g")
-        );
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            assert_eq!(
+                seen.counts.get("m-3"),
+                Some(&2),
+                "re-delivered through the retry topic"
+            );
+            let redelivered = seen.messages.iter().rfind(|m| m.body() == b"m-3");
+            assert_eq!(
+                redelivered.map(|m| m.message.topic.as_str()),
+                Some("%RETRY%g")
+            );
+        }
         consumer.shutdown().await?;
         node.shutdown().await?;
         Ok(())
@@ -784,14 +788,15 @@ fn offset_read_error_skips_the_queue_and_never_rolls_back() -> anyhow::Result<()
             0,
             "the injected read errors happened"
         );
-        let seen = seen.borrow();
-        assert_eq!(
-            seen.total(),
-            8,
-            "nothing re-delivered from 0: {:?}",
-            seen.bodies
-        );
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            assert_eq!(
+                seen.total(),
+                8,
+                "nothing re-delivered from 0: {:?}",
+                seen.bodies
+            );
+        }
         consumer.shutdown().await?;
         node.shutdown().await?;
         Ok(())
@@ -925,13 +930,14 @@ fn admin_reset_rewinds_a_running_consumer() -> anyhow::Result<()> {
             seen.borrow().counts.get("m-9") == Some(&2)
         })
         .await?;
-        let seen = seen.borrow();
-        assert_eq!(
-            seen.counts.get("m-3"),
-            Some(&1),
-            "nothing before the reset offset again"
-        );
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            assert_eq!(
+                seen.counts.get("m-3"),
+                Some(&1),
+                "nothing before the reset offset again"
+            );
+        }
         consumer.shutdown().await?;
         node.shutdown().await?;
         Ok(())

@@ -42,14 +42,15 @@ fn produce_consume_restart_resumes_from_committed_offset() -> anyhow::Result<()>
         })
         .await?;
         advance(Duration::from_secs(5)).await;
-        let seen = seen.borrow();
-        assert_eq!(
-            seen.total(),
-            50,
-            "only the new messages arrive after restart"
-        );
-        assert!(seen.bodies.iter().all(|b| b.starts_with("n-")));
-        drop(seen);
+        {
+            let seen = seen.borrow();
+            assert_eq!(
+                seen.total(),
+                50,
+                "only the new messages arrive after restart"
+            );
+            assert!(seen.bodies.iter().all(|b| b.starts_with("n-")));
+        }
         consumer.shutdown().await?;
         node.shutdown().await?;
         Ok(())
