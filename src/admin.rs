@@ -11,7 +11,9 @@
 //! * `reset-offset <group> <topic> --to-time T`: INVOKE_BROKER_TO_RESET_OFFSET (222) on every
 //!   master broker of the topic's route; `T` is milliseconds since the epoch, `now`, or RocketMQ's
 //!   `yyyy-MM-dd#HH:mm:ss:SSS` (read as UTC). Each queue restarts at the first message stored at
-//!   or after `T`.
+//!   or after `T`. A broker answering CONSUMER_NOT_ONLINE (a Java broker that resets through
+//!   its online consumers) gets the offsets written directly instead, as Java's admin does:
+//!   per queue SEARCH_OFFSET_BY_TIMESTAMP, then an acknowledged UPDATE_CONSUMER_OFFSET.
 //!
 //! [`run`] returns the text to print.
 
@@ -19,11 +21,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::remoting::body::{self, BrokerData, JsonBody, TopicRouteData};
+use crate::remoting::body::{self, BrokerData, JsonBody, MessageQueue, TopicRouteData};
 use crate::remoting::client::{ClientConfig, ClientError, RemotingClient};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
-use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader};
+use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader, OffsetResponseHeader};
 use crate::remoting::processor::{ConsumeStats, ResetOffsetBody};
 
 /// Request timeout of every admin call (Java `mqClientApiTimeout`).
@@ -234,10 +236,19 @@ impl Admin {
                 .with_ext("timestamp", timestamp.to_string())
                 .with_ext("isForce", "true")
                 .with_ext("queueId", "-1");
-            let response = self.call(&addr, request).await?;
-            let body = ResetOffsetBody::decode(&response.body)
-                .map_err(|e| bad(&addr, "reset answer", &e))?;
-            reset.extend(body.offset_table);
+            match self.call(&addr, request).await {
+                Ok(response) => {
+                    let body = ResetOffsetBody::decode(&response.body)
+                        .map_err(|e| bad(&addr, "reset answer", &e))?;
+                    reset.extend(body.offset_table);
+                }
+                // A Java broker that resets through its online consumers refuses when there
+                // are none; then the offsets are written directly, as Java's admin does.
+                Err(AdminError::Remote { code: c, .. }) if c == code::CONSUMER_NOT_ONLINE => {
+                    reset.extend(self.reset_offline(&addr, group, topic, timestamp).await?);
+                }
+                Err(e) => return Err(e),
+            }
         }
         let rows: Vec<Vec<String>> = reset
             .iter()
@@ -256,6 +267,50 @@ impl Admin {
         );
         out.push_str(&table(&["TOPIC", "BROKER", "QID", "NEW OFFSET"], &rows));
         Ok(out)
+    }
+}
+
+impl Admin {
+    /// Java's `resetOffsetByTimestampOld`: per queue of the topic the broker has stats for, the
+    /// offset at `timestamp` (SEARCH_OFFSET_BY_TIMESTAMP; the end for a negative time) written
+    /// with an acknowledged UPDATE_CONSUMER_OFFSET.
+    async fn reset_offline(
+        &self,
+        addr: &str,
+        group: &str,
+        topic: &str,
+        timestamp: i64,
+    ) -> Result<BTreeMap<MessageQueue, i64>, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS)
+            .with_ext("consumerGroup", group)
+            .with_ext("topic", topic);
+        let response = self.call(addr, request).await?;
+        let stats =
+            ConsumeStats::decode(&response.body).map_err(|e| bad(addr, "consume stats", &e))?;
+        let mut reset = BTreeMap::new();
+        for mq in stats.offset_table.keys().filter(|mq| mq.topic == topic) {
+            let queue_id = mq.queue_id.to_string();
+            let lookup = if timestamp < 0 {
+                RemotingCommand::new_request(rc::GET_MAX_OFFSET)
+            } else {
+                RemotingCommand::new_request(rc::SEARCH_OFFSET_BY_TIMESTAMP)
+                    .with_ext("timestamp", timestamp.to_string())
+            }
+            .with_ext("topic", topic)
+            .with_ext("queueId", queue_id.clone());
+            let response = self.call(addr, lookup).await?;
+            let offset = OffsetResponseHeader::from_command(&response)
+                .map_err(|e| bad(addr, "offset answer", &e))?
+                .offset;
+            let update = RemotingCommand::new_request(rc::UPDATE_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", queue_id)
+                .with_ext("commitOffset", offset.to_string());
+            self.call(addr, update).await?;
+            reset.insert(mq.clone(), offset);
+        }
+        Ok(reset)
     }
 }
 
@@ -495,9 +550,12 @@ pub fn format_time(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::body::MessageQueue;
     use crate::remoting::processor::OffsetWrapper;
+    use crate::remoting::server::{
+        ConnectionHandle, HandlerFuture, RemotingServer, RequestHandler, ServerConfig,
+    };
     use clap::Parser;
+    use std::sync::{Arc, Mutex};
 
     #[derive(Debug, clap::Parser)]
     struct Cli {
@@ -609,5 +667,108 @@ mod tests {
             ]
         );
         assert!(lines[3].starts_with("total lag: 6, in flight: 2"));
+    }
+
+    /// A Java-like broker without online consumers: 222 is refused with CONSUMER_NOT_ONLINE.
+    struct Offline {
+        addr: Mutex<String>,
+        updates: Mutex<Vec<(String, String)>>,
+    }
+
+    impl RequestHandler for Offline {
+        fn handle(&self, _conn: ConnectionHandle, request: RemotingCommand) -> HandlerFuture {
+            let ok = || RemotingCommand::new_response(code::SUCCESS, None);
+            let answer = match request.code {
+                rc::GET_ROUTEINFO_BY_TOPIC => {
+                    let addr = self.addr.lock().map(|a| a.clone()).unwrap_or_default();
+                    ok().with_body(format!(
+                        r#"{{"brokerDatas":[{{"brokerAddrs":{{0:"{addr}"}},"brokerName":"b"}}],"queueDatas":[{{"brokerName":"b","readQueueNums":2,"writeQueueNums":2,"perm":6}}]}}"#
+                    ))
+                }
+                rc::INVOKE_BROKER_TO_RESET_OFFSET => RemotingCommand::new_response(
+                    code::CONSUMER_NOT_ONLINE,
+                    Some("Consumer not online".into()),
+                ),
+                rc::GET_CONSUME_STATS => {
+                    let mut stats = ConsumeStats::default();
+                    for (topic, queue_id) in [("T", 0), ("T", 1), ("Other", 0)] {
+                        stats.offset_table.insert(
+                            MessageQueue {
+                                topic: topic.into(),
+                                broker_name: "b".into(),
+                                queue_id,
+                            },
+                            OffsetWrapper::default(),
+                        );
+                    }
+                    ok().with_body(stats.encode())
+                }
+                rc::SEARCH_OFFSET_BY_TIMESTAMP => {
+                    let queue = request.ext("queueId").unwrap_or_default();
+                    ok().with_ext("offset", format!("1{queue}"))
+                }
+                rc::UPDATE_CONSUMER_OFFSET => {
+                    if let Ok(mut updates) = self.updates.lock() {
+                        updates.push((
+                            request.ext("queueId").unwrap_or_default().to_owned(),
+                            request.ext("commitOffset").unwrap_or_default().to_owned(),
+                        ));
+                    }
+                    ok()
+                }
+                _ => RemotingCommand::not_supported(&request),
+            };
+            Box::pin(async move { Some(answer) })
+        }
+    }
+
+    #[test]
+    fn reset_falls_back_to_direct_updates_when_no_consumer_is_online() -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let handler = Arc::new(Offline {
+                addr: Mutex::new(String::new()),
+                updates: Mutex::new(Vec::new()),
+            });
+            let server =
+                RemotingServer::bind("127.0.0.1:0", ServerConfig::default(), handler.clone())
+                    .await?;
+            let addr = server.local_addr().to_string();
+            *handler
+                .addr
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))? = addr.clone();
+            let text = run(AdminArgs {
+                namesrv: addr,
+                command: AdminCommand::ResetOffset {
+                    group: "g".into(),
+                    topic: "T".into(),
+                    to_time: "1000".into(),
+                },
+            })
+            .await?;
+            let rows: Vec<Vec<&str>> = text
+                .lines()
+                .filter(|l| l.starts_with("T "))
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            assert_eq!(
+                rows,
+                vec![vec!["T", "b", "0", "10"], vec!["T", "b", "1", "11"]]
+            );
+            let updates = handler
+                .updates
+                .lock()
+                .map(|u| u.clone())
+                .unwrap_or_default();
+            assert_eq!(
+                updates,
+                vec![("0".into(), "10".into()), ("1".into(), "11".into())]
+            );
+            server.shutdown().await;
+            Ok(())
+        })
     }
 }
