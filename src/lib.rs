@@ -60,5 +60,5 @@ pub mod prelude {
     pub use skiff_actors::consumer::{ConsumeStatus, Listener, OrderlyStatus, ReceivedMessage};
     pub use skiff_actors::logic::pull_from_where::ConsumeFromWhere;
 }
-pub mod serve;
 pub mod admin;
+pub mod serve;
