@@ -99,6 +99,11 @@ impl Running {
         proc_status_kib(self.pid(), "VmHWM:").map(|k| k * 1024)
     }
 
+    /// CPU seconds the broker has used so far.
+    pub fn cpu_secs(&self) -> Result<f64> {
+        cpu_secs(self.pid())
+    }
+
     /// Stops the broker: SIGTERM, then SIGKILL after `grace`.
     pub fn stop(mut self, grace: Duration) -> Result<()> {
         let pid = self.child.id() as libc::pid_t;
@@ -133,6 +138,19 @@ impl Drop for Running {
             let _ = self.child.wait();
         }
     }
+}
+
+/// CPU seconds (user + system, all threads) a process has used so far.
+pub fn cpu_secs(pid: u32) -> Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("bad /proc stat")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).context("utime")?.parse::<u64>()? + f.get(12).context("stime")?.parse::<u64>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok(ticks as f64 / hz)
 }
 
 fn proc_status_kib(pid: u32, key: &str) -> Result<u64> {

@@ -18,7 +18,7 @@ use clap::Parser;
 use broker::{Binaries, Kind};
 use nats_driver::NatsDriver;
 use redis_driver::RedisDriver;
-use report::{RunResult, Sample};
+use report::{CpuPerMsg, RunResult, Sample};
 use skiff_driver::{SendMode, SkiffDriver};
 use workload::{progress, say, LatencySummary, Workload};
 
@@ -53,6 +53,9 @@ struct Args {
     /// Payload bytes.
     #[arg(long, default_value_t = 100)]
     payload: usize,
+    /// Messages per produce batch (experiments only: the workload is 100).
+    #[arg(long, default_value_t = 100, hide = true)]
+    batch: usize,
     /// The skiff binary (built with `cargo build --release --bin skiff`); default: beside
     /// skiff-bench.
     #[arg(long, env = "SKIFF_BIN")]
@@ -132,13 +135,20 @@ async fn one_run(
     let tag = format!("run {run}/{runs} {}", kind.name());
     let broker = broker::start(kind, bins, run_dir, &args.skiff_args)?;
     let addr = broker.addr();
+    let me = std::process::id();
+    let cpu = |b: &broker::Running| -> Result<(f64, f64)> { Ok((b.cpu_secs()?, broker::cpu_secs(me)?)) };
+    let per_msg = |a: (f64, f64), b: (f64, f64), n: u64| ((b.0 - a.0) * 1e6 / n as f64, (b.1 - a.1) * 1e6 / n as f64);
     let result = async {
         let driver = Driver::setup(kind, &addr, w, mode).await?;
         progress().phase(format!("{tag} produce"), w.messages);
+        let c0 = cpu(&broker)?;
         let produce = driver.produce(w).await.context("produce")?;
+        let c1 = cpu(&broker)?;
         let backlog_rss = broker.peak_rss()?;
         progress().phase(format!("{tag} consume+commit"), w.messages);
+        let c2 = cpu(&broker)?;
         let consume = driver.consume(w).await.context("consume")?;
+        let c3 = cpu(&broker)?;
         progress().phase(
             format!("{tag} latency @ {}/s", w.latency_rate),
             w.latency_messages(),
@@ -146,13 +156,17 @@ async fn one_run(
         let latency = driver.latency(w).await.context("latency")?;
         let peak_rss = broker.peak_rss()?;
         drop(driver);
-        anyhow::Ok((produce, consume, latency, backlog_rss, peak_rss))
+        let cpu = CpuPerMsg {
+            produce: per_msg(c0, c1, w.messages),
+            consume: per_msg(c2, c3, w.messages),
+        };
+        anyhow::Ok((produce, consume, latency, backlog_rss, peak_rss, cpu))
     }
     .await;
     let data_dir = broker.data_dir.clone();
     let log = broker.log.clone();
     let stopped = broker.stop(Duration::from_secs(30));
-    let (produce, consume, latency, backlog_rss, peak_rss) =
+    let (produce, consume, latency, backlog_rss, peak_rss, cpu) =
         result.with_context(|| format!("{tag} (broker log: {})", log.display()))?;
     stopped?;
     let disk = broker::du(&data_dir)?;
@@ -170,9 +184,10 @@ async fn one_run(
         backlog_rss,
         peak_rss,
         disk_bytes: disk,
+        cpu,
     };
     say(format!(
-        "{tag}: produce {:.0}/s, consume+commit {:.0}/s, p50/p99/p99.9 {:.0}/{:.0}/{:.0} us, peak RSS {:.1} MiB (after produce {:.1}), disk {:.1} MiB",
+        "{tag}: produce {:.0}/s, consume+commit {:.0}/s, p50/p99/p99.9 {:.0}/{:.0}/{:.0} us, peak RSS {:.1} MiB (after produce {:.1}), disk {:.1} MiB; CPU µs/msg broker+client produce {:.2}+{:.2}, consume {:.2}+{:.2}",
         s.produce_mps,
         s.consume_mps,
         s.p50_us,
@@ -180,7 +195,11 @@ async fn one_run(
         s.p999_us,
         s.peak_rss as f64 / 1048576.0,
         s.backlog_rss as f64 / 1048576.0,
-        s.disk_bytes as f64 / 1048576.0
+        s.disk_bytes as f64 / 1048576.0,
+        s.cpu.produce.0,
+        s.cpu.produce.1,
+        s.cpu.consume.0,
+        s.cpu.consume.1
     ));
     Ok(s)
 }
@@ -190,7 +209,7 @@ fn main() -> Result<()> {
     let w = Workload {
         messages: args.messages,
         queues: 4,
-        batch: 100,
+        batch: args.batch,
         payload: args.payload,
         fetch: 100,
         latency_rate: args.latency_rate,

@@ -23,6 +23,15 @@ pub struct Sample {
     /// VmHWM at the end.
     pub peak_rss: u64,
     pub disk_bytes: u64,
+    pub cpu: CpuPerMsg,
+}
+
+/// CPU microseconds per message (broker, bench client) of the throughput phases: on a shared
+/// 2-core machine this is the load-independent cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuPerMsg {
+    pub produce: (f64, f64),
+    pub consume: (f64, f64),
 }
 
 pub struct RunResult {
@@ -302,13 +311,13 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "\nEvery run:\n");
-    let _ = writeln!(s, "| broker | run | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | latency samples | latency run achieved msgs/s | RSS after produce MiB | peak RSS MiB | disk MiB |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| broker | run | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | latency samples | latency run achieved msgs/s | RSS after produce MiB | peak RSS MiB | disk MiB | CPU µs/msg produce (broker+client) | CPU µs/msg consume (broker+client) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for res in r.results {
         for (i, x) in res.samples.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2}+{:.2} | {:.2}+{:.2} |",
                 res.kind.name(),
                 i + 1,
                 num(x.produce_mps),
@@ -320,11 +329,15 @@ pub fn render(r: &Report) -> String {
                 num(x.latency_rate),
                 mib(x.backlog_rss as f64),
                 mib(x.peak_rss as f64),
-                mib(x.disk_bytes as f64)
+                mib(x.disk_bytes as f64),
+                x.cpu.produce.0,
+                x.cpu.produce.1,
+                x.cpu.consume.0,
+                x.cpu.consume.1
             );
         }
         for e in &res.errors {
-            let _ = writeln!(s, "| {} | failed | {} | | | | | | | | | |", res.kind.name(), e.replace('|', "/").replace('\n', " "));
+            let _ = writeln!(s, "| {} | failed | {} | | | | | | | | | | | |", res.kind.name(), e.replace('|', "/").replace('\n', " "));
         }
     }
     s
