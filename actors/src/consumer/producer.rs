@@ -97,9 +97,17 @@ impl Producer {
         messages: Vec<OutgoingMessage>,
     ) -> Result<Vec<SendResult>, BrokerError> {
         let mut batch = Vec::with_capacity(messages.len());
+        // Batches usually go to one topic: look its route up once, not per message.
+        let mut queue_counts: HashMap<String, u32> = HashMap::new();
         for message in messages {
-            let route = self.route(&message.topic).await?;
-            let queues = route.write_queue_nums.max(1);
+            let queues = match queue_counts.get(&message.topic) {
+                Some(queues) => *queues,
+                None => {
+                    let queues = self.route(&message.topic).await?.write_queue_nums.max(1);
+                    queue_counts.insert(message.topic.clone(), queues);
+                    queues
+                }
+            };
             let queue_id = self.next_queue.get() % queues;
             self.next_queue.set(self.next_queue.get().wrapping_add(1));
             batch.push(self.to_append(message, queue_id));
@@ -121,7 +129,11 @@ impl Producer {
     }
 
     fn to_append(&self, message: OutgoingMessage, queue_id: u32) -> MessageToAppend {
-        let delay = message.delay_level.to_string();
+        let delay = if message.delay_level > 0 {
+            message.delay_level.to_string()
+        } else {
+            String::new()
+        };
         let mut pairs: Vec<(&str, &str)> = message
             .properties
             .iter()
