@@ -25,7 +25,7 @@
 #   INTEROP_PROXY=1          route all client traffic through frame_proxy.py and log every frame
 #                            (skiff advertises the proxy's address), for diagnosis
 #   INTEROP_SKIP_BUILD=1     use already-built binaries
-#   SKIFF_BIN                skiff binary to use (default: built from this checkout)
+#   INTEROP_SKIFF_BIN                skiff binary to use (default: built from this checkout)
 #   PYTHON                   python interpreter, default python3
 #   RUST_LOG                 passed to skiff and the Rust client
 #
@@ -172,9 +172,9 @@ stop_proxy() {
 # ---- build ----------------------------------------------------------------------------------
 t_start=$SECONDS
 if [[ ${INTEROP_SKIP_BUILD:-0} != 1 ]]; then
-    if [[ -z ${SKIFF_BIN:-} ]]; then
+    if [[ -z ${INTEROP_SKIFF_BIN:-} ]]; then
         log "building skiff (release)"
-        if ! (cd "$ROOT" && timeout "$T_BUILD" nice -n 10 cargo build --release --locked --bin skiff); then
+        if ! (cd "$ROOT" && timeout "$T_BUILD" nice -n 10 cargo build --release --bin skiff); then
             log "FAIL: building skiff"
             exit 1
         fi
@@ -201,8 +201,8 @@ if [[ " $CLIENTS " == *" python "* ]]; then
         exit 1
     fi
 fi
-if [[ -n ${SKIFF_BIN:-} ]]; then
-    SKIFF=$SKIFF_BIN
+if [[ -n ${INTEROP_SKIFF_BIN:-} ]]; then
+    SKIFF=$INTEROP_SKIFF_BIN
 else
     SKIFF=${CARGO_TARGET_DIR:-$ROOT/target}/release/skiff
     [[ $SKIFF == /* ]] || SKIFF=$ROOT/$SKIFF

@@ -130,13 +130,16 @@ class Recorder(object):
         self.cond = threading.Condition()
         self.counts = {}
         self.deliveries = 0
+        self.reconsumed = 0  # deliveries with reconsume_times > 0 (came back through %RETRY%)
         self.first_at = None
 
     def __call__(self, msg):
         body = msg.body
         body = body.decode("utf-8", "replace") if body is not None else "<no body>"
+        reconsumed = msg.reconsume_times > 0
         with self.cond:
             self.deliveries += 1
+            self.reconsumed += 1 if reconsumed else 0
             if self.first_at is None:
                 self.first_at = time.monotonic()
             self.counts[body] = self.counts.get(body, 0) + 1
@@ -208,6 +211,7 @@ def consume(args):
     with rec.cond:
         counts = dict(rec.counts)
         deliveries = rec.deliveries
+        reconsumed = rec.reconsumed
         first = "%.2f" % (rec.first_at - started) if rec.first_at is not None else "-"
     missing = [i for i in range(args.count) if body_of(i) not in counts]
     unexpected = [b for b in counts if expected_index(b, args.count) is None]
@@ -219,8 +223,8 @@ def consume(args):
         print("UNEXPECTED bodies: %r" % unexpected[:20])
     ok = complete and not unexpected
     print("RESULT client=python mode=consume group=%s consume_from=%s expected=%d distinct=%d duplicates=%d "
-          "deliveries=%d unexpected=%d first_msg_s=%s all_s=%.2f linger_s=%.1f shutdown_s=%.2f status=%s"
-          % (args.group, cfw.split()[0], args.count, distinct, dups, deliveries, len(unexpected), first, all_s,
+          "deliveries=%d reconsumed=%d unexpected=%d first_msg_s=%s all_s=%.2f linger_s=%.1f shutdown_s=%.2f status=%s"
+          % (args.group, cfw.split()[0], args.count, distinct, dups, deliveries, reconsumed, len(unexpected), first, all_s,
              args.linger if complete else 0.0, shutdown_s, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 
