@@ -213,6 +213,13 @@ pub fn start(kind: Kind, bins: &Binaries, run_dir: &Path, skiff_extra: &[String]
                 // No stray skiff.toml: run in the (empty) run directory.
                 .current_dir(run_dir)
                 .env_remove("RUST_LOG");
+            // skiff reads SKIFF_* variables as configuration and rejects unknown ones (e.g.
+            // SKIFF_BENCH_TARGET_DIR): the flags above are the whole configuration.
+            for (key, _) in std::env::vars_os() {
+                if key.to_string_lossy().starts_with("SKIFF_") {
+                    c.env_remove(&key);
+                }
+            }
             c
         }
         Kind::RedisEverysec | Kind::RedisAlways => {

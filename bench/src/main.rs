@@ -58,7 +58,7 @@ struct Args {
     batch: usize,
     /// The skiff binary (built with `cargo build --release --bin skiff`); default: beside
     /// skiff-bench.
-    #[arg(long, env = "SKIFF_BIN")]
+    #[arg(long)]
     skiff_bin: Option<PathBuf>,
     /// Extra arguments for `skiff serve`.
     #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
