@@ -9,139 +9,17 @@ mod common;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use skiff::actors::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, PullRequest,
-    PullResponse, PullStatus, SendBackRequest, SendResult, TopicRoute,
-};
+use skiff::actors::broker_api::{PullRequest, PullStatus};
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
 use skiff::actors::logic::delay::delay_of_level;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
-use skiff::actors::logic::queue::MessageQueue;
-use skiff::storage::message::{decode_records, property, MessageToAppend};
-use skiff::storage::store::BoundaryType;
+use skiff::storage::message::{decode_records, property};
 use skiff::Node;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// A [`BrokerApi`] that fails `send_back` with a seeded probability and delegates everything
-/// else to the node's broker.
-struct FlakySendBack {
-    inner: Rc<dyn BrokerApi>,
-    rng: RefCell<StdRng>,
-    failure_rate: f64,
-    failed: Cell<u64>,
-    passed: Cell<u64>,
-}
-
-impl FlakySendBack {
-    fn new(inner: Rc<dyn BrokerApi>, seed: u64, failure_rate: f64) -> Self {
-        FlakySendBack {
-            inner,
-            rng: RefCell::new(StdRng::seed_from_u64(seed)),
-            failure_rate,
-            failed: Cell::new(0),
-            passed: Cell::new(0),
-        }
-    }
-}
-
-impl BrokerApi for FlakySendBack {
-    fn route(&self, topic: &str) -> BrokerFuture<TopicRoute> {
-        self.inner.route(topic)
-    }
-
-    fn send(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
-        self.inner.send(messages)
-    }
-
-    fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse> {
-        self.inner.pull(request)
-    }
-
-    fn query_offset(&self, group: &str, queue: &MessageQueue) -> BrokerFuture<Option<u64>> {
-        self.inner.query_offset(group, queue)
-    }
-
-    fn update_offset(
-        &self,
-        group: &str,
-        queue: &MessageQueue,
-        offset: u64,
-        acknowledged: bool,
-    ) -> BrokerFuture<()> {
-        self.inner.update_offset(group, queue, offset, acknowledged)
-    }
-
-    fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
-        if self.rng.borrow_mut().gen_bool(self.failure_rate) {
-            self.failed.set(self.failed.get() + 1);
-            let physical_offset = request.physical_offset;
-            return Box::pin(async move {
-                Err(BrokerError::Transport {
-                    addr: "in-process".to_string(),
-                    reason: format!("injected send-back failure (commit-log {physical_offset})"),
-                })
-            });
-        }
-        self.passed.set(self.passed.get() + 1);
-        self.inner.send_back(request)
-    }
-
-    fn heartbeat(
-        &self,
-        heartbeat: ConsumerHeartbeat,
-        notifier: Arc<dyn ConsumerNotifier>,
-    ) -> BrokerFuture<()> {
-        self.inner.heartbeat(heartbeat, notifier)
-    }
-
-    fn unregister(&self, client_id: &str, group: &str) -> BrokerFuture<()> {
-        self.inner.unregister(client_id, group)
-    }
-
-    fn consumer_list(&self, group: &str) -> BrokerFuture<Vec<String>> {
-        self.inner.consumer_list(group)
-    }
-
-    fn lock_batch(
-        &self,
-        group: &str,
-        client_id: &str,
-        queues: Vec<MessageQueue>,
-    ) -> BrokerFuture<Vec<MessageQueue>> {
-        self.inner.lock_batch(group, client_id, queues)
-    }
-
-    fn unlock_batch(
-        &self,
-        group: &str,
-        client_id: &str,
-        queues: Vec<MessageQueue>,
-    ) -> BrokerFuture<()> {
-        self.inner.unlock_batch(group, client_id, queues)
-    }
-
-    fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
-        self.inner.min_offset(queue)
-    }
-
-    fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
-        self.inner.max_offset(queue)
-    }
-
-    fn search_offset(
-        &self,
-        queue: &MessageQueue,
-        timestamp_ms: i64,
-        boundary: BoundaryType,
-    ) -> BrokerFuture<u64> {
-        self.inner.search_offset(queue, timestamp_ms, boundary)
-    }
-}
 
 /// One listener call's view of one message.
 #[derive(Debug, Clone)]
@@ -279,7 +157,11 @@ fn every_message_succeeds_at_least_once_despite_failures() -> anyhow::Result<()>
         assert_eq!(produced, MESSAGES as u64, "every message is stored");
 
         let ledger = Rc::new(RefCell::new(Ledger::default()));
-        let broker = Rc::new(FlakySendBack::new(node.broker_api(), 0x5eed_0002, 0.2));
+        let faults = Rc::new(Faults::flaky_send_back(0x5eed_0002, 0.2));
+        let broker = Rc::new(FaultyBroker {
+            inner: node.broker_api(),
+            faults: faults.clone(),
+        });
         let consumer = node
             .push_consumer(GROUP)
             .subscribe(TOPIC, "*")
@@ -384,7 +266,11 @@ fn every_message_succeeds_at_least_once_despite_failures() -> anyhow::Result<()>
             assert_eq!(dispatcher.sent_back, broker_retries, "{dispatcher:?}");
             assert_eq!(dispatcher.local_retries, local_retries, "{dispatcher:?}");
             assert_eq!(dispatcher.send_back_failed, local_retries, "{dispatcher:?}");
-            assert_eq!(broker.failed.get(), local_retries, "injected failures");
+            assert_eq!(
+                faults.send_backs_failed.get(),
+                local_retries,
+                "injected failures"
+            );
             assert_eq!(
                 ledger.deliveries_total as u64,
                 MESSAGES as u64 + failures,

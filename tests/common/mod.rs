@@ -137,11 +137,39 @@ pub async fn assigned_queues(consumer: &PushConsumer) -> anyhow::Result<usize> {
     Ok(consumer.observe().await?.coordinator.assigned.len())
 }
 
-/// Switches for [`FaultyBroker`]: each counts down how many calls of that kind fail.
+/// Switches for [`FaultyBroker`]: the counters count down how many calls of that kind fail;
+/// `send_back_rate` fails each send-back with a seeded probability.
 #[derive(Default)]
 pub struct Faults {
     pub send_back: std::cell::Cell<u32>,
     pub query_offset: std::cell::Cell<u32>,
+    pub send_back_rate: Option<(RefCell<rand::rngs::StdRng>, f64)>,
+    /// Send-backs failed by injection, either way.
+    pub send_backs_failed: std::cell::Cell<u64>,
+}
+
+impl Faults {
+    /// Fails every send-back with probability `rate`, from a seeded generator.
+    pub fn flaky_send_back(seed: u64, rate: f64) -> Self {
+        use rand::SeedableRng;
+        Faults {
+            send_back_rate: Some((RefCell::new(rand::rngs::StdRng::seed_from_u64(seed)), rate)),
+            ..Faults::default()
+        }
+    }
+
+    fn send_back_fails(&self) -> bool {
+        use rand::Rng;
+        let fails = take_fault(&self.send_back)
+            || self
+                .send_back_rate
+                .as_ref()
+                .is_some_and(|(rng, rate)| rng.borrow_mut().gen_bool(*rate));
+        if fails {
+            self.send_backs_failed.set(self.send_backs_failed.get() + 1);
+        }
+        fails
+    }
 }
 
 /// A broker decorator that fails chosen calls, for the failure paths of the offset rules.
@@ -193,7 +221,7 @@ impl BrokerApi for FaultyBroker {
         self.inner.update_offset(group, queue, offset, acknowledged)
     }
     fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
-        if take_fault(&self.faults.send_back) {
+        if self.faults.send_back_fails() {
             return Box::pin(std::future::ready(Err(injected("send back"))));
         }
         self.inner.send_back(request)
