@@ -93,12 +93,29 @@ impl NodeConfig {
         let loaded: NodeConfig = config::Config::builder()
             .add_source(defaults)
             .add_source(file)
-            .add_source(config::Environment::with_prefix("SKIFF").try_parsing(true))
+            .add_source(
+                config::Environment::with_prefix("SKIFF")
+                    .try_parsing(true)
+                    .source(Some(known_environment())),
+            )
             .build()
             .and_then(|built| built.try_deserialize())
             .map_err(|source| ConfigError::Load { source })?;
         loaded.validate()?;
         Ok(loaded)
+    }
+
+    /// The `SKIFF_*` variables that name a config field. Others (a test harness's, a shell's)
+    /// are not this config's business: the file is strict about unknown keys, the environment
+    /// cannot be.
+    pub fn unknown_environment() -> Vec<String> {
+        let known = field_names();
+        std::env::vars()
+            .filter_map(|(name, _)| {
+                let field = name.strip_prefix("SKIFF_")?.to_ascii_lowercase();
+                (!known.contains(&field)).then_some(name)
+            })
+            .collect()
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -151,6 +168,24 @@ impl NodeConfig {
     }
 }
 
+fn field_names() -> std::collections::HashSet<String> {
+    match serde_json::to_value(NodeConfig::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
+        _ => std::collections::HashSet::new(),
+    }
+}
+
+/// `SKIFF_*` variables restricted to config fields, in the form `config::Environment` reads.
+fn known_environment() -> config::Map<String, String> {
+    let known = field_names();
+    std::env::vars()
+        .filter(|(name, _)| {
+            name.strip_prefix("SKIFF_")
+                .is_some_and(|field| known.contains(&field.to_ascii_lowercase()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +211,27 @@ mod tests {
         assert_eq!(config.flush, FlushPolicy::Sync);
         assert_eq!(config.default_topic_queue_nums, 8);
         assert_eq!(config.broker_name, "skiff");
+        Ok(())
+    }
+
+    #[test]
+    fn environment_overrides_the_file_and_unrelated_variables_are_ignored() -> anyhow::Result<()> {
+        // The only test touching SKIFF_* variables, and on a field no other test reads, so
+        // tests running in parallel are not affected.
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("skiff.toml");
+        std::fs::write(&path, "channel_expiry_ms = 9000\n")?;
+        std::env::set_var("SKIFF_CHANNEL_EXPIRY_MS", "7000");
+        std::env::set_var("SKIFF_NOT_A_SETTING", "1");
+        let loaded = NodeConfig::load(Some(&path));
+        let unknown = NodeConfig::unknown_environment();
+        std::env::remove_var("SKIFF_CHANNEL_EXPIRY_MS");
+        std::env::remove_var("SKIFF_NOT_A_SETTING");
+        assert_eq!(loaded?.channel_expiry_ms, 7000);
+        assert!(
+            unknown.contains(&"SKIFF_NOT_A_SETTING".to_string()),
+            "{unknown:?}"
+        );
         Ok(())
     }
 

@@ -123,6 +123,9 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
         config.flush = flush.into();
     }
     config.validate().context("checking configuration")?;
+    for name in NodeConfig::unknown_environment() {
+        tracing::warn!(variable = %name, "ignoring an environment variable that names no setting");
+    }
     Ok(config)
 }
 
