@@ -93,13 +93,32 @@ pub struct OpenDbError {
 /// [`MetadataStore`] and [`crate::offset_table::SledOffsetTable`].
 pub fn open_db(dir: impl AsRef<Path>) -> Result<sled::Db, OpenDbError> {
     let dir = dir.as_ref();
-    sled::Config::new()
-        .path(dir)
-        .open()
-        .map_err(|source| OpenDbError {
-            path: dir.to_path_buf(),
-            source,
-        })
+    // sled's background flusher keeps its file lock for a moment after the last `Db` handle
+    // is dropped, so a close-then-reopen in one process can see the lock still held. Only that
+    // error is retried, for a bounded time; a lock held by another live process still fails.
+    let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Ok(db) => return Ok(db),
+            Err(source) if is_lock_contention(&source) && std::time::Instant::now() < deadline => {
+                tracing::debug!(path = %dir.display(), "sled lock still held; retrying open");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(source) => {
+                return Err(OpenDbError {
+                    path: dir.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// How long `open_db` waits for a just-closed database's lock (sled flushes every 500 ms).
+const LOCK_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn is_lock_contention(error: &sled::Error) -> bool {
+    matches!(error, sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
 #[derive(Debug, thiserror::Error)]
