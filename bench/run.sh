@@ -41,7 +41,9 @@ export CARGO_TARGET_DIR="$target"
 (cd "$here" && nice -n "$nice_level" cargo build --release --locked)
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (the table is noisy while other work uses the cores)" >&2
+rev="$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 exec "$target/release/skiff-bench" \
     --skiff-bin "$target/release/skiff" \
+    --skiff-rev "$rev" \
     --nats-server "$nats_bin" \
     "$@"

@@ -60,6 +60,9 @@ struct Args {
     /// skiff-bench.
     #[arg(long)]
     skiff_bin: Option<PathBuf>,
+    /// What skiff build this is, for the report (run.sh passes `git describe`).
+    #[arg(long)]
+    skiff_rev: Option<String>,
     /// Extra arguments for `skiff serve`.
     #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
     skiff_args: Vec<String>,
@@ -291,6 +294,7 @@ fn main() -> Result<()> {
         load_after,
         runs: args.runs,
         skiff_send: mode,
+        skiff_rev: args.skiff_rev.clone(),
     });
     println!("{text}");
     if let Some(out) = &args.out {

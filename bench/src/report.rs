@@ -94,6 +94,7 @@ pub struct Report<'a> {
     pub load_after: String,
     pub runs: usize,
     pub skiff_send: SendMode,
+    pub skiff_rev: Option<String>,
 }
 
 pub fn loadavg() -> String {
@@ -192,7 +193,7 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(
         s,
         "- Brokers: skiff {}; {}; {}",
-        git_head(),
+        r.skiff_rev.as_deref().map(|v| format!("@{v}")).unwrap_or_else(git_head),
         version_of("redis-server", "--version")
             .split_whitespace()
             .take(3)

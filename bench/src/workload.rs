@@ -175,18 +175,20 @@ impl LatencyRecorder {
 
     pub fn summary(mut self) -> LatencySummary {
         self.samples_ns.sort_unstable();
-        let pct = |p: f64| -> f64 {
+        // Nearest rank, in integers (p in thousandths of a percent) so 99.9 % of 1000 is 999.
+        let pct = |p_milli: u64| -> f64 {
             if self.samples_ns.is_empty() {
                 return f64::NAN;
             }
-            let rank = ((p / 100.0) * self.samples_ns.len() as f64).ceil() as usize;
+            let n = self.samples_ns.len() as u64;
+            let rank = (p_milli * n).div_ceil(100_000) as usize;
             let idx = rank.clamp(1, self.samples_ns.len()) - 1;
             self.samples_ns[idx] as f64 / 1_000.0
         };
         LatencySummary {
-            p50_us: pct(50.0),
-            p99_us: pct(99.0),
-            p999_us: pct(99.9),
+            p50_us: pct(50_000),
+            p99_us: pct(99_000),
+            p999_us: pct(99_900),
             samples: self.samples_ns.len() as u64,
             produce_secs: 0.0,
         }
