@@ -512,7 +512,7 @@ fn put_len_i32(dst: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
 /// are ignored. The returned command has an empty body.
 pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderDecodeError> {
     let value: Value = serde_json::from_slice(header).map_err(HeaderDecodeError::Json)?;
-    let Value::Object(map) = value else {
+    let Value::Object(mut map) = value else {
         return Err(HeaderDecodeError::NotAnObject);
     };
     let mut cmd = RemotingCommand {
@@ -554,18 +554,19 @@ pub fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, HeaderDecode
         Some(Value::String(s)) => cmd.remark = Some(s.clone()),
         Some(v) => cmd.remark = Some(v.to_string()),
     }
-    match map.get("extFields") {
+    // Taken out of the map, not cloned: every request's custom header passes through here.
+    match map.remove("extFields") {
         None | Some(Value::Null) => {}
         Some(Value::Object(ext)) => {
             for (k, v) in ext {
                 let s = match v {
                     Value::Null => continue,
-                    Value::String(s) => s.clone(),
+                    Value::String(s) => s,
                     Value::Bool(b) => b.to_string(),
                     Value::Number(n) => n.to_string(),
                     other => other.to_string(),
                 };
-                cmd.ext_fields.insert(k.clone(), s);
+                cmd.ext_fields.insert(k, s);
             }
         }
         Some(v) => {

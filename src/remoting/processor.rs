@@ -592,11 +592,19 @@ impl Processor {
             }
             entries
                 .into_iter()
+                // Field by field: `..template.clone()` would copy the header's properties for
+                // every message only to drop them.
                 .map(|e| MessageToAppend {
+                    topic: template.topic.clone(),
+                    queue_id: template.queue_id,
                     flag: e.flag,
+                    sys_flag: template.sys_flag,
+                    born_timestamp: template.born_timestamp,
+                    born_host: template.born_host,
+                    reconsume_times: template.reconsume_times,
+                    prepared_transaction_offset: template.prepared_transaction_offset,
                     properties: e.properties,
                     body: e.body,
-                    ..template.clone()
                 })
                 .collect()
         } else {
