@@ -259,22 +259,13 @@ impl ProcessQueue {
         if self.config.orderly {
             self.consume_orderly(ctx);
         } else {
-            // Waits for mailbox room rather than dropping: a lost batch would pin the offset.
-            self.dispatcher
-                .send(ConsumeConcurrently {
-                    pq: self.id,
-                    queue: self.queue.clone(),
-                    messages: fresh,
-                    report_to: ctx.address().recipient(),
-                })
-                .into_actor(self)
-                .map(|result, act, _| {
-                    if let Err(error) = result {
-                        tracing::error!(group = %act.config.group, queue = %act.queue, %error,
-                            "consume dispatcher unavailable");
-                    }
-                })
-                .spawn(ctx);
+            let batch = ConsumeConcurrently {
+                pq: self.id,
+                queue: self.queue.clone(),
+                messages: fresh,
+                report_to: ctx.address().recipient(),
+            };
+            self.dispatch(batch, ctx);
         }
     }
 
@@ -292,12 +283,23 @@ impl ProcessQueue {
             return;
         }
         self.orderly_consuming = true;
+        let call = ConsumeOrderly {
+            pq: self.id,
+            messages: taken,
+            report_to: ctx.address().recipient(),
+        };
+        self.dispatch(call, ctx);
+    }
+
+    /// Hands work to the dispatcher, waiting for mailbox room rather than dropping it: a lost
+    /// batch would pin the offset.
+    fn dispatch<M>(&mut self, message: M, ctx: &mut Context<Self>)
+    where
+        M: Message<Result = ()> + Send + 'static,
+        ConsumeDispatcher: Handler<M>,
+    {
         self.dispatcher
-            .send(ConsumeOrderly {
-                pq: self.id,
-                messages: taken,
-                report_to: ctx.address().recipient(),
-            })
+            .send(message)
             .into_actor(self)
             .map(|result, act, _| {
                 if let Err(error) = result {

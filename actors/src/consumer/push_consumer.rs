@@ -347,14 +347,6 @@ impl PushConsumer {
                     actor: "persister",
                     source,
                 })?;
-        System::current().arbiter().spawn({
-            let dispatcher = self.dispatcher.clone();
-            let offset_store = self.offset_store.clone();
-            async move {
-                drop(dispatcher);
-                drop(offset_store);
-            }
-        });
         persisted.map_err(|reason| ConsumerError::FinalPersist { group, reason })
     }
 }

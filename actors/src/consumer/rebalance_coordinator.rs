@@ -179,7 +179,7 @@ impl RebalanceCoordinator {
                     return;
                 }
                 for (queue, offset) in positioned {
-                    act.spawn_process_queue(queue, offset, ctx);
+                    act.spawn_process_queue(queue, offset);
                 }
                 act.snapshot.assigned = act.queues.keys().cloned().collect();
                 if !balanced {
@@ -192,7 +192,7 @@ impl RebalanceCoordinator {
             .spawn(ctx);
     }
 
-    fn spawn_process_queue(&mut self, queue: MessageQueue, offset: u64, ctx: &mut Context<Self>) {
+    fn spawn_process_queue(&mut self, queue: MessageQueue, offset: u64) {
         let Some(subscription) = self
             .subscriptions
             .iter()
@@ -215,7 +215,6 @@ impl RebalanceCoordinator {
             true,
         )
         .start();
-        let _ = ctx;
         self.queues.insert(queue, pq);
     }
 
