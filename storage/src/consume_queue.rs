@@ -4,16 +4,27 @@
 //! commit-log record. Only the store's single writer appends; readers learn how many entries are
 //! complete from an in-memory counter the writer publishes after its write, so they never see a
 //! half-written entry.
+//!
+//! The newest entries wait in an in-memory tail and reach the file [`TAIL_ENTRIES`] at a time or
+//! at the next [`sync`](ConsumeQueue::sync): one small `pwrite` per queue per send request was
+//! about 7% of the broker's CPU under a produce benchmark. Readers see the tail as if it were in
+//! the file. A crash loses only tail entries newer than the last checkpoint, and recovery
+//! rebuilds those from the commit log as it rebuilds any lost index entry.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Entry layout: commit-log position (i64), record size (i32), tag hash (i64), store
 /// timestamp (i64), big-endian.
 pub const ENTRY_SIZE: usize = 28;
+
+/// Entries buffered per queue before they are written: 7 KiB, so a node with thousands of queues
+/// still holds only a few MiB of unwritten index.
+pub const TAIL_ENTRIES: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CqEntry {
@@ -71,6 +82,20 @@ pub struct ConsumeQueue {
     max: AtomicU64,
     /// Number of entries known to be fsynced.
     synced: AtomicU64,
+    tail: Mutex<Tail>,
+}
+
+/// Entries `start..` not yet written to the file (which holds exactly `start` entries).
+#[derive(Debug)]
+struct Tail {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Tail {
+    fn end(&self) -> u64 {
+        self.start + (self.bytes.len() / ENTRY_SIZE) as u64
+    }
 }
 
 impl ConsumeQueue {
@@ -97,6 +122,10 @@ impl ConsumeQueue {
                 file,
                 max: AtomicU64::new(count),
                 synced: AtomicU64::new(0),
+                tail: Mutex::new(Tail {
+                    start: count,
+                    bytes: Vec::new(),
+                }),
             },
             len - whole,
         ))
@@ -119,11 +148,67 @@ impl ConsumeQueue {
         self.max.load(Ordering::Acquire)
     }
 
-    /// Writes `bytes` (whole encoded entries) at logical offset `start`. Readers do not see them
-    /// until [`publish`](Self::publish). Writer only.
+    fn tail(&self) -> MutexGuard<'_, Tail> {
+        self.tail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `bytes` (whole encoded entries) at logical offset `start`, into the in-memory tail
+    /// while it has room. Readers do not see them until [`publish`](Self::publish). Writer only.
     pub fn write_entries(&self, start: u64, bytes: &[u8]) -> io::Result<()> {
         debug_assert_eq!(bytes.len() % ENTRY_SIZE, 0);
-        self.file.write_all_at(bytes, start * ENTRY_SIZE as u64)
+        let mut tail = self.tail();
+        if start != tail.end() {
+            // Not an append (recovery rewriting entries): write through, the tail after it.
+            self.write_tail(&mut tail)?;
+            self.file.write_all_at(bytes, start * ENTRY_SIZE as u64)?;
+            tail.start = self.file.metadata()?.len() / ENTRY_SIZE as u64;
+            return Ok(());
+        }
+        if tail.bytes.is_empty() && bytes.len() >= TAIL_ENTRIES * ENTRY_SIZE {
+            self.file.write_all_at(bytes, start * ENTRY_SIZE as u64)?;
+            tail.start = start + (bytes.len() / ENTRY_SIZE) as u64;
+            return Ok(());
+        }
+        tail.bytes.extend_from_slice(bytes);
+        if tail.bytes.len() >= TAIL_ENTRIES * ENTRY_SIZE {
+            self.write_tail(&mut tail)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered entries to the file. On error they stay buffered.
+    fn write_tail(&self, tail: &mut Tail) -> io::Result<()> {
+        if tail.bytes.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(&tail.bytes, tail.start * ENTRY_SIZE as u64)?;
+        tail.start = tail.end();
+        tail.bytes.clear();
+        Ok(())
+    }
+
+    /// Copies entries `from..from + out.len() / ENTRY_SIZE` from the file and the tail.
+    fn copy_entries(&self, from: u64, out: &mut [u8]) -> io::Result<()> {
+        let tail = self.tail();
+        let end = from + (out.len() / ENTRY_SIZE) as u64;
+        let in_file = (end.min(tail.start).saturating_sub(from) as usize) * ENTRY_SIZE;
+        if in_file > 0 {
+            self.file
+                .read_exact_at(&mut out[..in_file], from * ENTRY_SIZE as u64)?;
+        }
+        if in_file < out.len() {
+            let skip = (from.max(tail.start) - tail.start) as usize * ENTRY_SIZE;
+            let wanted = out.len() - in_file;
+            let Some(buffered) = tail.bytes.get(skip..skip + wanted) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "consume-queue entries past the written end",
+                ));
+            };
+            out[in_file..].copy_from_slice(buffered);
+        }
+        Ok(())
     }
 
     /// Makes entries below `max` visible to readers. Writer only.
@@ -133,7 +218,16 @@ impl ConsumeQueue {
 
     /// Drops every entry at or after `count`. Writer only (recovery).
     pub fn truncate(&self, count: u64) -> io::Result<()> {
-        self.file.set_len(count * ENTRY_SIZE as u64)?;
+        let mut tail = self.tail();
+        if count <= tail.start {
+            self.file.set_len(count * ENTRY_SIZE as u64)?;
+            tail.start = count;
+            tail.bytes.clear();
+        } else {
+            let keep = ((count - tail.start) as usize * ENTRY_SIZE).min(tail.bytes.len());
+            tail.bytes.truncate(keep);
+        }
+        drop(tail);
         self.max.store(count, Ordering::Release);
         if self.synced.load(Ordering::Acquire) > count {
             self.synced.store(count, Ordering::Release);
@@ -141,19 +235,21 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// fsyncs the file if entries were published since the last sync; returns whether it did.
+    /// Writes the buffered tail and fsyncs the file if entries were published since the last
+    /// sync; returns whether it did.
     pub fn sync(&self) -> io::Result<bool> {
         let max = self.max_offset();
         if self.synced.load(Ordering::Acquire) >= max {
             return Ok(false);
         }
+        self.write_tail(&mut self.tail())?;
         self.file.sync_data()?;
         self.synced.fetch_max(max, Ordering::AcqRel);
         Ok(true)
     }
 
     /// Reads up to `n` entries from logical offset `from` (bounded by the published max) with
-    /// one pread into `buf`; `Ok(None)` entries mark values no writer produces.
+    /// at most one pread into `buf`; `Ok(None)` entries mark values no writer produces.
     pub fn read_entries(
         &self,
         from: u64,
@@ -167,7 +263,7 @@ impl ConsumeQueue {
         let n = n.min(max - from) as usize;
         buf.clear();
         buf.resize(n * ENTRY_SIZE, 0);
-        self.file.read_exact_at(buf, from * ENTRY_SIZE as u64)?;
+        self.copy_entries(from, buf)?;
         Ok(buf
             .chunks_exact(ENTRY_SIZE)
             .map(|c| {
@@ -182,7 +278,7 @@ impl ConsumeQueue {
     /// tails too). `Ok(None)` when absent or invalid.
     pub fn entry_raw(&self, offset: u64) -> io::Result<Option<CqEntry>> {
         let mut a = [0u8; ENTRY_SIZE];
-        match self.file.read_exact_at(&mut a, offset * ENTRY_SIZE as u64) {
+        match self.copy_entries(offset, &mut a) {
             Ok(()) => Ok(CqEntry::decode(&a)),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
             Err(e) => Err(e),
@@ -231,5 +327,98 @@ impl ConsumeQueue {
             }
         }
         Ok(if upper { lo.saturating_sub(1) } else { lo })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: u64) -> CqEntry {
+        CqEntry {
+            physical_offset: i * 100,
+            size: 100,
+            tag_hash: i as i64,
+            store_timestamp: 1_000 + i as i64,
+        }
+    }
+
+    /// Appends entries `from..to` the way the store's writer does: write, then publish.
+    fn append(q: &ConsumeQueue, from: u64, to: u64) -> io::Result<()> {
+        let mut bytes = Vec::new();
+        for i in from..to {
+            entry(i).encode_into(&mut bytes);
+        }
+        q.write_entries(from, &bytes)?;
+        q.publish(to);
+        Ok(())
+    }
+
+    fn file_entries(q: &ConsumeQueue) -> io::Result<u64> {
+        Ok(q.file.metadata()?.len() / ENTRY_SIZE as u64)
+    }
+
+    #[test]
+    fn buffered_entries_read_like_written_ones_and_reach_the_file_on_sync() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("q");
+        let (q, _) = ConsumeQueue::open("t", 0, &path)?;
+        let total = TAIL_ENTRIES as u64 + 40;
+        let mut written = 0;
+        while written < total {
+            let next = (written + 25).min(total);
+            append(&q, written, next)?;
+            written = next;
+        }
+        // The tail went out once it held TAIL_ENTRIES or more; the rest waits in memory.
+        assert_eq!(file_entries(&q)?, (TAIL_ENTRIES as u64).div_ceil(25) * 25);
+        assert!(file_entries(&q)? < total);
+        let mut buf = Vec::new();
+        let read = q.read_entries(TAIL_ENTRIES as u64 - 5, 100, &mut buf)?;
+        let expected: Vec<Option<CqEntry>> = (TAIL_ENTRIES as u64 - 5..total)
+            .map(|i| Some(entry(i)))
+            .collect();
+        assert_eq!(read, expected);
+        assert_eq!(q.entry(total - 1)?, Some(entry(total - 1)));
+        assert_eq!(q.entry_raw(total)?, None);
+        assert_eq!(
+            q.search_by_timestamp(1_000 + total as i64 - 3, false)?,
+            total - 3
+        );
+
+        assert!(q.sync()?);
+        assert_eq!(file_entries(&q)?, total);
+        drop(q);
+        let (reopened, cut) = ConsumeQueue::open("t", 0, &path)?;
+        assert_eq!(cut, 0);
+        assert_eq!(reopened.max_offset(), total);
+        assert_eq!(reopened.entry(total - 1)?, Some(entry(total - 1)));
+        Ok(())
+    }
+
+    #[test]
+    fn truncate_cuts_the_tail_or_the_file() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (q, _) = ConsumeQueue::open("t", 0, &dir.path().join("q"))?;
+        append(&q, 0, TAIL_ENTRIES as u64)?;
+        append(&q, TAIL_ENTRIES as u64, TAIL_ENTRIES as u64 + 10)?;
+        let flushed = file_entries(&q)?;
+        assert_eq!(flushed, TAIL_ENTRIES as u64);
+
+        q.truncate(flushed + 4)?;
+        assert_eq!(q.max_offset(), flushed + 4);
+        assert_eq!(q.entry_raw(flushed + 3)?, Some(entry(flushed + 3)));
+        assert_eq!(q.entry_raw(flushed + 4)?, None);
+        append(&q, flushed + 4, flushed + 6)?;
+        assert_eq!(q.entry(flushed + 5)?, Some(entry(flushed + 5)));
+
+        q.truncate(7)?;
+        assert_eq!(file_entries(&q)?, 7);
+        assert_eq!(q.entry_raw(7)?, None);
+        append(&q, 7, 9)?;
+        let mut buf = Vec::new();
+        let read = q.read_entries(5, 10, &mut buf)?;
+        assert_eq!(read, (5..9).map(|i| Some(entry(i))).collect::<Vec<_>>());
+        Ok(())
     }
 }

@@ -11,6 +11,7 @@ use crate::broker::Stop;
 use crate::broker_api::BrokerError;
 use actix::prelude::*;
 use skiff_storage::message::MessageToAppend;
+use skiff_storage::metadata::TopicConfig;
 use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, StoreError, SyncWaiter};
 use std::collections::BTreeMap;
 
@@ -89,6 +90,9 @@ impl MessageStoreActor {
         default_queue_nums: u32,
     ) -> Result<Vec<MessageToAppend>, BrokerError> {
         let mut prepared = Vec::with_capacity(messages.len());
+        // A batch is one topic (a delayed message moves to the schedule topic): resolving it
+        // per message cloned the same config 25 times per request.
+        let mut resolved: Option<TopicConfig> = None;
         for message in messages {
             let message = match route_delayed(message) {
                 Ok((message, delayed)) => {
@@ -99,12 +103,18 @@ impl MessageStoreActor {
                 }
                 Err(reason) => return Err(BrokerError::InvalidRequest { reason }),
             };
-            let (topic, created) = self
-                .registry
-                .topic_for_append(&message.topic, default_queue_nums)?;
-            if created {
-                self.snapshot.created_topics.push(topic.name.clone());
-            }
+            let topic = match resolved.take() {
+                Some(topic) if topic.name == message.topic => topic,
+                _ => {
+                    let (topic, created) = self
+                        .registry
+                        .topic_for_append(&message.topic, default_queue_nums)?;
+                    if created {
+                        self.snapshot.created_topics.push(topic.name.clone());
+                    }
+                    topic
+                }
+            };
             if !topic.is_writable() {
                 return Err(BrokerError::InvalidRequest {
                     reason: format!("topic {} is not writable", topic.name),
@@ -120,6 +130,7 @@ impl MessageStoreActor {
                 });
             }
             prepared.push(message);
+            resolved = Some(topic);
         }
         Ok(prepared)
     }
