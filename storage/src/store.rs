@@ -158,6 +158,38 @@ pub enum StoreError {
     InvalidTopic { topic: String },
 }
 
+impl StoreError {
+    /// A copy for each of several waiters sharing one outcome: `io::Error` is not `Clone`, and
+    /// its kind and message are what callers act on and report.
+    fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::Io { path, source } => StoreError::Io {
+                path: path.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            StoreError::CorruptRecord {
+                path,
+                physical_offset,
+                reason,
+            } => StoreError::CorruptRecord {
+                path: path.clone(),
+                physical_offset: *physical_offset,
+                reason: reason.clone(),
+            },
+            StoreError::MessageTooLarge { size, limit } => StoreError::MessageTooLarge {
+                size: *size,
+                limit: *limit,
+            },
+            StoreError::PropertiesTooLarge { size } => {
+                StoreError::PropertiesTooLarge { size: *size }
+            }
+            StoreError::InvalidTopic { topic } => StoreError::InvalidTopic {
+                topic: topic.clone(),
+            },
+        }
+    }
+}
+
 /// Topic names become directory names, so only RocketMQ's topic characters are accepted
 /// (letters, digits, `%`, `|`, `_`, `-`), 1 to 255 bytes (the file-name limit).
 pub fn is_valid_topic(topic: &str) -> bool {
@@ -225,6 +257,27 @@ struct CommitState {
     failed: Option<StickyError>,
 }
 
+type DurableCallback = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// A caller waiting for the commit log to be durable up to `position`.
+struct DurabilityRequest {
+    position: u64,
+    done: DurableCallback,
+}
+
+/// Requests handed to the group-commit thread.
+#[derive(Default)]
+struct GroupQueue {
+    requests: Vec<DurabilityRequest>,
+    /// The thread is parked on `group_cv`. Only then does a new request wake it: a notify is a
+    /// futex syscall even when nobody waits, and under load the thread is busy fsyncing.
+    parked: bool,
+    /// Shutdown asked the thread to serve what is queued and exit.
+    stopping: bool,
+    /// No thread serves the queue any more; callers serve their own requests.
+    exited: bool,
+}
+
 struct Shared {
     config: StoreConfig,
     log: CommitLog,
@@ -236,6 +289,8 @@ struct Shared {
     /// Serialises checkpoints; holds the position of the last one written.
     checkpoint: Mutex<Option<u64>>,
     fsyncs: AtomicU64,
+    group: Mutex<GroupQueue>,
+    group_cv: Condvar,
 }
 
 impl Shared {
@@ -282,6 +337,22 @@ impl Shared {
                 }
             }
             self.commit_cv.notify_all();
+        }
+    }
+
+    /// Serves one group-commit round: one `wait_durable` for the furthest position answers
+    /// every request (it fsyncs everything written so far, which covers all of them).
+    fn serve_round(&self, round: &mut Vec<DurabilityRequest>) {
+        let Some(target) = round.iter().map(|r| r.position).max() else {
+            return;
+        };
+        let outcome = self.wait_durable(target);
+        for request in round.drain(..) {
+            let result = match &outcome {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.duplicate()),
+            };
+            complete(request.done, result);
         }
     }
 
@@ -874,6 +945,7 @@ pub struct MessageStore {
     batch: Vec<BatchQueue>,
     clock: Box<dyn FnMut() -> i64 + Send>,
     flusher: Option<Flusher>,
+    group_commit: Option<JoinHandle<()>>,
     /// Set after an I/O error mid-append: memory and disk may disagree until a reopen recovers.
     broken: bool,
     closed: bool,
@@ -891,7 +963,8 @@ impl MessageStore {
     /// Opens (creating if needed) the store in `config.dir`, recovering the commit-log tail and
     /// the consume queues (see the module docs for the corruption policy); starts the
     /// background flusher thread, which under `Async` fsyncs the commit log every
-    /// `flush_interval` and under both policies checkpoints the consume queues.
+    /// `flush_interval` and under both policies checkpoints the consume queues, and the
+    /// group-commit thread serving [`SyncWaiter::notify_when_durable`].
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
         if config.segment_size < MIN_RECORD_SIZE {
             return Err(io_err(
@@ -937,11 +1010,18 @@ impl MessageStore {
             indexed_end: AtomicU64::new(valid_end),
             checkpoint: Mutex::new(None),
             fsyncs: AtomicU64::new(0),
+            group: Mutex::new(GroupQueue::default()),
+            group_cv: Condvar::new(),
             config,
         });
         // Recovery may have re-indexed or cut files: make that durable before serving.
         shared.checkpoint(true)?;
         let flusher = spawn_flusher(&shared)?;
+        // Started under `Async` too: a `SyncWaiter` is handed out under both policies and
+        // `notify_when_durable` must answer under both, while a thread parked on an empty queue
+        // costs only its stack. Spawned after the flusher, whose weak handle lets it exit on its
+        // own should this spawn fail and drop the shared state.
+        let group_commit = spawn_group_commit(&shared)?;
         tracing::info!(
             dir = %shared.config.dir.display(),
             commit_log_end = valid_end,
@@ -959,6 +1039,7 @@ impl MessageStore {
             batch: Vec::new(),
             clock: Box::new(now_millis),
             flusher: Some(flusher),
+            group_commit: Some(group_commit),
             broken: false,
             closed: false,
             _lock: lock_file,
@@ -1178,6 +1259,9 @@ impl MessageStore {
             return Ok(());
         }
         self.closed = true;
+        if let Some(handle) = self.group_commit.take() {
+            stop_group_commit(&self.shared, handle);
+        }
         if let Some(f) = self.flusher.take() {
             *lock(&f.stop.0) = true;
             f.stop.1.notify_all();
@@ -1192,7 +1276,7 @@ impl MessageStore {
         self.shared.checkpoint(false)
     }
 
-    /// Flushes and stops the background flusher.
+    /// Answers every queued durability request, flushes and stops the background threads.
     pub fn close(mut self) -> Result<(), StoreError> {
         self.shutdown()
     }
@@ -1225,6 +1309,66 @@ fn lock_dir(dir: &Path) -> Result<File, StoreError> {
         )),
         Err(std::fs::TryLockError::Error(e)) => Err(io_err(&path, e)),
     }
+}
+
+/// Runs a durability callback; a panicking one must not take the group-commit thread, and with
+/// it every later waiter, down.
+fn complete(done: DurableCallback, result: Result<(), StoreError>) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || done(result))).is_err() {
+        tracing::error!("durability callback panicked");
+    }
+}
+
+/// RocketMQ's GroupCommitService: one thread turns queued durability requests into one fsync
+/// per round, so a sender costs a queue push instead of a blocking-pool task and a condvar
+/// hand-off of its own. Requests queued while a round fsyncs are served by the next round.
+fn spawn_group_commit(shared: &Arc<Shared>) -> Result<JoinHandle<()>, StoreError> {
+    let thread_shared = shared.clone();
+    std::thread::Builder::new()
+        .name("skiff-group-commit".to_string())
+        .spawn(move || group_commit_loop(&thread_shared))
+        .map_err(|e| io_err(&shared.config.dir, e))
+}
+
+fn group_commit_loop(shared: &Shared) {
+    let mut round = Vec::new();
+    let (mut rounds, mut requests) = (0u64, 0u64);
+    loop {
+        {
+            let mut q = lock(&shared.group);
+            while q.requests.is_empty() {
+                if q.stopping {
+                    q.exited = true;
+                    tracing::info!(rounds, requests, "group-commit thread stopped");
+                    return;
+                }
+                q.parked = true;
+                q = shared.group_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.parked = false;
+            }
+            // Swapped, not taken: both vectors keep their capacity across rounds.
+            std::mem::swap(&mut q.requests, &mut round);
+        }
+        rounds += 1;
+        requests += round.len() as u64;
+        shared.serve_round(&mut round);
+    }
+}
+
+/// Lets the group-commit thread serve what is queued (durability before the answer), joins it,
+/// then serves anything it left behind by panicking.
+fn stop_group_commit(shared: &Shared, handle: JoinHandle<()>) {
+    lock(&shared.group).stopping = true;
+    shared.group_cv.notify_all();
+    if handle.join().is_err() {
+        tracing::error!("group-commit thread panicked");
+    }
+    let mut rest = {
+        let mut q = lock(&shared.group);
+        q.exited = true;
+        std::mem::take(&mut q.requests)
+    };
+    shared.serve_round(&mut rest);
 }
 
 fn spawn_flusher(shared: &Arc<Shared>) -> Result<Flusher, StoreError> {
@@ -1265,6 +1409,54 @@ impl SyncWaiter {
     /// returned by `append_batch_nowait`); one fsync serves every waiter whose position it covers.
     pub fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
         self.shared.wait_durable(position)
+    }
+
+    /// Calls `done` once the commit log is fsynced at least up to `position` (an end position
+    /// returned by `append_batch_nowait`), or with the error that prevents it; never blocks on
+    /// an fsync.
+    ///
+    /// When the position is already durable, or an earlier fsync failed, `done` runs at once on
+    /// the calling thread. Otherwise it runs on the store's group-commit thread after the fsync
+    /// that covers it, so `done` must be quick (hand the result on, don't work in it). After the
+    /// store is closed, the caller's thread does the wait itself.
+    pub fn notify_when_durable(
+        &self,
+        position: u64,
+        done: impl FnOnce(Result<(), StoreError>) + Send + 'static,
+    ) {
+        let shared = &self.shared;
+        // As in `wait_durable`: a position past what was written can never become durable.
+        let position = position.min(shared.log.written_end());
+        let st = lock(&shared.commit);
+        if let Some(e) = &st.failed {
+            let e = e.to_error();
+            drop(st);
+            done(Err(e));
+            return;
+        }
+        if st.durable >= position {
+            drop(st);
+            done(Ok(()));
+            return;
+        }
+        drop(st);
+        let mut q = lock(&shared.group);
+        if q.exited {
+            drop(q);
+            // Raced with shutdown: no thread is left to hand the request to. The caller waits
+            // itself; the shutdown drain has usually made the position durable already.
+            done(shared.wait_durable(position));
+            return;
+        }
+        q.requests.push(DurabilityRequest {
+            position,
+            done: Box::new(done),
+        });
+        if q.parked {
+            q.parked = false;
+            drop(q);
+            shared.group_cv.notify_one();
+        }
     }
 
     /// Commit-log position known durable.
@@ -1624,6 +1816,129 @@ mod tests {
         assert!(parse_checkpoint(&bytes).is_none());
         for cut in 0..bytes.len() {
             assert!(parse_checkpoint(&bytes[..cut]).is_none());
+        }
+    }
+
+    fn sync_store(dir: &Path) -> MessageStore {
+        let mut c = StoreConfig::new(dir);
+        c.segment_size = 1 << 20;
+        c.flush_policy = FlushPolicy::Sync;
+        // No background checkpoint: every fsync comes from the waits under test.
+        c.flush_interval = Duration::from_secs(3600);
+        MessageStore::open(c).unwrap()
+    }
+
+    fn message(i: u8) -> MessageToAppend {
+        MessageToAppend {
+            topic: "TopicTest".to_string(),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            born_host: SocketAddr::from(([10, 0, 0, 7], 40000)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            properties: String::new(),
+            body: Bytes::from(vec![i; 64]),
+        }
+    }
+
+    /// Queues requests behind a round whose callback blocks, and releases it only once shutdown
+    /// has asked the thread to stop: the requests are then certainly still queued when the
+    /// store closes, and closing must answer each of them, durable.
+    fn shutdown_answers_queued_requests(close: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = sync_store(dir.path());
+        let waiter = store.sync_waiter();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        let (_, first) = store.append_batch_nowait(&[message(0)]).unwrap();
+        waiter.notify_when_durable(first, move |result| {
+            let _ = entered_tx.send(result.is_ok());
+            let _ = gate_rx.recv();
+        });
+        assert_eq!(
+            entered_rx.recv_timeout(Duration::from_secs(30)),
+            Ok(true),
+            "the first round answers"
+        );
+        let fsyncs = waiter.fsync_count();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut positions = Vec::new();
+        for i in 1..=20 {
+            let (_, end) = store.append_batch_nowait(&[message(i)]).unwrap();
+            positions.push(end);
+            let (tx, w) = (tx.clone(), waiter.clone());
+            waiter.notify_when_durable(end, move |result| {
+                let _ = tx.send((end, w.durable_position(), result));
+            });
+        }
+        drop(tx);
+        assert!(
+            matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty)),
+            "appended after the first fsync, so queued, not answered inline"
+        );
+        let shared = waiter.shared.clone();
+        let releaser = std::thread::spawn(move || {
+            let q = lock(&shared.group);
+            let q = shared
+                .group_cv
+                .wait_while(q, |q| !q.stopping)
+                .unwrap_or_else(|e| e.into_inner());
+            assert_eq!(q.requests.len(), 20, "still queued when shutdown began");
+            drop(q);
+            let _ = gate_tx.send(());
+        });
+        if close {
+            store.close().unwrap();
+        } else {
+            drop(store);
+        }
+        releaser.join().unwrap();
+        let answers: Vec<_> = rx.try_iter().collect();
+        assert_eq!(answers.len(), 20, "closing answered every queued request");
+        for (end, durable, result) in answers {
+            assert!(result.is_ok(), "{result:?}");
+            assert!(durable >= end, "{end} answered with only {durable} durable");
+        }
+        assert_eq!(
+            waiter.fsync_count(),
+            fsyncs + 1,
+            "one fsync served the drain"
+        );
+        assert!(matches!(
+            rx.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        ));
+        // After close, a request is answered on the caller's thread before the call returns.
+        let (late_tx, late_rx) = std::sync::mpsc::channel();
+        waiter.notify_when_durable(*positions.last().unwrap(), move |result| {
+            let _ = late_tx.send(result.is_ok());
+        });
+        assert_eq!(late_rx.try_recv(), Ok(true));
+    }
+
+    #[test]
+    fn close_answers_queued_requests_durable() {
+        shutdown_answers_queued_requests(true);
+    }
+
+    #[test]
+    fn drop_answers_queued_requests_durable() {
+        shutdown_answers_queued_requests(false);
+    }
+
+    #[test]
+    fn duplicated_errors_keep_kind_and_message() {
+        let e = StoreError::Io {
+            path: PathBuf::from("/x/commitlog"),
+            source: io::Error::new(io::ErrorKind::StorageFull, "no space"),
+        };
+        let d = e.duplicate();
+        assert_eq!(d.to_string(), e.to_string());
+        match d {
+            StoreError::Io { source, .. } => assert_eq!(source.kind(), io::ErrorKind::StorageFull),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -1,8 +1,8 @@
 //! The message-store actor: the single writer of the commit log and consume queues.
 //!
 //! Appends run on the actor (they are ordered and must not interleave); waiting for the fsync
-//! under the `Sync` flush policy runs off the actor, so every sender whose batch was appended
-//! while an fsync was pending shares the next one (group commit).
+//! under the `Sync` flush policy is handed to the store's group-commit thread, so every sender
+//! whose batch was appended while an fsync was pending shares the next one (group commit).
 
 use crate::broker::long_poll::{NotifyArrivals, QueueArrival};
 use crate::broker::registry::Registry;
@@ -14,6 +14,7 @@ use skiff_storage::message::MessageToAppend;
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, StoreError, SyncWaiter};
 use std::collections::BTreeMap;
+use tokio::sync::oneshot;
 
 /// Appends a batch; answers once the batch is as durable as the flush policy promises.
 /// Messages carrying a `DELAY` level are diverted to the schedule topic first.
@@ -213,15 +214,20 @@ impl Handler<AppendMessages> for MessageStoreActor {
         let Some(end) = durable_at else {
             return Box::pin(async move { Ok(results) });
         };
-        let waiter = self.waiter.clone();
+        let (durable_tx, durable_rx) = oneshot::channel();
+        self.waiter.notify_when_durable(end, move |outcome| {
+            // A closed receiver means the sender gave up on the answer; nobody is left to tell.
+            let _ = durable_tx.send(outcome);
+        });
         Box::pin(async move {
-            let waited = actix_rt::task::spawn_blocking(move || waiter.wait_durable(end)).await;
-            match waited {
+            match durable_rx.await {
                 Ok(Ok(())) => Ok(results),
                 Ok(Err(e)) => Err(BrokerError::Store(e)),
-                Err(join) => Err(BrokerError::Store(StoreError::Io {
+                Err(_) => Err(BrokerError::Store(StoreError::Io {
                     path: "<commit log>".into(),
-                    source: std::io::Error::other(format!("group-commit wait failed: {join}")),
+                    source: std::io::Error::other(
+                        "group-commit wait failed: the durability request was dropped unanswered",
+                    ),
                 })),
             }
         })

@@ -1,0 +1,224 @@
+//! The group-commit thread behind `SyncWaiter::notify_when_durable`: one fsync serves every
+//! request queued behind it, already-durable positions answer inline, and every callback fires
+//! exactly once with the position durable.
+
+use bytes::Bytes;
+use skiff_storage::message::MessageToAppend;
+use skiff_storage::store::{FlushPolicy, MessageStore, StoreConfig, StoreError, SyncWaiter};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::mpsc::{self, TryRecvError};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+const TOPIC: &str = "TopicTest";
+/// Bounds a wait that should end at once, so a lost callback fails the test instead of hanging.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn config(dir: &Path, policy: FlushPolicy) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.segment_size = 1 << 20;
+    c.flush_policy = policy;
+    // No background checkpoint: every fsync counted comes from the waits under test.
+    c.flush_interval = Duration::from_secs(3600);
+    c
+}
+
+fn msg(queue_id: u32, i: u64) -> MessageToAppend {
+    MessageToAppend {
+        topic: TOPIC.to_string(),
+        queue_id,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: SocketAddr::from(([10, 0, 0, 7], 40000)),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        properties: String::new(),
+        body: Bytes::from(vec![i as u8; 40 + (i % 50) as usize]),
+    }
+}
+
+/// What a callback saw when it fired.
+struct Answer {
+    position: u64,
+    durable_then: u64,
+    result: Result<(), StoreError>,
+}
+
+fn register(
+    waiter: &SyncWaiter,
+    position: u64,
+    tx: &mpsc::Sender<Answer>,
+) -> impl FnOnce(Result<(), StoreError>) + Send + 'static {
+    let waiter = waiter.clone();
+    let tx = tx.clone();
+    move |result| {
+        let _ = tx.send(Answer {
+            position,
+            durable_then: waiter.durable_position(),
+            result,
+        });
+    }
+}
+
+fn collect(rx: &mpsc::Receiver<Answer>, n: usize) -> Vec<Answer> {
+    (0..n)
+        .map(|i| {
+            rx.recv_timeout(ANSWER_TIMEOUT)
+                .unwrap_or_else(|e| panic!("answer {i} of {n} never came: {e}"))
+        })
+        .collect()
+}
+
+fn assert_durable_answers(answers: &[Answer]) {
+    for a in answers {
+        assert!(a.result.is_ok(), "position {}: {:?}", a.position, a.result);
+        assert!(
+            a.durable_then >= a.position,
+            "callback for {} fired with only {} durable",
+            a.position,
+            a.durable_then
+        );
+    }
+}
+
+#[test]
+fn one_fsync_serves_every_request_registered_after_the_appends() {
+    const THREADS: usize = 8;
+    const BATCHES: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushPolicy::Sync)).unwrap();
+    let waiter = store.sync_waiter();
+    let store = Arc::new(Mutex::new(store));
+    // First barrier: every batch is appended. Second: the fsync count before any request is read.
+    let appended = Arc::new(Barrier::new(THREADS + 1));
+    let counted = Arc::new(Barrier::new(THREADS + 1));
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..THREADS as u32)
+        .map(|t| {
+            let (store, waiter, tx) = (store.clone(), waiter.clone(), tx.clone());
+            let (appended, counted) = (appended.clone(), counted.clone());
+            std::thread::spawn(move || {
+                let ends: Vec<u64> = (0..BATCHES)
+                    .map(|i| {
+                        let batch = [msg(t, i), msg(t, i + 1000)];
+                        let mut store = store.lock().unwrap();
+                        store.append_batch_nowait(&batch).unwrap().1
+                    })
+                    .collect();
+                appended.wait();
+                counted.wait();
+                for end in ends {
+                    waiter.notify_when_durable(end, register(&waiter, end, &tx));
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    appended.wait();
+    let before = waiter.fsync_count();
+    let log_end = store.lock().unwrap().commit_log_end();
+    assert!(waiter.durable_position() < log_end);
+    counted.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let requests = THREADS * BATCHES as usize;
+    let answers = collect(&rx, requests);
+    assert_durable_answers(&answers);
+    // Whichever request the thread took first, its fsync covered every batch, since all were
+    // written before any request: the others were either in the same round or answered inline.
+    assert_eq!(waiter.fsync_count() - before, 1);
+    assert!(waiter.fsync_count() - before < requests as u64);
+    assert_eq!(waiter.durable_position(), log_end);
+    let store = Arc::try_unwrap(store)
+        .ok()
+        .expect("appender threads are joined")
+        .into_inner()
+        .unwrap();
+    store.close().unwrap();
+    // Every callback has run and been dropped: none is left to fire a second answer.
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}
+
+#[test]
+fn concurrent_appenders_are_all_answered_durable() {
+    const THREADS: u32 = 6;
+    const BATCHES: u64 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushPolicy::Sync)).unwrap();
+    let waiter = store.sync_waiter();
+    let store = Arc::new(Mutex::new(store));
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (store, waiter, tx) = (store.clone(), waiter.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for i in 0..BATCHES {
+                    // The actor's pattern: append, register, go on appending without waiting.
+                    let end = store
+                        .lock()
+                        .unwrap()
+                        .append_batch_nowait(&[msg(t, i)])
+                        .unwrap()
+                        .1;
+                    waiter.notify_when_durable(end, register(&waiter, end, &tx));
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let requests = (THREADS as u64 * BATCHES) as usize;
+    assert_durable_answers(&collect(&rx, requests));
+    assert!(waiter.fsync_count() <= requests as u64);
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
+}
+
+#[test]
+fn durable_position_is_answered_inline_without_an_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(config(dir.path(), FlushPolicy::Sync)).unwrap();
+    let waiter = store.sync_waiter();
+    let (_, end1) = store.append_batch_nowait(&[msg(0, 1)]).unwrap();
+    let (_, end2) = store.append_batch_nowait(&[msg(0, 2)]).unwrap();
+    waiter.wait_durable(end2).unwrap();
+    let fsyncs = waiter.fsync_count();
+    for position in [0, end1, end2] {
+        let seen: Arc<Mutex<Option<(ThreadId, bool)>>> = Arc::default();
+        let slot = seen.clone();
+        waiter.notify_when_durable(position, move |result| {
+            *slot.lock().unwrap() = Some((std::thread::current().id(), result.is_ok()));
+        });
+        assert_eq!(
+            *seen.lock().unwrap(),
+            Some((std::thread::current().id(), true)),
+            "position {position} is answered on the caller's thread before the call returns"
+        );
+    }
+    assert_eq!(waiter.fsync_count(), fsyncs);
+}
+
+#[test]
+fn pending_position_is_answered_by_the_group_commit_thread() {
+    // Under Async too: the waiter is handed out under both policies.
+    for policy in [FlushPolicy::Sync, FlushPolicy::Async] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = MessageStore::open(config(dir.path(), policy)).unwrap();
+        let waiter = store.sync_waiter();
+        let (_, end) = store.append_batch_nowait(&[msg(0, 1)]).unwrap();
+        let (tx, rx) = mpsc::channel();
+        waiter.notify_when_durable(end, move |result| {
+            let _ = tx.send((std::thread::current().name().map(str::to_string), result));
+        });
+        let (thread, result) = rx.recv_timeout(ANSWER_TIMEOUT).unwrap();
+        assert!(result.is_ok(), "{policy:?}: {result:?}");
+        assert_eq!(thread.as_deref(), Some("skiff-group-commit"), "{policy:?}");
+        assert!(waiter.durable_position() >= end);
+        store.close().unwrap();
+    }
+}
