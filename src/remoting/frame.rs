@@ -476,7 +476,7 @@ fn write_json_header(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), En
 
 /// A JSON string literal; only strings that need escapes go through `serde_json`.
 fn write_json_str(text: &str, dst: &mut BytesMut) -> Result<(), EncodeError> {
-    if text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+    if needs_json_escape(text.as_bytes()) {
         return serde_json::to_writer(dst.writer(), text).map_err(EncodeError::Json);
     }
     dst.reserve(text.len() + 2);
@@ -484,6 +484,31 @@ fn write_json_str(text: &str, dst: &mut BytesMut) -> Result<(), EncodeError> {
     dst.extend_from_slice(text.as_bytes());
     dst.put_u8(b'"');
     Ok(())
+}
+
+/// Whether a string has a byte JSON must escape (a control byte, `"` or `\\`), eight bytes
+/// per step: the 800-byte `msgId` of every batch-send response passes through here.
+fn needs_json_escape(text: &[u8]) -> bool {
+    const LOW_BITS: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    let has_zero_byte = |w: u64| w.wrapping_sub(LOW_BITS) & !w & HIGH_BITS != 0;
+    let mut chunks = text.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(chunk);
+        let word = u64::from_ne_bytes(bytes);
+        // Some byte below 0x20 (exact as a yes/no answer for bounds up to 0x80).
+        let control = word.wrapping_sub(0x20 * LOW_BITS) & !word & HIGH_BITS != 0;
+        if control || has_zero_byte(word ^ QUOTES) || has_zero_byte(word ^ BACKSLASHES) {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|b| *b < 0x20 || *b == b'"' || *b == b'\\')
 }
 
 fn write_json_i32(n: i32, dst: &mut BytesMut) {
@@ -2352,6 +2377,25 @@ mod tests {
                 let mut direct = BytesMut::new();
                 write_json_header(&cmd, &mut direct).map_err(|e| TestCaseError::fail(e.to_string()))?;
                 prop_assert_eq!(&direct[..], &serde_header(&cmd)[..]);
+            }
+        }
+
+        #[test]
+        fn escape_check_agrees_with_a_plain_scan() {
+            let special = [0x00u8, 0x1f, b'"', b'\\'];
+            let near = [0x20u8, 0x21, b'#', b'[', b']', 0x7f, 0x80, 0xff, b'a'];
+            for len in 0..24 {
+                for filler in near {
+                    let mut text = vec![filler; len];
+                    assert!(!needs_json_escape(&text), "len {len} filler {filler:#x}");
+                    for at in 0..len {
+                        for b in special {
+                            text[at] = b;
+                            assert!(needs_json_escape(&text), "len {len} at {at} byte {b:#x}");
+                            text[at] = filler;
+                        }
+                    }
+                }
             }
         }
 

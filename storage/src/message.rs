@@ -508,9 +508,7 @@ pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
     let mut found = None;
     let mut seg_start = 0;
     while seg_start < bytes.len() {
-        let seg_end = bytes[seg_start..]
-            .iter()
-            .position(|b| *b == PROPERTY_SEPARATOR as u8)
+        let seg_end = find_byte(&bytes[seg_start..], PROPERTY_SEPARATOR as u8)
             .map_or(bytes.len(), |p| seg_start + p);
         let seg = &bytes[seg_start..seg_end];
         if seg.len() >= 3 && seg.len() > name.len() && seg.starts_with(name.as_bytes()) {
@@ -522,6 +520,33 @@ pub fn property<'a>(props: &'a str, name: &str) -> Option<&'a str> {
         seg_start = seg_end + 1;
     }
     found
+}
+
+/// Index of the first `needle` in `hay`, eight bytes per step: the byte-at-a-time scan was most
+/// of `property`, which runs twice per appended message.
+fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
+    const LOW_BITS: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let pattern = u64::from_ne_bytes([needle; 8]);
+    let mut chunks = hay.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let diff = u64::from_le_bytes(word) ^ pattern;
+        // A zero byte of `diff` is a match; the lowest flagged byte is exact (only bytes above a
+        // real zero can be flagged falsely).
+        let zeros = diff.wrapping_sub(LOW_BITS) & !diff & HIGH_BITS;
+        if zeros != 0 {
+            return Some(base + (zeros.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|b| *b == needle)
+        .map(|p| base + p)
 }
 
 /// Every property as a map (the last of duplicate names wins).
@@ -842,5 +867,37 @@ mod tests {
         assert_eq!(v6.len(), 56);
         assert!(v6.starts_with("00000000000000000000000000000001"));
         assert!(v6.ends_with("00002A9F0000000000000001"));
+    }
+
+    #[test]
+    fn find_byte_agrees_with_a_plain_scan() {
+        // Every needle position (and none) across chunk boundaries, with bytes that differ from
+        // the needle by one bit or by the borrow the word trick could mis-flag.
+        for len in 0..40 {
+            for at in 0..=len {
+                for needle in [0x00u8, 0x01, 0x02, 0x7f, 0x80, 0xff] {
+                    let mut hay: Vec<u8> = (0..len)
+                        .map(|i| match i % 4 {
+                            0 => needle ^ 1,
+                            1 => needle.wrapping_add(1),
+                            2 => needle.wrapping_sub(1),
+                            _ => needle ^ 0x80,
+                        })
+                        .collect();
+                    if at < len {
+                        hay[at] = needle;
+                        if at + 1 < len {
+                            hay[at + 1] = needle;
+                        }
+                    }
+                    let expected = hay.iter().position(|b| *b == needle);
+                    assert_eq!(
+                        find_byte(&hay, needle),
+                        expected,
+                        "len {len} at {at} needle {needle}"
+                    );
+                }
+            }
+        }
     }
 }
