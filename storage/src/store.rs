@@ -1339,7 +1339,8 @@ fn group_commit_loop(shared: &Shared) {
             while q.requests.is_empty() {
                 if q.stopping {
                     q.exited = true;
-                    tracing::info!(rounds, requests, "group-commit thread stopped");
+                    let fsyncs = shared.fsyncs.load(Ordering::Relaxed);
+                    tracing::info!(rounds, requests, fsyncs, "group-commit thread stopped");
                     return;
                 }
                 q.parked = true;
