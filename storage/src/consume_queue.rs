@@ -22,8 +22,8 @@ use std::sync::{Mutex, MutexGuard};
 /// timestamp (i64), big-endian.
 pub const ENTRY_SIZE: usize = 28;
 
-/// Entries buffered per queue before they are written: 7 KiB, so a node with thousands of queues
-/// still holds only a few MiB of unwritten index.
+/// Entries buffered per queue before they are written: 7 KiB, so a thousand queues hold at most
+/// 7 MiB of unwritten index.
 pub const TAIL_ENTRIES: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
