@@ -23,6 +23,8 @@ struct Server {
     child: Child,
     log: Arc<Mutex<Vec<String>>>,
     ready: mpsc::Receiver<()>,
+    /// Disconnects when the log reader has seen the end of stderr: only then is the log whole.
+    log_complete: mpsc::Receiver<()>,
 }
 
 impl Server {
@@ -51,8 +53,10 @@ impl Server {
             .ok_or_else(|| anyhow!("no stderr pipe"))?;
         let log = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready) = mpsc::channel();
+        let (log_complete_tx, log_complete) = mpsc::channel::<()>();
         let lines = log.clone();
         std::thread::spawn(move || {
+            let _log_complete_tx = log_complete_tx;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("skiff ready") {
                     let _ = ready_tx.send(());
@@ -60,7 +64,12 @@ impl Server {
                 lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
             }
         });
-        Ok(Server { child, log, ready })
+        Ok(Server {
+            child,
+            log,
+            ready,
+            log_complete,
+        })
     }
 
     fn log(&self) -> String {
@@ -76,7 +85,7 @@ impl Server {
             .with_context(|| format!("skiff serve did not become ready:\n{}", self.log()))
     }
 
-    /// Waits for the exit, at most `limit`.
+    /// Waits for the exit and for the last line of its log, at most `limit` each.
     fn wait_exit(&mut self, limit: Duration) -> anyhow::Result<ExitStatus> {
         let pid = self.child.id();
         let (tx, rx) = mpsc::channel();
@@ -89,7 +98,15 @@ impl Server {
             .recv_timeout(limit)
             .with_context(|| format!("skiff serve did not exit:\n{}", self.log()))??;
         let _ = waiter.join();
-        Ok(status)
+        // The process can be reaped before the reader thread has taken its last lines from
+        // the pipe; a check of the log right after the exit would race that reader.
+        match self.log_complete.recv_timeout(limit) {
+            Err(mpsc::RecvTimeoutError::Disconnected) => Ok(status),
+            _ => Err(anyhow!(
+                "stderr of skiff serve stayed open after its exit:\n{}",
+                self.log()
+            )),
+        }
     }
 }
 
