@@ -191,7 +191,10 @@ fn acknowledged_batches_survive_sigkill() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let mut seen = 0;
-        for line in BufReader::new(stdout).lines() {
+        // Held open until the kill: a closed pipe would make the child's next println panic,
+        // and its unwinding would drop the store cleanly instead of crashing it.
+        let mut ack_lines = BufReader::new(stdout).lines();
+        for line in ack_lines.by_ref() {
             let line = line.unwrap();
             if let Some(a) = parse_ack(&line) {
                 acked.push(a);
@@ -204,6 +207,7 @@ fn acknowledged_batches_survive_sigkill() {
         // Child::kill sends SIGKILL: no destructor, no flush, no checkpoint.
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        drop(ack_lines);
         assert_eq!(
             seen, kill_after,
             "run {run}: child exited early with {status}"
