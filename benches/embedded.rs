@@ -8,9 +8,9 @@
 //! `SKIFF_BENCH_PULL_BATCH`, `SKIFF_BENCH_CONSUME_BATCH`, `SKIFF_BENCH_ONLY` (`produce`).
 
 use bytes::Bytes;
-use skiff::actors::consumer::producer::OutgoingMessage;
 use skiff::actors::consumer::{ConsumeStatus, Listener};
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
+use skiff::actors::producer::OutgoingMessage;
 use skiff::{Node, NodeConfig};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -71,7 +71,7 @@ async fn produce(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
     let batches = settings.messages.div_ceil(settings.produce_batch);
     let producer = node.producer("bench-producer");
     // Route lookup (and topic creation) outside the timed part.
-    node.broker().route_topic(TOPIC).await?;
+    node.broker().route(TOPIC).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for worker in 0..settings.producers.max(1) {
@@ -99,7 +99,7 @@ async fn produce(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
     let took = started.elapsed();
     anyhow::ensure!(sent == settings.messages, "sent {sent}");
     let stored: u64 = (0..QUEUES)
-        .map(|q| node.broker().max_offset_of(TOPIC, q))
+        .map(|q| node.broker().max_offset(TOPIC, q))
         .sum();
     anyhow::ensure!(stored == settings.messages as u64, "stored {stored}");
     Ok(took)
@@ -108,7 +108,7 @@ async fn produce(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
 /// One consumer consumes everything; done when its committed offsets reach every queue's end.
 async fn consume(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
     let maxima: Vec<u64> = (0..QUEUES)
-        .map(|q| node.broker().max_offset_of(TOPIC, q))
+        .map(|q| node.broker().max_offset(TOPIC, q))
         .collect();
     let count = Rc::new(Cell::new(0u64));
     let listener = {

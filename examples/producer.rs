@@ -8,7 +8,6 @@
 //! ```
 
 use clap::Parser;
-use skiff::actors::broker_api::BrokerApi;
 use skiff::prelude::*;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
 use std::rc::Rc;
@@ -46,9 +45,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let broker = Rc::new(RemoteBroker::connect(&args.namesrv, config)?);
     let producer = Producer::new(args.group.clone(), broker.clone());
     let queues = if args.orderly {
-        broker.route(&args.topic).await?.write_queue_nums.max(1)
+        producer.write_queues(&args.topic).await?
     } else {
-        0
+        Vec::new()
     };
     for i in 0..args.count {
         let order = i % args.orders.max(1);
@@ -63,8 +62,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         let result = if args.orderly {
             message = message.with_keys(format!("order-{order}"));
-            let queue_id = u32::try_from(order).unwrap_or(0) % queues;
-            let mut sent = producer.send_to_queue(queue_id, vec![message]).await?;
+            let queue = queues
+                .get(order % queues.len().max(1))
+                .ok_or_else(|| anyhow::anyhow!("topic {} has no write queue", args.topic))?;
+            let mut sent = producer.send_to_queue(queue, vec![message]).await?;
             sent.pop()
                 .ok_or_else(|| anyhow::anyhow!("the broker answered an empty send"))?
         } else {

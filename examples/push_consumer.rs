@@ -4,6 +4,7 @@
 //!
 //! ```sh
 //! cargo run --example push_consumer -- --group G --topic TopicTest --expression 'TagA || TagB'
+//! cargo run --example push_consumer -- --group G --topic TopicTest --sql92 "a > 5 AND TAGS = 'TagA'"
 //! ```
 
 use clap::Parser;
@@ -24,6 +25,10 @@ struct Args {
     /// Tag expression: `*` or `TagA || TagB`.
     #[arg(long, default_value = "*")]
     expression: String,
+    /// A SQL92 selector over message properties and TAGS instead of the tag expression, such as
+    /// `a > 5 AND TAGS IN ('TagA')`.
+    #[arg(long)]
+    sql92: Option<String>,
     /// Where a group without offsets starts: `first`, `last` or epoch milliseconds.
     #[arg(long, default_value = "first")]
     from: String,
@@ -60,8 +65,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         async { ConsumeStatus::SUCCESS }
     });
-    let consumer = PushConsumerBuilder::new(args.group.clone())
-        .subscribe(args.topic.clone(), args.expression.clone())
+    let builder = PushConsumerBuilder::new(args.group.clone());
+    let (builder, filter) = match &args.sql92 {
+        Some(selector) => (
+            builder.subscribe_sql92(args.topic.clone(), selector.clone()),
+            selector,
+        ),
+        None => (
+            builder.subscribe(args.topic.clone(), args.expression.clone()),
+            &args.expression,
+        ),
+    };
+    let consumer = builder
         .consume_from(consume_from(&args.from)?)
         .listener(listener)
         .start(broker.clone())?;
@@ -70,7 +85,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         consumer.client_id(),
         args.group,
         args.topic,
-        args.expression
+        filter
     );
     tokio::signal::ctrl_c().await?;
     eprintln!("shutting down: handing queues off and committing offsets");

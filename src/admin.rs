@@ -15,18 +15,36 @@
 //!   its online consumers) gets the offsets written directly instead, as Java's admin does:
 //!   per queue SEARCH_OFFSET_BY_TIMESTAMP, then an acknowledged UPDATE_CONSUMER_OFFSET.
 //!
-//! [`run`] returns the text to print.
+//! * `topic create|delete|status`, `topic-status`, `groups`, `connections <group>`, `cluster`:
+//!   see [`resources`].
+//! * `message <msg-id> [--topic T]`, `query <topic> <key>`: finding stored messages, see
+//!   [`lookup`].
+//!
+//! `--json` prints JSON instead of a table (for the commands of [`resources`] and [`lookup`];
+//! the others print their table either way). [`run`] returns the text to print.
+
+mod lookup;
+mod resources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use crate::remoting::body::{self, BrokerData, JsonBody, MessageQueue, TopicRouteData};
+use skiff_actors::logic::delay::retry_topic;
+use skiff_storage::clock::epoch_millis;
+
+use crate::remoting::body::{
+    self, BodyError, BrokerData, ConsumeStats, JsonBody, MessageQueue, ResetOffsetBody,
+    TopicRouteData,
+};
 use crate::remoting::client::{ClientConfig, ClientError, RemotingClient};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
-use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader, OffsetResponseHeader};
-use crate::remoting::processor::{ConsumeStats, ResetOffsetBody};
+use crate::remoting::headers::{
+    BoundaryType, CustomHeader, GetConsumeStatsRequestHeader, GetMaxOffsetRequestHeader,
+    GetRouteInfoRequestHeader, HeaderError, OffsetResponseHeader, ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
 
 /// Request timeout of every admin call (Java `mqClientApiTimeout`).
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,6 +54,10 @@ pub struct AdminArgs {
     /// Name server address (`skiff serve` answers as name server and broker).
     #[arg(long, global = true, default_value = "127.0.0.1:9876")]
     pub namesrv: String,
+    /// Print JSON instead of a table (topic, topic-status, groups, connections, cluster,
+    /// message, query).
+    #[arg(long, global = true)]
+    pub json: bool,
     #[command(subcommand)]
     pub command: AdminCommand,
 }
@@ -61,13 +83,55 @@ pub enum AdminCommand {
         #[arg(long)]
         to_time: String,
     },
+    /// Create, delete or show a topic.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Per queue of a topic: min and max offset and last update (same as `topic status`).
+    TopicStatus {
+        /// Topic.
+        topic: String,
+    },
+    /// Every subscription group's config.
+    Groups,
+    /// The consumers connected for a group, with their subscriptions.
+    Connections {
+        /// Consumer group.
+        group: String,
+    },
+    /// The brokers of the cluster with their version and message count.
+    Cluster,
+    /// A stored message by id: an offset message id, or a unique key (`msgId`) with `--topic`.
+    Message {
+        /// Offset message id or unique key.
+        id: String,
+        /// The topic, to look a unique key up in.
+        #[arg(long)]
+        topic: Option<String>,
+    },
+    /// The stored messages of a topic carrying a key (`KEYS`), newest first.
+    Query { topic: String, key: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic (or change its queue count) on every master broker.
+    Create {
+        topic: String,
+        /// Read and write queue count.
+        #[arg(long, default_value_t = 8)]
+        queues: u32,
+    },
+    /// Delete a topic from every master broker and the name server.
+    Delete { topic: String },
+    /// Per queue: min and max offset and the store time of the newest message.
+    Status { topic: String },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     #[error("invalid time {value:?}: expected milliseconds since the epoch, \"now\" or yyyy-MM-dd#HH:mm:ss:SSS")]
     InvalidTime { value: String },
-    #[error("request to {addr} failed: {source}")]
+    #[error("request to {addr} failed")]
     Request {
         addr: String,
         #[source]
@@ -79,14 +143,28 @@ pub enum AdminError {
         code: i32,
         remark: String,
     },
-    #[error("{addr} answered an undecodable {what}: {reason}")]
+    #[error("{addr} answered an undecodable {what}")]
     BadAnswer {
         addr: String,
         what: &'static str,
-        reason: String,
+        #[source]
+        source: AnswerError,
     },
     #[error("topic {topic} has no master broker in its route")]
     NoBroker { topic: String },
+    #[error("no {what} found")]
+    NotFound { what: String },
+}
+
+/// Why an answer could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    #[error(transparent)]
+    Message(#[from] skiff_storage::message::MessageDecodeError),
 }
 
 /// Runs one admin command; returns the text to print. Needs a tokio runtime.
@@ -103,12 +181,42 @@ pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
             topic,
             to_time,
         } => {
-            let timestamp = parse_time(&to_time, now_ms())?;
+            let timestamp = parse_time(&to_time, epoch_millis())?;
             admin.reset_offset(&group, &topic, timestamp).await
         }
+        AdminCommand::Topic(TopicCommand::Create { topic, queues }) => {
+            render(admin.topic_create(&topic, queues).await, args.json)
+        }
+        AdminCommand::Topic(TopicCommand::Delete { topic }) => {
+            render(admin.topic_delete(&topic).await, args.json)
+        }
+        AdminCommand::Topic(TopicCommand::Status { topic })
+        | AdminCommand::TopicStatus { topic } => {
+            render(admin.topic_status(&topic).await, args.json)
+        }
+        AdminCommand::Groups => render(admin.groups().await, args.json),
+        AdminCommand::Connections { group } => render(admin.connections(&group).await, args.json),
+        AdminCommand::Cluster => render(admin.cluster().await, args.json),
+        AdminCommand::Message { id, topic } => {
+            render(admin.message(&id, topic.as_deref()).await, args.json)
+        }
+        AdminCommand::Query { topic, key } => render(admin.query(&topic, &key).await, args.json),
     };
     admin.client.shutdown();
     result
+}
+
+/// The table, or with `json` the JSON value on one line.
+fn render(
+    rendered: Result<resources::Rendered, AdminError>,
+    json: bool,
+) -> Result<String, AdminError> {
+    let rendered = rendered?;
+    Ok(if json {
+        format!("{}\n", rendered.json)
+    } else {
+        rendered.text
+    })
 }
 
 struct Admin {
@@ -149,14 +257,14 @@ impl Admin {
             .to_ext(),
         );
         let response = self.call(&self.namesrv, request).await?;
-        TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", &e))
+        TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", e))
     }
 
     async fn topics(&self) -> Result<String, AdminError> {
         let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
         let response = self.call(&self.namesrv, request).await?;
         let topics =
-            decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", &e))?;
+            decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", e))?;
         let mut rows = Vec::new();
         for topic in topics {
             // A listed name without a route (e.g. a cluster name on RocketMQ) shows dashes.
@@ -192,7 +300,7 @@ impl Admin {
                 }
             }
         }
-        if let Ok(route) = self.route(&format!("%RETRY%{group}")).await {
+        if let Ok(route) = self.route(&retry_topic(group)).await {
             let addrs = masters(&route);
             if !addrs.is_empty() {
                 return addrs.into_iter().collect();
@@ -204,11 +312,16 @@ impl Admin {
     async fn progress(&self, group: &str) -> Result<String, AdminError> {
         let mut merged = ConsumeStats::default();
         for addr in self.brokers_for_group(group).await {
-            let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS)
-                .with_ext("consumerGroup", group);
+            let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS).with_ext_fields(
+                GetConsumeStatsRequestHeader {
+                    consumer_group: group.to_owned(),
+                    ..Default::default()
+                }
+                .to_ext(),
+            );
             let response = self.call(&addr, request).await?;
-            let stats = ConsumeStats::decode(&response.body)
-                .map_err(|e| bad(&addr, "consume stats", &e))?;
+            let stats =
+                ConsumeStats::decode(&response.body).map_err(|e| bad(&addr, "consume stats", e))?;
             merged.offset_table.extend(stats.offset_table);
             merged.consume_tps += stats.consume_tps;
         }
@@ -231,15 +344,20 @@ impl Admin {
         let mut reset = BTreeMap::new();
         for addr in addrs {
             let request = RemotingCommand::new_request(rc::INVOKE_BROKER_TO_RESET_OFFSET)
-                .with_ext("topic", topic)
-                .with_ext("group", group)
-                .with_ext("timestamp", timestamp.to_string())
-                .with_ext("isForce", "true")
-                .with_ext("queueId", "-1");
+                .with_ext_fields(
+                    ResetOffsetRequestHeader {
+                        topic: topic.to_owned(),
+                        group: group.to_owned(),
+                        timestamp: Some(timestamp),
+                        is_force: true,
+                        ..Default::default()
+                    }
+                    .to_ext(),
+                );
             match self.call(&addr, request).await {
                 Ok(response) => {
                     let body = ResetOffsetBody::decode(&response.body)
-                        .map_err(|e| bad(&addr, "reset answer", &e))?;
+                        .map_err(|e| bad(&addr, "reset answer", e))?;
                     reset.extend(body.offset_table);
                 }
                 // A Java broker that resets through its online consumers refuses when there
@@ -281,32 +399,52 @@ impl Admin {
         topic: &str,
         timestamp: i64,
     ) -> Result<BTreeMap<MessageQueue, i64>, AdminError> {
-        let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS)
-            .with_ext("consumerGroup", group)
-            .with_ext("topic", topic);
+        let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS).with_ext_fields(
+            GetConsumeStatsRequestHeader {
+                consumer_group: group.to_owned(),
+                topic: Some(topic.to_owned()),
+                topic_list: Vec::new(),
+            }
+            .to_ext(),
+        );
         let response = self.call(addr, request).await?;
         let stats =
-            ConsumeStats::decode(&response.body).map_err(|e| bad(addr, "consume stats", &e))?;
+            ConsumeStats::decode(&response.body).map_err(|e| bad(addr, "consume stats", e))?;
         let mut reset = BTreeMap::new();
         for mq in stats.offset_table.keys().filter(|mq| mq.topic == topic) {
-            let queue_id = mq.queue_id.to_string();
             let lookup = if timestamp < 0 {
-                RemotingCommand::new_request(rc::GET_MAX_OFFSET)
+                RemotingCommand::new_request(rc::GET_MAX_OFFSET).with_ext_fields(
+                    GetMaxOffsetRequestHeader {
+                        topic: topic.to_owned(),
+                        queue_id: mq.queue_id,
+                        committed: true,
+                    }
+                    .to_ext(),
+                )
             } else {
-                RemotingCommand::new_request(rc::SEARCH_OFFSET_BY_TIMESTAMP)
-                    .with_ext("timestamp", timestamp.to_string())
-            }
-            .with_ext("topic", topic)
-            .with_ext("queueId", queue_id.clone());
+                RemotingCommand::new_request(rc::SEARCH_OFFSET_BY_TIMESTAMP).with_ext_fields(
+                    SearchOffsetRequestHeader {
+                        topic: topic.to_owned(),
+                        queue_id: mq.queue_id,
+                        timestamp,
+                        boundary_type: BoundaryType::Lower,
+                    }
+                    .to_ext(),
+                )
+            };
             let response = self.call(addr, lookup).await?;
             let offset = OffsetResponseHeader::from_command(&response)
-                .map_err(|e| bad(addr, "offset answer", &e))?
+                .map_err(|e| bad(addr, "offset answer", e))?
                 .offset;
-            let update = RemotingCommand::new_request(rc::UPDATE_CONSUMER_OFFSET)
-                .with_ext("consumerGroup", group)
-                .with_ext("topic", topic)
-                .with_ext("queueId", queue_id)
-                .with_ext("commitOffset", offset.to_string());
+            let update = RemotingCommand::new_request(rc::UPDATE_CONSUMER_OFFSET).with_ext_fields(
+                UpdateConsumerOffsetRequestHeader {
+                    consumer_group: group.to_owned(),
+                    topic: topic.to_owned(),
+                    queue_id: mq.queue_id,
+                    commit_offset: offset,
+                }
+                .to_ext(),
+            );
             self.call(addr, update).await?;
             reset.insert(mq.clone(), offset);
         }
@@ -314,16 +452,16 @@ impl Admin {
     }
 }
 
-fn bad(addr: &str, what: &'static str, error: &dyn std::fmt::Display) -> AdminError {
+fn bad(addr: &str, what: &'static str, error: impl Into<AnswerError>) -> AdminError {
     AdminError::BadAnswer {
         addr: addr.to_owned(),
         what,
-        reason: error.to_string(),
+        source: error.into(),
     }
 }
 
 /// `TopicList` body: `{"topicList":[...],"brokerAddr":...}`; sorted, deduplicated.
-fn decode_topic_list(bytes: &[u8]) -> Result<BTreeSet<String>, body::BodyError> {
+fn decode_topic_list(bytes: &[u8]) -> Result<BTreeSet<String>, BodyError> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct TopicList {
@@ -335,7 +473,7 @@ fn decode_topic_list(bytes: &[u8]) -> Result<BTreeSet<String>, body::BodyError> 
 }
 
 /// Master addresses of a `ClusterInfo` body (`brokerAddrTable`: name → BrokerData).
-fn cluster_masters(bytes: &[u8]) -> Result<BTreeSet<String>, body::BodyError> {
+fn cluster_masters(bytes: &[u8]) -> Result<BTreeSet<String>, BodyError> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct ClusterInfo {
@@ -451,13 +589,6 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// `now`, milliseconds since the epoch, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC), as RocketMQ's
 /// `resetOffsetByTime -s` accepts (Java reads the date in the JVM's zone; skiff in UTC).
 pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, AdminError> {
@@ -550,7 +681,7 @@ pub fn format_time(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::processor::OffsetWrapper;
+    use crate::remoting::body::OffsetWrapper;
     use crate::remoting::server::{
         ConnectionHandle, HandlerFuture, RemotingServer, RequestHandler, ServerConfig,
     };
@@ -742,6 +873,7 @@ mod tests {
                 .map_err(|_| anyhow::anyhow!("poisoned"))? = addr.clone();
             let text = run(AdminArgs {
                 namesrv: addr,
+                json: false,
                 command: AdminCommand::ResetOffset {
                     group: "g".into(),
                     topic: "T".into(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("configuration is invalid: {source}")]
+    #[error("configuration is invalid")]
     Load {
         #[source]
         source: config::ConfigError,
@@ -33,7 +33,18 @@ pub struct NodeConfig {
     /// `async` (fsync on an interval) or `sync` (group commit before the send is acked).
     pub flush: FlushPolicy,
     pub flush_interval_ms: u64,
+    /// Bytes of one commit-log segment; retention deletes whole segments.
     pub segment_size: u64,
+    /// Full segments whose newest message is older than this are deleted (`72h`).
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    /// How often retention and the disk guard run (`10s`).
+    #[serde(with = "humantime_serde")]
+    pub cleanup_interval: Duration,
+    /// Past this share of the disk in use, the oldest segments are deleted early.
+    pub disk_max_used_ratio: f64,
+    /// Past this share, sends are refused with SERVICE_NOT_AVAILABLE until space returns.
+    pub disk_full_ratio: f64,
     pub max_message_size: usize,
     /// Broker offset-table flush interval (RocketMQ `flushConsumerOffsetInterval`).
     pub flush_consumer_offset_interval_ms: u64,
@@ -47,6 +58,23 @@ pub struct NodeConfig {
     pub channel_expiry_ms: u64,
     /// Orderly queue locks expire after this long without renewal.
     pub lock_expiry_ms: u64,
+    /// `skiff serve`'s Prometheus endpoint (`GET /metrics`): an address, or `off`.
+    pub metrics_listen: String,
+    /// A connection that sends nothing for this long is closed (0: never).
+    pub channel_idle_timeout_ms: u64,
+    /// Connections open at once; more are closed on accept, with a log line.
+    pub max_connections: usize,
+    /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
+    /// it off; every lookup by key then finds nothing).
+    pub key_index: bool,
+    /// A transactional half message younger than this (from its born time) is not checked back
+    /// (RocketMQ `transactionTimeOut`).
+    pub transaction_timeout_ms: u64,
+    /// How often pending half messages are checked back with their producer (RocketMQ
+    /// `transactionCheckInterval`, 30 s there; shorter here, for development).
+    pub transaction_check_interval_ms: u64,
+    /// Check-backs per half message before it is set aside (RocketMQ `transactionCheckMax`).
+    pub transaction_check_max: u32,
 }
 
 impl Default for NodeConfig {
@@ -60,6 +88,10 @@ impl Default for NodeConfig {
             flush: FlushPolicy::Async,
             flush_interval_ms: 500,
             segment_size: 1 << 30,
+            retention: Duration::from_secs(72 * 3600),
+            cleanup_interval: Duration::from_secs(10),
+            disk_max_used_ratio: 0.75,
+            disk_full_ratio: 0.90,
             max_message_size: 4 << 20,
             flush_consumer_offset_interval_ms: 5_000,
             default_topic_queue_nums: 4,
@@ -68,11 +100,32 @@ impl Default for NodeConfig {
             max_frame_bytes: 16 << 20,
             channel_expiry_ms: 120_000,
             lock_expiry_ms: 60_000,
+            metrics_listen: "127.0.0.1:5557".to_string(),
+            channel_idle_timeout_ms: 120_000,
+            max_connections: 1000,
+            key_index: true,
+            transaction_timeout_ms: 6_000,
+            transaction_check_interval_ms: 5_000,
+            transaction_check_max: 15,
         }
     }
 }
 
 impl NodeConfig {
+    /// [`Self::metrics_listen`] as an address; `None` when it is `off`.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if self.metrics_listen.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        self.metrics_listen
+            .parse()
+            .map(Some)
+            .map_err(|e: std::net::AddrParseError| ConfigError::Invalid {
+                field: "metrics_listen",
+                reason: format!("{e}: expected ip:port or off"),
+            })
+    }
+
     /// A config whose data lives in `dir`, everything else default (tests and embedding).
     pub fn in_dir(dir: impl AsRef<Path>) -> Self {
         NodeConfig {
@@ -140,6 +193,34 @@ impl NodeConfig {
             self.default_topic_queue_nums as u64,
         )?;
         positive("max_frame_bytes", self.max_frame_bytes as u64)?;
+        positive("max_connections", self.max_connections as u64)?;
+        positive("cleanup_interval", self.cleanup_interval.as_millis() as u64)?;
+        for (field, ratio) in [
+            ("disk_max_used_ratio", self.disk_max_used_ratio),
+            ("disk_full_ratio", self.disk_full_ratio),
+        ] {
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: format!("{ratio} is not a share of the disk in (0, 1]"),
+                });
+            }
+        }
+        if self.disk_max_used_ratio >= self.disk_full_ratio {
+            // Sends would be refused before the early deletion that frees space ever starts.
+            return Err(ConfigError::Invalid {
+                field: "disk_max_used_ratio",
+                reason: format!(
+                    "{} must be below disk_full_ratio ({})",
+                    self.disk_max_used_ratio, self.disk_full_ratio
+                ),
+            });
+        }
+        self.metrics_addr()?;
+        positive(
+            "transaction_check_interval_ms",
+            self.transaction_check_interval_ms,
+        )?;
         if self.segment_size < self.max_message_size as u64 + 4096 {
             return Err(ConfigError::Invalid {
                 field: "segment_size",
@@ -222,16 +303,49 @@ mod tests {
         let path = dir.path().join("skiff.toml");
         std::fs::write(&path, "channel_expiry_ms = 9000\n")?;
         std::env::set_var("SKIFF_CHANNEL_EXPIRY_MS", "7000");
+        std::env::set_var("SKIFF_RETENTION", "10m");
         std::env::set_var("SKIFF_NOT_A_SETTING", "1");
         let loaded = NodeConfig::load(Some(&path));
         let unknown = NodeConfig::unknown_environment();
         std::env::remove_var("SKIFF_CHANNEL_EXPIRY_MS");
+        std::env::remove_var("SKIFF_RETENTION");
         std::env::remove_var("SKIFF_NOT_A_SETTING");
-        assert_eq!(loaded?.channel_expiry_ms, 7000);
+        let loaded = loaded?;
+        assert_eq!(loaded.channel_expiry_ms, 7000);
+        assert_eq!(loaded.retention, Duration::from_secs(600));
         assert!(
             unknown.contains(&"SKIFF_NOT_A_SETTING".to_string()),
             "{unknown:?}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn retention_durations_read_as_people_write_them_and_ratios_are_checked() -> anyhow::Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("skiff.toml");
+        std::fs::write(
+            &path,
+            "retention = \"90s\"\ncleanup_interval = \"500ms\"\ndisk_full_ratio = 0.95\n",
+        )?;
+        let config = NodeConfig::load(Some(&path))?;
+        assert_eq!(config.retention, Duration::from_secs(90));
+        assert_eq!(config.cleanup_interval, Duration::from_millis(500));
+        assert_eq!(config.disk_full_ratio, 0.95);
+        assert_eq!(
+            NodeConfig::default().retention,
+            Duration::from_secs(72 * 3600)
+        );
+        for bad in [
+            "disk_full_ratio = 1.5\n",
+            "disk_max_used_ratio = 0.95\n",
+            "cleanup_interval = \"0s\"\n",
+            "retention = \"soon\"\n",
+        ] {
+            std::fs::write(&path, bad)?;
+            assert!(NodeConfig::load(Some(&path)).is_err(), "{bad} accepted");
+        }
         Ok(())
     }
 

@@ -37,13 +37,24 @@
 //! # }
 //! ```
 //!
-//! Layout: [`config`] (defaults, `skiff.toml`, `SKIFF_*`), [`node`] (the embedded [`Node`]),
-//! [`remoting`] (wire codec, server, client). The actors live in the `skiff-actors` crate and
-//! durable state in `skiff-storage`; both are re-exported as [`actors`] and [`storage`].
+//! # Layout
+//!
+//! * [`config`]: defaults, `skiff.toml`, `SKIFF_*`.
+//! * [`node`]: the embedded [`Node`].
+//! * [`remoting`]: RocketMQ's wire codec, transport, request processor and remote broker client.
+//! * [`serve`]: `skiff serve`, a node behind a remoting listener.
+//! * [`admin`]: `skiff admin`, admin requests over the network.
+//!
+//! The actors live in the `skiff-actors` crate and durable state in `skiff-storage`; both are
+//! re-exported as [`actors`] and [`storage`]. The `skiff` binary (`src/main.rs`) only parses
+//! its command line and runs [`serve`] or [`admin`].
 
+pub mod admin;
 pub mod config;
+pub mod metrics_endpoint;
 pub mod node;
 pub mod remoting;
+pub mod serve;
 
 pub use config::NodeConfig;
 pub use node::{Node, NodeError};
@@ -55,10 +66,8 @@ pub mod prelude {
     pub use crate::config::NodeConfig;
     pub use crate::node::Node;
     pub use skiff_actors::broker_api::MessageModel;
-    pub use skiff_actors::consumer::producer::{OutgoingMessage, Producer};
     pub use skiff_actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};
     pub use skiff_actors::consumer::{ConsumeStatus, Listener, OrderlyStatus, ReceivedMessage};
     pub use skiff_actors::logic::pull_from_where::ConsumeFromWhere;
+    pub use skiff_actors::producer::{OutgoingMessage, Producer};
 }
-pub mod admin;
-pub mod serve;

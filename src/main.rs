@@ -1,6 +1,7 @@
 //! The `skiff` binary.
 //!
-//! `skiff serve [--config FILE] [--data-dir DIR] [--listen ADDR] [--flush async|sync]` runs a
+//! `skiff serve [--config FILE] [--data-dir DIR] [--listen ADDR] [--flush async|sync]
+//! [--metrics-listen ADDR|off]` runs a
 //! node as RocketMQ name server and broker on one port (default 127.0.0.1:9876). Configuration:
 //! defaults, then `skiff.toml` (or `--config`), then `SKIFF_*` variables, then these flags.
 //! SIGINT/SIGTERM stop it cleanly (offsets persisted, store flushed) with exit code 0.
@@ -60,6 +61,18 @@ struct ServeArgs {
     /// When appended messages are made durable.
     #[arg(long, value_enum)]
     flush: Option<FlushArg>,
+    /// Bytes of one commit-log segment (retention deletes whole segments).
+    #[arg(long, value_name = "BYTES")]
+    segment_size: Option<u64>,
+    /// Delete full segments whose newest message is older than this (`72h`, `10s`, `500ms`).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    retention: Option<std::time::Duration>,
+    /// How often retention and the disk-full guard run (`10s`).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    cleanup_interval: Option<std::time::Duration>,
+    /// Prometheus endpoint (`GET /metrics`): an address, or `off`.
+    #[arg(long, value_name = "ADDR|off")]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -89,23 +102,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            // The alternate form prints the whole chain, each cause once.
+            eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes, skipping causes whose text an outer message already includes.
-fn describe(e: &anyhow::Error) -> String {
-    let mut out = e.to_string();
-    for cause in e.chain().skip(1) {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-    }
-    out
 }
 
 fn init_tracing() {
@@ -127,6 +128,18 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(flush) = args.flush {
         config.flush = flush.into();
+    }
+    if let Some(bytes) = args.segment_size {
+        config.segment_size = bytes;
+    }
+    if let Some(retention) = args.retention {
+        config.retention = retention;
+    }
+    if let Some(interval) = args.cleanup_interval {
+        config.cleanup_interval = interval;
+    }
+    if let Some(metrics) = &args.metrics_listen {
+        config.metrics_listen = metrics.clone();
     }
     config.validate().context("checking configuration")?;
     for name in NodeConfig::unknown_environment() {

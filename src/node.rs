@@ -2,10 +2,12 @@
 //! network. Everything runs on the current actix arbiter.
 
 use crate::config::NodeConfig;
-use skiff_actors::broker::{Broker, BrokerConfig, BrokerHandle, QueueProgress};
+use skiff_actors::broker::transaction::TransactionConfig;
+use skiff_actors::broker::{Broker, BrokerConfig, BrokerHandle, QueueProgress, RetentionConfig};
 use skiff_actors::broker_api::{BrokerApi, BrokerError};
-use skiff_actors::consumer::producer::Producer;
 use skiff_actors::consumer::push_consumer::{ConsumerError, PushConsumer, PushConsumerBuilder};
+use skiff_actors::metrics::MetricsSnapshot;
+use skiff_actors::producer::Producer;
 use skiff_storage::metadata::{open_db, MetadataError, MetadataStore, OpenDbError};
 use skiff_storage::offset_table::{OffsetTableError, SledOffsetTable};
 use skiff_storage::store::{MessageStore, StoreConfig, StoreError};
@@ -14,33 +16,33 @@ use std::rc::Rc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("message store in {path} failed to open: {source}")]
+    #[error("message store in {path} failed to open")]
     Store {
         path: PathBuf,
         #[source]
         source: StoreError,
     },
-    #[error("metadata database in {path} failed to open: {source}")]
+    #[error("metadata database in {path} failed to open")]
     Database {
         path: PathBuf,
         #[source]
         source: OpenDbError,
     },
-    #[error("metadata in {path} failed to load: {source}")]
+    #[error("metadata in {path} failed to load")]
     Metadata {
         path: PathBuf,
         #[source]
         source: MetadataError,
     },
-    #[error("offset table in {path} failed to open: {source}")]
+    #[error("offset table in {path} failed to open")]
     Offsets {
         path: PathBuf,
         #[source]
         source: OffsetTableError,
     },
-    #[error("broker failed: {0}")]
+    #[error("broker failed")]
     Broker(#[from] BrokerError),
-    #[error("consumer failed: {0}")]
+    #[error("consumer failed")]
     Consumer(#[from] ConsumerError),
 }
 
@@ -64,6 +66,7 @@ impl Node {
             flush_interval: config.flush_interval(),
             store_host: store_host(&config),
             max_message_size: config.max_message_size,
+            ..StoreConfig::new(store_dir.clone())
         })
         .map_err(|source| NodeError::Store {
             path: store_dir,
@@ -94,6 +97,21 @@ impl Node {
                 channel_expiry: std::time::Duration::from_millis(config.channel_expiry_ms),
                 lock_expiry: std::time::Duration::from_millis(config.lock_expiry_ms),
                 flush_consumer_offset_interval: config.flush_consumer_offset_interval(),
+                key_index: config.key_index,
+                retention: RetentionConfig {
+                    max_age: config.retention,
+                    cleanup_interval: config.cleanup_interval,
+                    disk_max_used_ratio: config.disk_max_used_ratio,
+                    disk_full_ratio: config.disk_full_ratio,
+                    ..RetentionConfig::default()
+                },
+                transactions: TransactionConfig {
+                    timeout: std::time::Duration::from_millis(config.transaction_timeout_ms),
+                    check_interval: std::time::Duration::from_millis(
+                        config.transaction_check_interval_ms,
+                    ),
+                    check_max: config.transaction_check_max,
+                },
                 ..BrokerConfig::default()
             },
             store,
@@ -111,6 +129,13 @@ impl Node {
     /// The broker's handle (admin calls, actor addresses for observation).
     pub fn broker(&self) -> &BrokerHandle {
         &self.broker
+    }
+
+    /// Every metric `skiff serve` exports on `/metrics`, read now: produce and consume counts
+    /// per queue, each group's lag and in-flight messages, store bytes, and (when served over
+    /// the network) connections and requests by code.
+    pub async fn metrics(&self) -> Result<MetricsSnapshot, NodeError> {
+        Ok(self.broker.metrics().await?)
     }
 
     /// The broker as the consumer and producer side reach it.

@@ -8,29 +8,31 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::config::NodeConfig;
+use crate::metrics_endpoint::MetricsEndpoint;
 use crate::node::{Node, NodeError};
 use crate::remoting::processor::{self, Processor, ProcessorTask};
 use crate::remoting::{RemotingServer, ServerConfig, ServerError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot open the node in {data_dir}: {source}")]
+    #[error("cannot open the node in {data_dir}")]
     Open {
         data_dir: String,
         #[source]
         source: NodeError,
     },
-    #[error("shutting the node down failed: {0}")]
+    #[error("shutting the node down failed")]
     Shutdown(#[source] NodeError),
 }
 
@@ -40,6 +42,7 @@ pub struct Serving {
     server: RemotingServer,
     processor: ProcessorTask,
     local_addr: SocketAddr,
+    metrics: Option<MetricsEndpoint>,
 }
 
 /// Binds `config.listen`, opens the node and starts serving. Must run inside an actix system.
@@ -48,6 +51,9 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
     let server_config = ServerConfig {
         max_frame_len: config.max_frame_bytes,
+        idle_timeout: (config.channel_idle_timeout_ms > 0)
+            .then(|| Duration::from_millis(config.channel_idle_timeout_ms)),
+        max_connections: config.max_connections,
         ..ServerConfig::default()
     };
     let server = RemotingServer::bind(config.listen, server_config, bridge)
@@ -63,6 +69,11 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         config.advertised_address = Some(local_addr.to_string());
     }
     let data_dir = config.data_dir.display().to_string();
+    // Validated by `NodeConfig::validate`; a config built in code gets the same check here.
+    let metrics_addr = config.metrics_addr().unwrap_or_else(|e| {
+        warn!(error = &e as &dyn std::error::Error, "metrics endpoint off");
+        None
+    });
     let node = match Node::open(config) {
         Ok(node) => node,
         Err(source) => {
@@ -71,12 +82,30 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         }
     };
     let processor = processor::spawn(Processor::new(node.broker().clone()), inbox);
+    // A dev machine may run several nodes: a taken metrics port is reported, not fatal.
+    let metrics = match metrics_addr {
+        Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone()).await {
+            Ok(endpoint) => {
+                info!(addr = %endpoint.local_addr(), "metrics at http://{}/metrics", endpoint.local_addr());
+                Some(endpoint)
+            }
+            Err(e) => {
+                warn!(addr = %addr, error = %e, "metrics endpoint not started");
+                None
+            }
+        },
+        None => {
+            info!("metrics endpoint off");
+            None
+        }
+    };
     info!(addr = %local_addr, advertised = %node.config().advertised(), data_dir = %data_dir, "skiff ready");
     Ok(Serving {
         node,
         server,
         processor,
         local_addr,
+        metrics,
     })
 }
 
@@ -90,10 +119,18 @@ impl Serving {
         &self.node
     }
 
+    /// Where the Prometheus endpoint listens, when it runs.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsEndpoint::local_addr)
+    }
+
     /// Stops accepting and closes every connection, stops the request processor (clients leave
     /// their groups), then shuts the node down: offsets persisted, store flushed and closed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         info!(addr = %self.local_addr, "skiff stopping");
+        if let Some(metrics) = self.metrics {
+            metrics.shutdown().await;
+        }
         self.server.shutdown().await;
         self.processor.shutdown().await;
         self.node.shutdown().await.map_err(ServeError::Shutdown)?;

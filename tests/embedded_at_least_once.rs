@@ -1,6 +1,6 @@
 //! At-least-once delivery through the embedded node under failures (issue "The actor system and
 //! the embedded Node", must-show 2): a listener failing a seeded ~10% of deliveries, a send-back
-//! path failing a seeded 20% of the time, retries through `%RETRY%group` with growing
+//! path failing a seeded 20% of the time, retries through the group's retry topic with growing
 //! `reconsume_times`, local re-consumption when the send-back fails, and the dead-letter queue
 //! after 16 reconsumes. Time is paused: the retry delays (10 s … 2 h) pass in test time.
 
@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use skiff::actors::broker_api::{PullRequest, PullStatus};
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
-use skiff::actors::logic::delay::delay_of_level;
+use skiff::actors::logic::delay::{delay_of_level, dlq_topic, retry_topic};
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
 use skiff::storage::message::{decode_records, property};
 use skiff::Node;
@@ -153,7 +153,7 @@ fn every_message_succeeds_at_least_once_despite_failures() -> anyhow::Result<()>
     run_paused(|| async {
         let node = open_node(dir.path())?;
         produce(&node, TOPIC, "m", MESSAGES, 500).await?;
-        let produced: u64 = (0..4).map(|q| node.broker().max_offset_of(TOPIC, q)).sum();
+        let produced: u64 = (0..4).map(|q| node.broker().max_offset(TOPIC, q)).sum();
         assert_eq!(produced, MESSAGES as u64, "every message is stored");
 
         let ledger = Rc::new(RefCell::new(Ledger::default()));
@@ -177,7 +177,7 @@ fn every_message_succeeds_at_least_once_despite_failures() -> anyhow::Result<()>
             || ledger.borrow().succeeded_distinct == MESSAGES,
         )
         .await?;
-        let retry = format!("%RETRY%{GROUP}");
+        let retry = retry_topic(GROUP);
         wait_committed_to_end(&node, GROUP, &[TOPIC, &retry]).await?;
         // Nothing else arrives: every redelivery so far was caused by a failure.
         let total_at_end = ledger.borrow().deliveries_total;
@@ -302,7 +302,7 @@ fn message_failing_sixteen_times_goes_to_dlq() -> anyhow::Result<()> {
         let node = open_node(dir.path())?;
         let producer = node.producer("poison-producer");
         producer
-            .send(skiff::actors::consumer::producer::OutgoingMessage::new(
+            .send(skiff::actors::producer::OutgoingMessage::new(
                 TOPIC, "poison",
             ))
             .await?;
@@ -332,14 +332,14 @@ fn message_failing_sixteen_times_goes_to_dlq() -> anyhow::Result<()> {
                 .consume_from(ConsumeFromWhere::FirstOffset)
                 .listener(listener),
         )?;
-        let dlq = format!("%DLQ%{GROUP}");
-        let retry = format!("%RETRY%{GROUP}");
+        let dlq = dlq_topic(GROUP);
+        let retry = retry_topic(GROUP);
         // The 16 retries wait 10 s, 30 s, 1 m, … 2 h: about 4 h 46 min in all.
         let took = advance_in_steps(
             "poison message dead-lettered",
             Duration::from_secs(1),
             Duration::from_secs(6 * 3600),
-            || node.broker().max_offset_of(&dlq, 0) > 0,
+            || node.broker().max_offset(&dlq, 0) > 0,
         )
         .await?;
         // Another 3 h: past the longest retry delay, nothing comes back.
@@ -380,18 +380,20 @@ fn message_failing_sixteen_times_goes_to_dlq() -> anyhow::Result<()> {
             );
         }
 
-        assert_eq!(node.broker().max_offset_of(&dlq, 0), 1, "one dead letter");
+        assert_eq!(node.broker().max_offset(&dlq, 0), 1, "one dead letter");
         let response = node
             .broker_api()
             .pull(PullRequest {
                 group: "dlq-reader".to_string(),
                 topic: dlq.clone(),
+                broker_name: String::new(),
                 queue_id: 0,
                 queue_offset: 0,
                 max_messages: 32,
                 commit_offset: None,
                 suspend_timeout: None,
                 subscription: Some("*".to_string()),
+                expression_type: skiff_actors::broker_api::ExpressionType::Tag,
             })
             .await?;
         assert_eq!(response.status, PullStatus::Found);

@@ -10,16 +10,16 @@
 //! within the consumer's persist interval and disk within the broker's flush interval).
 //!
 //! `graceful_shutdown_redelivers_nothing`: a graceful consumer and node shutdown, then a restart,
-//! re-delivers nothing (DESIGN rule 2).
+//! re-delivers nothing; see `docs/architecture.md` (rule 2).
 
 mod common;
 
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use skiff::actors::consumer::producer::OutgoingMessage;
 use skiff::actors::consumer::{ConsumeStatus, Listener};
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
+use skiff::actors::producer::OutgoingMessage;
 use skiff::{Node, NodeConfig};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -53,13 +53,17 @@ fn now_ms() -> i64 {
 fn child_config(dir: &Path) -> NodeConfig {
     let mut config = NodeConfig::in_dir(dir);
     config.segment_size = 64 << 20;
+    // The host's disk use must not delete these segments early or refuse sends.
+    config.disk_max_used_ratio = 0.999;
+    config.disk_full_ratio = 1.0;
     config.default_topic_queue_nums = QUEUES;
     config.flush_consumer_offset_interval_ms = BROKER_FLUSH_INTERVAL.as_millis() as u64;
     config
 }
 
-/// The child side. Returns at once unless `SKIFF_CRASH_CHILD` is set (so a normal test run
-/// passes it), else runs one mode against the node in `SKIFF_CRASH_DIR`:
+/// The child side, started by the crash tests with `--ignored --exact crash_child` (ignored in a
+/// normal run, and an error without `SKIFF_CRASH_CHILD`, so it cannot pass for nothing). Runs
+/// one mode against the node in `SKIFF_CRASH_DIR`:
 /// - `produce`: sends the messages and shuts down gracefully;
 /// - `consume`: consumes, rate-limited, until killed;
 /// - `final`: consumes at full speed until the group's committed offsets reach the end, then
@@ -68,10 +72,10 @@ fn child_config(dir: &Path) -> NodeConfig {
 /// Every consumed message is printed, before the listener returns, as
 /// `MSG <queue offset> <queue id> <body> <epoch ms>` and flushed.
 #[test]
+#[ignore = "the child process of the crash tests, which start it"]
 fn crash_child() -> anyhow::Result<()> {
-    let Ok(mode) = std::env::var(CHILD_ENV) else {
-        return Ok(());
-    };
+    let mode = std::env::var(CHILD_ENV)
+        .map_err(|_| anyhow::anyhow!("{CHILD_ENV} is unset: run only as a crash test's child"))?;
     let dir = std::path::PathBuf::from(std::env::var(DIR_ENV)?);
     // Ends the harness's "test crash_child ... " line, so every line below starts clean.
     println!();
@@ -196,7 +200,13 @@ struct ChildRun {
 /// its stdout line by line, so the child never blocks on a full pipe.
 fn spawn_child(dir: &Path, mode: &str) -> anyhow::Result<ChildRun> {
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "crash_child",
+            "--ignored",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, mode)
         .env(DIR_ENV, dir)
         .stdin(Stdio::null())

@@ -1,6 +1,6 @@
-//! One test per offset rule of `reference/offset-lifecycle.md` §1 that the consumer side
-//! implements, and the DESIGN.md rules beyond RocketMQ, each named after its rule. Time is
-//! paused: timers fire only as the tests advance time.
+//! One test per offset rule of `docs/offset-lifecycle.md` §1 that the consumer side
+//! implements, and the rules beyond RocketMQ of `docs/architecture.md` (rules 1-4), each named
+//! after its rule. Time is paused: timers fire only as the tests advance time.
 
 mod common;
 
@@ -47,7 +47,7 @@ async fn produce_to_queue(
     prefix: &str,
     count: usize,
 ) -> anyhow::Result<()> {
-    use skiff::actors::consumer::producer::OutgoingMessage;
+    use skiff::actors::producer::OutgoingMessage;
     let producer = node.producer("rules-producer");
     // Route lookup creates the topic with its default queue count first.
     producer
@@ -56,7 +56,13 @@ async fn produce_to_queue(
     let messages = (0..count)
         .map(|i| OutgoingMessage::new(topic, format!("{prefix}-{i}")))
         .collect();
-    producer.send_to_queue(queue_id, messages).await?;
+    let queue = producer
+        .write_queues(topic)
+        .await?
+        .into_iter()
+        .find(|q| q.queue_id == queue_id)
+        .ok_or_else(|| anyhow::anyhow!("{topic} has no write queue {queue_id}"))?;
+    producer.send_to_queue(&queue, messages).await?;
     Ok(())
 }
 
@@ -126,7 +132,7 @@ fn commit_is_the_smallest_offset_still_in_flight() -> anyhow::Result<()> {
 fn last_offset_new_group_starts_at_the_end_and_retry_topic_at_zero() -> anyhow::Result<()> {
     // skiff's consumer asks with setZeroIfNotFound = false, so ConsumeFromWhere applies to every
     // new group; a RocketMQ client asking with the default still gets 0 on a young queue
-    // (offset-lifecycle A.6, tested on the broker side).
+    // (`docs/offset-lifecycle.md` §1.A.6, tested on the broker side).
     let dir = tempfile::tempdir()?;
     run_paused(|| async {
         let node = open_node(dir.path())?;
@@ -220,7 +226,7 @@ fn timestamp_start_skips_messages_stored_before_it() -> anyhow::Result<()> {
 
 #[test]
 fn no_new_message_commits_past_filtered_messages() -> anyhow::Result<()> {
-    use skiff::actors::consumer::producer::OutgoingMessage;
+    use skiff::actors::producer::OutgoingMessage;
     let dir = tempfile::tempdir()?;
     run_paused(|| async {
         let node = open_node(dir.path())?;
@@ -259,7 +265,7 @@ fn no_new_message_commits_past_filtered_messages() -> anyhow::Result<()> {
 
 #[test]
 fn consumer_rechecks_exact_tags_after_broker_hash_filter() -> anyhow::Result<()> {
-    use skiff::actors::consumer::producer::OutgoingMessage;
+    use skiff::actors::producer::OutgoingMessage;
     // "Aa" and "BB" have the same Java hash code, so the broker's hash filter lets both through.
     let dir = tempfile::tempdir()?;
     run_paused(|| async {
@@ -285,6 +291,64 @@ fn consumer_rechecks_exact_tags_after_broker_hash_filter() -> anyhow::Result<()>
         advance(Duration::from_secs(5)).await;
         assert_eq!(seen.borrow().bodies, vec!["aa".to_string()]);
         consumer.shutdown().await?;
+        node.shutdown().await?;
+        Ok(())
+    })
+}
+
+#[test]
+fn sql92_subscription_delivers_only_matching_messages() -> anyhow::Result<()> {
+    use skiff::actors::producer::OutgoingMessage;
+    let dir = tempfile::tempdir()?;
+    run_paused(|| async {
+        let node = open_node(dir.path())?;
+        let producer = node.producer("p");
+        let message = |body: &str, tag: &str, a: Option<&str>| {
+            let m = OutgoingMessage::new("Sql", body.to_string()).with_tags(tag);
+            match a {
+                Some(a) => m.with_property("a", a),
+                None => m,
+            }
+        };
+        producer
+            .send_batch(vec![
+                message("low", "T", Some("3")),
+                message("high", "T", Some("8")),
+                message("high-other-tag", "U", Some("9")),
+                message("not-a-number", "T", Some("x")),
+                message("missing", "T", None),
+                message("edge", "T", Some("6")),
+            ])
+            .await?;
+        let seen = new_seen();
+        let consumer = node.start_consumer(
+            node.push_consumer("g")
+                .subscribe_sql92("Sql", "a > 5 AND TAGS = 'T'")
+                .consume_from(ConsumeFromWhere::FirstOffset)
+                .listener(recording_listener(&seen)),
+        )?;
+        advance_until("matches consumed", LONG, || seen.borrow().distinct() == 2).await?;
+        // Let any further pull complete: nothing else may arrive.
+        advance(Duration::from_secs(5)).await;
+        let mut bodies = seen.borrow().bodies.clone();
+        bodies.sort();
+        assert_eq!(bodies, vec!["edge".to_string(), "high".to_string()]);
+        consumer.shutdown().await?;
+
+        let refused = node.start_consumer(
+            node.push_consumer("g2")
+                .subscribe_sql92("Sql", "a >")
+                .listener(recording_listener(&seen)),
+        );
+        assert!(
+            matches!(
+                refused,
+                Err(skiff::NodeError::Consumer(
+                    skiff::actors::consumer::push_consumer::ConsumerError::InvalidSubscription { .. }
+                ))
+            ),
+            "a malformed selector fails the start"
+        );
         node.shutdown().await?;
         Ok(())
     })

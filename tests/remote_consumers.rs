@@ -18,10 +18,16 @@
 //! Waiting is always bounded and on a condition (connect until the port accepts, poll a
 //! consumer snapshot or the received messages), never a fixed sleep.
 
+mod common;
+
 use skiff::actors::broker_api::BrokerApi;
 use skiff::actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};
-use skiff::admin::{AdminArgs, AdminCommand};
+use skiff::actors::logic::delay::retry_topic;
+use skiff::admin::{AdminArgs, AdminCommand, TopicCommand};
 use skiff::prelude::*;
+use skiff::remoting::client::{ClientConfig, RemotingClient};
+use skiff::remoting::codes;
+use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -212,23 +218,13 @@ async fn topic_queues(consumer: &PushConsumer) -> anyhow::Result<BTreeSet<u32>> 
         .collect())
 }
 
-/// Polls `condition` until it holds; fails after `limit`.
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut condition: F) -> anyhow::Result<()>
+/// Polls `condition` every 20 ms until it holds; fails after `limit`.
+async fn wait_until<F, Fut>(what: &str, limit: Duration, condition: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<bool>>,
 {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if condition().await? {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not reached within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::poll_until(what, limit, Duration::from_millis(20), condition).await
 }
 
 async fn produce(broker: &Rc<RemoteBroker>, prefix: &str, count: usize) -> anyhow::Result<()> {
@@ -259,6 +255,7 @@ fn distinct(received: &Received) -> BTreeSet<String> {
 async fn progress(addr: &str, group: &str) -> anyhow::Result<BTreeMap<u32, (u64, u64, u64)>> {
     let text = skiff::admin::run(AdminArgs {
         namesrv: addr.to_owned(),
+        json: false,
         command: AdminCommand::Progress {
             group: group.to_owned(),
         },
@@ -290,7 +287,13 @@ fn two_consumers_split_queues_via_notify() -> anyhow::Result<()> {
         let group = "remote-split";
         let producer_broker = remote(&addr)?;
         // Creates the topic (4 queues).
-        anyhow::ensure!(producer_broker.route(TOPIC).await?.read_queue_nums == 4);
+        anyhow::ensure!(
+            producer_broker
+                .route(TOPIC.to_owned())
+                .await?
+                .read_queue_nums()
+                == 4
+        );
 
         let (got_a, got_b): (Received, Received) = Default::default();
         let a = builder(group, recording_listener(&got_a)).start(remote(&addr)?)?;
@@ -356,14 +359,15 @@ fn two_consumers_split_queues_via_notify() -> anyhow::Result<()> {
 
 const KILL_GROUP: &str = "remote-kill";
 
-/// The child side of `killed_consumer_queues_move_to_the_survivor`: returns at once unless
-/// `SKIFF_REMOTE_CHILD_NAMESRV` is set; else consumes slowly (one message at a time, 20 ms
+/// The child side of `killed_consumer_queues_move_to_the_survivor`, which starts it with
+/// `--ignored --exact` (ignored in a normal run, and an error without
+/// `SKIFF_REMOTE_CHILD_NAMESRV`, so it cannot pass for nothing). Consumes slowly (one message at a time, 20 ms
 /// each), printing `MSG <queue id> <offset> <body>` per message, until killed.
 #[test]
+#[ignore = "the child process of killed_consumer_queues_move_to_the_survivor, which starts it"]
 fn remote_consumer_child() -> anyhow::Result<()> {
-    let Ok(addr) = std::env::var(CHILD_ENV) else {
-        return Ok(());
-    };
+    let addr = std::env::var(CHILD_ENV)
+        .map_err(|_| anyhow::anyhow!("{CHILD_ENV} is unset: run only as the kill test's child"))?;
     actix_rt::System::new().block_on(async move {
         let listener = Listener::concurrent(|batch| {
             let mut text = String::new();
@@ -407,6 +411,7 @@ impl ChildConsumer {
         let mut child = Command::new(std::env::current_exe()?)
             .args([
                 "remote_consumer_child",
+                "--ignored",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",
@@ -706,10 +711,12 @@ fn orderly_consumer_keeps_each_order_in_sequence() -> anyhow::Result<()> {
     run(&log, || async move {
         let broker = remote(&addr)?;
         let producer = Producer::new("remote-orderly-producer", broker.clone());
+        let queues = producer.write_queues(TOPIC).await?;
+        anyhow::ensure!(queues.len() == 4, "write queues {queues:?}");
         for step in 0..10 {
-            for order in 0..4u32 {
+            for (order, queue) in queues.iter().enumerate() {
                 let message = OutgoingMessage::new(TOPIC, format!("order-{order}-{step}"));
-                producer.send_to_queue(order, vec![message]).await?;
+                producer.send_to_queue(queue, vec![message]).await?;
             }
         }
         let got: Received = Received::default();
@@ -830,7 +837,7 @@ fn failed_message_comes_back_from_the_retry_topic() -> anyhow::Result<()> {
             Duration::from_secs(40),
             || async move {
                 Ok(deliveries_ref.borrow().iter().any(|(topic, times, body)| {
-                    body == "retry-0" && *times == 1 && topic == "%RETRY%remote-retry"
+                    body == "retry-0" && *times == 1 && *topic == retry_topic("remote-retry")
                 }))
             },
         )
@@ -862,6 +869,7 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
 
         let topics = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
+            json: false,
             command: AdminCommand::Topics,
         })
         .await?;
@@ -894,6 +902,7 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
         // Back to the beginning: the next pulls answer the reset and everything comes again.
         let reset = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
+            json: false,
             command: AdminCommand::ResetOffset {
                 group: group.to_owned(),
                 topic: TOPIC.to_owned(),
@@ -916,6 +925,166 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
         )
         .await?;
         consumer.shutdown().await?;
+        producer_broker.close();
+        Ok(())
+    })
+}
+
+async fn admin_json(addr: &str, command: AdminCommand) -> anyhow::Result<serde_json::Value> {
+    let text = skiff::admin::run(AdminArgs {
+        namesrv: addr.to_owned(),
+        json: true,
+        command,
+    })
+    .await?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+#[test]
+fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("serve.log");
+    let serve = Serve::start(&dir.path().join("data"), &log)?;
+    let addr = serve.addr.clone();
+    run(&log, || async move {
+        let created = admin_json(
+            &addr,
+            AdminCommand::Topic(TopicCommand::Create {
+                topic: "admin-created".to_owned(),
+                queues: 3,
+            }),
+        )
+        .await?;
+        anyhow::ensure!(created["queues"] == 3, "create answer {created}");
+        let empty = admin_json(
+            &addr,
+            AdminCommand::TopicStatus {
+                topic: "admin-created".to_owned(),
+            },
+        )
+        .await?;
+        let queues = empty.as_array().map_or(0, Vec::len);
+        anyhow::ensure!(queues == 3, "status of the new topic {empty}");
+
+        let producer_broker = remote(&addr)?;
+        produce(&producer_broker, "status", 20).await?;
+        let status = admin_json(
+            &addr,
+            AdminCommand::TopicStatus {
+                topic: TOPIC.to_owned(),
+            },
+        )
+        .await?;
+        let rows = status.as_array().cloned().unwrap_or_default();
+        let max_total: i64 = rows.iter().filter_map(|r| r["max_offset"].as_i64()).sum();
+        anyhow::ensure!(
+            rows.len() == 4
+                && max_total == 20
+                && rows
+                    .iter()
+                    .all(|r| r["min_offset"] == 0 && r["queue_id"].is_number()),
+            "topic-status {status}"
+        );
+
+        let group = "remote-admin-connections";
+        let got: Received = Received::default();
+        let consumer = builder(group, recording_listener(&got)).start(remote(&addr)?)?;
+        let got_ref = &got;
+        wait_until(
+            "everything is consumed",
+            Duration::from_secs(30),
+            || async move { Ok(distinct(got_ref).len() == 20) },
+        )
+        .await?;
+        let connections = admin_json(
+            &addr,
+            AdminCommand::Connections {
+                group: group.to_owned(),
+            },
+        )
+        .await?;
+        let clients = connections["connections"].as_array().map_or(0, Vec::len);
+        anyhow::ensure!(
+            clients == 1
+                && connections["subscriptions"][TOPIC].is_string()
+                && connections["message_model"] == "CLUSTERING",
+            "connections {connections}"
+        );
+        // GET_CONSUMER_RUNNING_INFO, as `mqadmin consumerStatus` sends it: skiff serve forwards
+        // it to the consumer on its own connection, and skiff's client answers it.
+        let client_id = connections["connections"][0]["client_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let admin_client = RemotingClient::new(ClientConfig::default());
+        let request = RemotingCommand::new_request(codes::request::GET_CONSUMER_RUNNING_INFO)
+            .with_ext("consumerGroup", group)
+            .with_ext("clientId", client_id.clone())
+            .with_ext("jstackEnable", "false");
+        let answer = admin_client
+            .invoke(&addr, request, Duration::from_secs(15))
+            .await?;
+        let info: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+        anyhow::ensure!(
+            answer.code == codes::response::SUCCESS
+                && info["subscriptionSet"]
+                    .as_array()
+                    .is_some_and(|subs| subs.iter().any(|s| s["topic"] == TOPIC))
+                && info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY",
+            "running info of {client_id}: code {} {:?} {info}",
+            answer.code,
+            answer.remark
+        );
+        let request = RemotingCommand::new_request(codes::request::GET_CONSUMER_RUNNING_INFO)
+            .with_ext("consumerGroup", group)
+            .with_ext("clientId", "nobody@1");
+        let answer = admin_client
+            .invoke(&addr, request, Duration::from_secs(15))
+            .await?;
+        anyhow::ensure!(
+            answer.code == codes::response::SYSTEM_ERROR
+                && answer
+                    .remark
+                    .as_deref()
+                    .is_some_and(|r| r.contains("not online")),
+            "running info of an unknown client: {} {:?}",
+            answer.code,
+            answer.remark
+        );
+        admin_client.shutdown();
+        let groups = admin_json(&addr, AdminCommand::Groups).await?;
+        let listed = groups
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g["group"] == group));
+        anyhow::ensure!(listed, "groups {groups}");
+        consumer.shutdown().await?;
+
+        let cluster = admin_json(&addr, AdminCommand::Cluster).await?;
+        anyhow::ensure!(
+            cluster[0]["addr"] == addr.as_str() && cluster[0]["messages_put"] != "0",
+            "cluster {cluster}"
+        );
+        let deleted = admin_json(
+            &addr,
+            AdminCommand::Topic(TopicCommand::Delete {
+                topic: "admin-created".to_owned(),
+            }),
+        )
+        .await?;
+        anyhow::ensure!(
+            deleted["topic"] == "admin-created",
+            "delete answer {deleted}"
+        );
+        let after = skiff::admin::run(AdminArgs {
+            namesrv: addr.clone(),
+            json: false,
+            command: AdminCommand::Topics,
+        })
+        .await?;
+        anyhow::ensure!(
+            !after.lines().any(|l| l.starts_with("admin-created ")),
+            "deleted topic still listed:\n{after}"
+        );
         producer_broker.close();
         Ok(())
     })

@@ -677,3 +677,72 @@ async fn many_pipelined_requests_are_correlated() {
         t.await.expect("task");
     }
 }
+
+/// An echo request frame for a raw connection.
+fn echo_frame(opaque: i32) -> Vec<u8> {
+    let mut req = RemotingCommand::new_request(ECHO);
+    req.opaque = opaque;
+    let mut out = BytesMut::new();
+    encode_with(&req, SerializeType::Json, &mut out).expect("encode");
+    out.to_vec()
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_talking_one_is_kept() {
+    // Wide enough that a loaded 2-core machine never holds an echo past it.
+    let idle = Duration::from_secs(2);
+    let mut f = start(ServerConfig {
+        idle_timeout: Some(idle),
+        ..ServerConfig::default()
+    })
+    .await;
+    let (mut silent, silent_id) = Raw::connect(&mut f).await;
+    let (mut talking, talking_id) = Raw::connect(&mut f).await;
+    let started = tokio::time::Instant::now();
+    // The talking connection sends well inside the timeout, for more than twice the timeout.
+    let mut opaque = 0;
+    while started.elapsed() < idle * 5 / 2 {
+        opaque += 1;
+        talking.send(&echo_frame(opaque)).await;
+        let answer = talking
+            .next()
+            .await
+            .expect("the talking connection is answered");
+        assert_eq!(answer.opaque, opaque);
+        tokio::time::sleep(idle / 8).await;
+    }
+    f.closed(silent_id).await;
+    silent.expect_closed().await;
+    assert!(
+        started.elapsed() >= idle,
+        "closed after {:?}, before the idle timeout",
+        started.elapsed()
+    );
+    talking.send(&echo_frame(opaque + 1)).await;
+    assert_eq!(talking.next().await.map(|a| a.opaque), Some(opaque + 1));
+    // Silent from now on, it goes too.
+    f.closed(talking_id).await;
+    talking.expect_closed().await;
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_on_accept_and_the_others_served() {
+    let mut f = start(ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::default()
+    })
+    .await;
+    let (mut first, _) = Raw::connect(&mut f).await;
+    let (_second, _) = Raw::connect(&mut f).await;
+    let mut third = TcpStream::connect(&f.addr).await.expect("connect");
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(BOUND, third.read(&mut byte))
+        .await
+        .expect("the server neither closed nor kept the third connection");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "third connection got data: {read:?}"
+    );
+    first.send(&echo_frame(7)).await;
+    assert_eq!(first.next().await.map(|a| a.opaque), Some(7));
+}

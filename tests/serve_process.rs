@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context};
 use skiff::remoting::body::{JsonBody, TopicRouteData};
-use skiff::remoting::codes::{request as rc, response as code};
+use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::{Node, NodeConfig};
@@ -176,7 +176,7 @@ async fn exercise(addr: &str) -> anyhow::Result<()> {
         &[
             ("a", "pg"),
             ("b", "Durable"),
-            ("c", "TBW102"),
+            ("c", AUTO_CREATE_TOPIC_KEY),
             ("d", "4"),
             ("e", "0"),
             ("f", "0"),
@@ -253,10 +253,8 @@ fn serve_binary_answers_routes_refuses_conflicts_and_flushes_on_sigterm() -> any
     actix_rt::System::new().block_on(async {
         let node = Node::open(NodeConfig::in_dir(&data))?;
         let broker = node.broker().clone();
-        ensure!(broker.max_offset_of("Durable", 0) == 1);
-        let offset = broker
-            .query_consumer_offset("dg", "Durable", 0, false)
-            .await?;
+        ensure!(broker.max_offset("Durable", 0) == 1);
+        let offset = broker.query_offset("dg", "Durable", 0, false).await?;
         ensure!(offset == Some(1), "offset {offset:?}");
         node.shutdown().await?;
         Ok(())

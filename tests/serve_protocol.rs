@@ -7,12 +7,14 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, ensure, Context};
 use bytes::{Bytes, BytesMut};
 use skiff::remoting::body::{
-    ConsumerListBody, JsonBody, LockBatchResponseBody, MessageQueue, TopicRouteData,
+    encode_batch, BatchEntry, ConsumeStats, ConsumerListBody, JsonBody, LockBatchResponseBody,
+    MessageQueue, ResetOffsetBody, TopicRouteData,
 };
-use skiff::remoting::codes::{pull_sys_flag, request as rc, response as code};
+use skiff::remoting::codes::{
+    pull_sys_flag, request as rc, response as code, AUTO_CREATE_TOPIC_KEY,
+};
 use skiff::remoting::frame::{self, RemotingCommand};
 use skiff::remoting::processor;
-use skiff::remoting::processor::{encode_batch, BatchEntry, ConsumeStats, ResetOffsetBody};
 use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient, RemotingServer, ServerConfig};
 use skiff::serve::{self, Serving};
 use skiff::storage::message::{decode_records, StoredMessage};
@@ -39,6 +41,9 @@ impl Harness {
         let dir = tempfile::tempdir()?;
         let mut config = NodeConfig::in_dir(dir.path());
         config.listen = "127.0.0.1:0".parse()?;
+        // Whatever else fills the test machine's disk, sends are not refused for it.
+        config.disk_max_used_ratio = 0.999;
+        config.disk_full_ratio = 1.0;
         configure(&mut config);
         let serving = serve::start(config).await?;
         let addr = serving.local_addr().to_string();
@@ -82,7 +87,7 @@ fn send_v2(topic: &str, queue_id: i32, body: &str, tags: &str) -> RemotingComman
         &[
             ("a", "pg"),
             ("b", topic),
-            ("c", "TBW102"),
+            ("c", AUTO_CREATE_TOPIC_KEY),
             ("d", "4"),
             ("e", &queue_id.to_string()),
             ("f", "0"),
@@ -223,7 +228,10 @@ async fn route_answers_this_listener_in_both_json_key_forms() -> anyhow::Result<
     let resp = h
         .call(
             &c,
-            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TBW102")]),
+            request(
+                rc::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", AUTO_CREATE_TOPIC_KEY)],
+            ),
         )
         .await?;
     expect_code(&resp, code::SUCCESS)?;
@@ -255,15 +263,20 @@ async fn route_answers_this_listener_in_both_json_key_forms() -> anyhow::Result<
         "{info}"
     );
 
-    let check = |expression_type: &str| {
+    let check = |expression_type: &str, expression: &str| {
         RemotingCommand::new_request(rc::CHECK_CLIENT_CONFIG).with_body(format!(
-            r#"{{"clientId":"c","group":"g","subscriptionData":{{"topic":"Orders","subString":"a > 1","expressionType":"{expression_type}"}}}}"#
+            r#"{{"clientId":"c","group":"g","subscriptionData":{{"topic":"Orders","subString":"{expression}","expressionType":"{expression_type}"}}}}"#
         ))
     };
-    expect_code(&h.call(&c, check("TAG")).await?, code::SUCCESS)?;
-    let resp = h.call(&c, check("SQL92")).await?;
-    expect_code(&resp, code::SYSTEM_ERROR)?;
-    ensure!(resp.remark.as_deref().is_some_and(|r| r.contains("SQL92")));
+    expect_code(&h.call(&c, check("TAG", "a > 1")).await?, code::SUCCESS)?;
+    expect_code(&h.call(&c, check("SQL92", "a > 1")).await?, code::SUCCESS)?;
+    let resp = h.call(&c, check("SQL92", "a > ")).await?;
+    expect_code(&resp, code::SUBSCRIPTION_PARSE_FAILED)?;
+    let remark = resp.remark.unwrap_or_default();
+    ensure!(
+        remark.contains("a > ") && remark.contains("column 5"),
+        "remark names the expression and where it fails: {remark}"
+    );
     h.stop().await
 }
 
@@ -341,7 +354,7 @@ async fn send_v1_v2_and_batch_then_pull_finds_them() -> anyhow::Result<()> {
         &[
             ("a", "pg"),
             ("b", "Sends"),
-            ("c", "TBW102"),
+            ("c", AUTO_CREATE_TOPIC_KEY),
             ("d", "4"),
             ("e", "1"),
             ("f", "0"),
@@ -375,6 +388,11 @@ async fn send_v1_v2_and_batch_then_pull_finds_them() -> anyhow::Result<()> {
         "{bodies:?}"
     );
     ensure!(got[0].offset_msg_id() == msg_id);
+    // Stamped on every stored message, as Java's broker does; a batch's messages keep their own.
+    ensure!(got[0].property("CLUSTER") == Some("DefaultCluster"));
+    ensure!(got[0].property("MSG_REGION") == Some("DefaultRegion"));
+    ensure!(got[0].property("TRACE_ON") == Some("true"));
+    ensure!(got[2].property("CLUSTER").is_none());
     ensure!(got[2].flag == 3 && got[2].property("UNIQ_KEY") == Some("b1"));
     ensure!(got[1].property("TAGS") == Some("b"));
 
@@ -385,6 +403,260 @@ async fn send_v1_v2_and_batch_then_pull_finds_them() -> anyhow::Result<()> {
     expect_code(&resp, code::SUCCESS)?;
     let got = records(&resp)?;
     ensure!(got.len() == 1 && &got[0].body[..] == b"second");
+    h.stop().await
+}
+
+/// Java's broker reads a send as a batch by the header's batch flag; the request code only
+/// picks the header's form. The C++ client sends batches as SEND_MESSAGE (10) with `batch: "1"`
+/// (Java reads "1" as false; skiff reads it as true, as every boolean it accepts).
+#[actix_rt::test]
+async fn the_header_batch_flag_decides_a_batch_not_the_request_code() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    let entries: Vec<BatchEntry> = ["x1", "x2", "x3"]
+        .iter()
+        .map(|b| BatchEntry {
+            flag: 0,
+            body: Bytes::from(b.as_bytes().to_vec()),
+            properties: format!("TAGS\u{1}t{b}\u{2}UNIQ_KEY\u{1}{b}\u{2}"),
+        })
+        .collect();
+    let body = encode_batch(&entries);
+    let v1_header = |flag: &str| {
+        let fields = [
+            ("producerGroup", "pg"),
+            ("topic", "Flags"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "0"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+            ("properties", "WAIT\u{1}true\u{2}UNIQ_KEY\u{1}WRAPPER\u{2}"),
+            ("batch", flag),
+        ];
+        request(rc::SEND_MESSAGE, &fields).with_body(body.clone())
+    };
+
+    // The C++ client's form: code 10, `batch: "1"`: three messages, the wrapper's id echoed.
+    let resp = h.call(&c, v1_header("1")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(resp.ext("msgId").unwrap_or_default().split(',').count() == 3);
+    ensure!(resp.ext("transactionId") == Some("WRAPPER"));
+    ensure!(resp.ext("batchUniqId").is_none());
+
+    // Code 320 without the flag is one message holding the encoded batch, as on Java's broker.
+    let mut unflagged = send_v2("Flags", 0, "", "");
+    unflagged.code = rc::SEND_BATCH_MESSAGE;
+    unflagged.body = Bytes::from(body.clone());
+    let resp = h.call(&c, unflagged).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(resp.ext("msgId").unwrap_or_default().split(',').count() == 1);
+
+    let resp = h
+        .call(&c, pull("g", "Flags", 0, 0, pull_sys_flag::SUBSCRIPTION, 0))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let got = records(&resp)?;
+    let bodies: Vec<&[u8]> = got.iter().map(|m| &m.body[..]).collect();
+    ensure!(bodies[..3] == [&b"x1"[..], b"x2", b"x3"], "{bodies:?}");
+    ensure!(got[1].property("TAGS") == Some("tx2"));
+    ensure!(
+        got.len() == 4 && got[3].body[..] == body[..],
+        "{}",
+        got.len()
+    );
+    h.stop().await
+}
+
+/// A pull with a SQL92 subscription (`expressionType` SQL92) is filtered on the record's
+/// properties; a malformed one is SUBSCRIPTION_PARSE_FAILED (23) naming the error, and an
+/// unknown expression type is refused the same way.
+#[actix_rt::test]
+async fn pull_with_sql92_subscription_filters_and_refuses_malformed_ones() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    for (body, tag) in [("one", "a"), ("two", "b"), ("three", "a")] {
+        expect_code(
+            &h.call(&c, send_v2("Sql", 0, body, tag)).await?,
+            code::SUCCESS,
+        )?;
+    }
+    let sql_pull = |expression_type: &str, expression: &str| {
+        let mut cmd = pull("g", "Sql", 0, 0, pull_sys_flag::SUBSCRIPTION, 0);
+        cmd.ext_fields
+            .insert("subscription".into(), expression.into());
+        cmd.ext_fields
+            .insert("expressionType".into(), expression_type.into());
+        cmd
+    };
+    let resp = h.call(&c, sql_pull("SQL92", "TAGS = 'a'")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let bodies: Vec<_> = records(&resp)?.into_iter().map(|m| m.body).collect();
+    ensure!(bodies == ["one", "three"], "{bodies:?}");
+
+    let resp = h.call(&c, sql_pull("SQL92", "TAGS = 'a")).await?;
+    expect_code(&resp, code::SUBSCRIPTION_PARSE_FAILED)?;
+    let remark = resp.remark.unwrap_or_default();
+    ensure!(
+        remark.contains("TAGS = 'a") && remark.contains("not closed"),
+        "{remark}"
+    );
+
+    let resp = h.call(&c, sql_pull("CLASS", "x")).await?;
+    expect_code(&resp, code::SUBSCRIPTION_PARSE_FAILED)?;
+    h.stop().await
+}
+
+/// The 5.x DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), answered as PULL_MESSAGE;
+/// GET_EARLIEST_MSG_STORETIME (32) gives the first message's store time, -1 for an empty queue.
+#[actix_rt::test]
+async fn lite_pull_and_earliest_store_time() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, send_v2("Lite", 0, "one", "a")).await?,
+        code::SUCCESS,
+    )?;
+    expect_code(
+        &h.call(&c, send_v2("Lite", 0, "two", "a")).await?,
+        code::SUCCESS,
+    )?;
+
+    let mut lite = pull("g", "Lite", 0, 0, pull_sys_flag::SUBSCRIPTION, 0);
+    lite.code = rc::LITE_PULL_MESSAGE;
+    let resp = h.call(&c, lite).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let got = records(&resp)?;
+    ensure!(
+        got.len() == 2 && &got[1].body[..] == b"two",
+        "{}",
+        got.len()
+    );
+
+    let earliest = |queue_id: &str| {
+        request(
+            rc::GET_EARLIEST_MSG_STORETIME,
+            &[("topic", "Lite"), ("queueId", queue_id)],
+        )
+    };
+    let resp = h.call(&c, earliest("0")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "timestamp")? == got[0].store_timestamp);
+    let resp = h.call(&c, earliest("3")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(ext_i64(&resp, "timestamp")? == -1);
+    h.stop().await
+}
+
+/// VIEW_MESSAGE_BY_ID (33): the client reads the commit-log offset out of the offset message id
+/// (its last 16 hex digits) and gets the stored record back; a wrong offset is SYSTEM_ERROR.
+#[actix_rt::test]
+async fn view_message_by_the_offset_inside_its_message_id() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, send_v2("View", 0, "first", "a")).await?,
+        code::SUCCESS,
+    )?;
+    let resp = h.call(&c, send_v2("View", 0, "second", "b")).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let msg_id = resp.ext("msgId").unwrap_or_default().to_owned();
+    let offset = i64::from_str_radix(&msg_id[msg_id.len() - 16..], 16)?;
+    ensure!(offset > 0, "{msg_id}");
+
+    let view = |offset: i64| request(rc::VIEW_MESSAGE_BY_ID, &[("offset", &offset.to_string())]);
+    let resp = h.call(&c, view(offset)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let got = records(&resp)?;
+    ensure!(
+        got.len() == 1 && &got[0].body[..] == b"second",
+        "{}",
+        got.len()
+    );
+    ensure!(got[0].offset_msg_id() == msg_id && got[0].property("TAGS") == Some("b"));
+
+    let resp = h.call(&c, view(offset + 1)).await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    let remark = format!("can not find message by the offset, {}", offset + 1);
+    ensure!(
+        resp.remark.as_deref() == Some(remark.as_str()),
+        "{:?}",
+        resp.remark
+    );
+    h.stop().await
+}
+
+/// QUERY_MESSAGE (12) as Java answers it: the records indexed under the key within the time
+/// range, back to back; by unique key with `_UNIQUE_KEY_QUERY`; QUERY_NOT_FOUND otherwise.
+#[actix_rt::test]
+async fn query_message_by_key_and_by_unique_key() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    for (body, keys) in [("first", "k1 both"), ("second", "k2 both")] {
+        let mut send = send_v2("Query", 0, body, "a");
+        let props = format!(
+            "TAGS\u{1}a\u{2}WAIT\u{1}true\u{2}KEYS\u{1}{keys}\u{2}UNIQ_KEY\u{1}U-{body}\u{2}"
+        );
+        send.ext_fields.insert("i".to_owned(), props);
+        expect_code(&h.call(&c, send).await?, code::SUCCESS)?;
+    }
+    let query = |key: &str, max: &str, begin: &str, unique: bool| {
+        let mut cmd = request(
+            rc::QUERY_MESSAGE,
+            &[
+                ("topic", "Query"),
+                ("key", key),
+                ("maxNum", max),
+                ("beginTimestamp", begin),
+                ("endTimestamp", &i64::MAX.to_string()),
+            ],
+        );
+        if unique {
+            cmd.ext_fields
+                .insert("_UNIQUE_KEY_QUERY".to_owned(), "true".to_owned());
+        }
+        cmd
+    };
+    let bodies = |resp: &RemotingCommand| -> anyhow::Result<Vec<String>> {
+        Ok(records(resp)?
+            .iter()
+            .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+            .collect())
+    };
+
+    let resp = h.call(&c, query("both", "32", "0", false)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(
+        bodies(&resp)? == ["second", "first"],
+        "{:?}",
+        bodies(&resp)?
+    );
+    ensure!(ext_i64(&resp, "indexLastUpdatePhyoffset")? > 0);
+    ext_i64(&resp, "indexLastUpdateTimestamp")?;
+
+    // The newest first, and maxNum keeps the newest, as Java's index walks it.
+    let resp = h.call(&c, query("both", "1", "0", false)).await?;
+    ensure!(bodies(&resp)? == ["second"], "{:?}", bodies(&resp)?);
+
+    // By unique key maxNum is the broker's 32, whatever the request says.
+    let resp = h.call(&c, query("U-second", "0", "0", true)).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    ensure!(bodies(&resp)? == ["second"], "{:?}", bodies(&resp)?);
+
+    for resp in [
+        h.call(&c, query("absent", "32", "0", false)).await?,
+        h.call(&c, query("both", "32", &i64::MAX.to_string(), false))
+            .await?,
+    ] {
+        expect_code(&resp, code::QUERY_NOT_FOUND)?;
+        ensure!(
+            resp.remark.as_deref() == Some("can not find message, maybe time range not correct"),
+            "{:?}",
+            resp.remark
+        );
+        ensure!(resp.body.is_empty());
+    }
     h.stop().await
 }
 
@@ -855,6 +1127,7 @@ async fn unknown_codes_and_bad_input_are_answered_while_other_connections_keep_w
 
     let mut broken_batch = send_v2("T", 0, "", "a");
     broken_batch.code = rc::SEND_BATCH_MESSAGE;
+    broken_batch.ext_fields.insert("m".into(), "true".into());
     broken_batch.body = Bytes::from_static(&[0, 0, 0, 40, 1, 2]);
     let resp = h.call(&bad, broken_batch).await?;
     expect_code(&resp, code::MESSAGE_ILLEGAL)?;
@@ -980,6 +1253,7 @@ async fn consume_stats_and_reset_offset() -> anyhow::Result<()> {
         )
         .await?;
     expect_code(&resp, code::PULL_OFFSET_MOVED)?;
+    ensure!(resp.remark.as_deref() == Some("OFFSET_RESET"), "{resp:?}");
     ensure!(ext_i64(&resp, "nextBeginOffset")? == 0, "{resp:?}");
 
     // One queue, to an explicit offset; out of range is refused.
@@ -1053,4 +1327,487 @@ async fn a_full_request_queue_is_answered_system_busy() -> anyhow::Result<()> {
         .is_some_and(|r| r.contains("system busy")));
     server.shutdown().await;
     Ok(())
+}
+
+/// The admin codes as `mqadmin` sends them: topic and group configs, topic stats, who consumes
+/// a topic, producer connections, and the name-server leftovers (KV config, system topics).
+#[actix_rt::test]
+async fn admin_topic_group_and_connection_codes() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+
+    // GET_TOPIC_CONFIG of an unknown topic: TOPIC_NOT_EXIST, which 5.x tools read as absent.
+    let resp = h
+        .call(&c, request(rc::GET_TOPIC_CONFIG, &[("topic", "Made")]))
+        .await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    let create = |topic: &str| {
+        request(
+            rc::UPDATE_AND_CREATE_TOPIC,
+            &[
+                ("topic", topic),
+                ("defaultTopic", "TBW102"),
+                ("readQueueNums", "3"),
+                ("writeQueueNums", "3"),
+                ("perm", "6"),
+                ("topicFilterType", "SINGLE_TAG"),
+            ],
+        )
+    };
+    expect_code(&h.call(&c, create("Made")).await?, code::SUCCESS)?;
+    for refused in ["bad topic", "TBW102", "rmq_sys_wheel_timer"] {
+        expect_code(&h.call(&c, create(refused)).await?, code::INVALID_PARAMETER)?;
+    }
+    let resp = h
+        .call(&c, request(rc::GET_TOPIC_CONFIG, &[("topic", "Made")]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let config: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        config["topicName"] == "Made" && config["readQueueNums"] == 3 && config["perm"] == 6,
+        "topic config {config}"
+    );
+    let resp = h.call(&c, request(rc::GET_ALL_TOPIC_CONFIG, &[])).await?;
+    let all: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        all["topicConfigTable"]["Made"]["writeQueueNums"] == 3,
+        "all topics {all}"
+    );
+
+    // Topic stats after two sends to queue 1.
+    for body in ["a", "b"] {
+        expect_code(
+            &h.call(&c, send_v2("Made", 1, body, "t")).await?,
+            code::SUCCESS,
+        )?;
+    }
+    let resp = h
+        .call(&c, request(rc::GET_TOPIC_STATS_INFO, &[("topic", "Made")]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let stats = skiff::remoting::body::TopicStatsTable::decode(&resp.body)?;
+    let maxes: Vec<(i32, i64)> = stats
+        .offset_table
+        .iter()
+        .map(|(mq, o)| (mq.queue_id, o.max_offset))
+        .collect();
+    ensure!(maxes == [(0, 0), (1, 2), (2, 0)], "max offsets {maxes:?}");
+    ensure!(
+        stats
+            .offset_table
+            .values()
+            .filter(|o| o.last_update_timestamp > 0)
+            .count()
+            == 1,
+        "last update times {stats:?}"
+    );
+    let resp = h
+        .call(&c, request(rc::GET_TOPIC_STATS_INFO, &[("topic", "Nope")]))
+        .await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+
+    // A producer and a consumer heartbeat: connections by group, and who consumes the topic.
+    let resp = h
+        .call(
+            &c,
+            heartbeat(
+                r#"{"clientID":"10.0.0.1@1","producerDataSet":[{"groupName":"PG"}],
+                "consumerDataSet":[{"groupName":"CG","consumeType":"CONSUME_PASSIVELY",
+                "messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET",
+                "subscriptionDataSet":[{"topic":"Made","subString":"*","subVersion":1}]}]}"#,
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_PRODUCER_CONNECTION_LIST, &[("producerGroup", "PG")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let producers: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        producers["connectionSet"][0]["clientId"] == "10.0.0.1@1"
+            && producers["connectionSet"][0]["clientAddr"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "producer connections {producers}"
+    );
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::GET_PRODUCER_CONNECTION_LIST,
+                &[("producerGroup", "Other")],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_CONSUMER_CONNECTION_LIST, &[("consumerGroup", "CG")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let consumers: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        consumers["subscriptionTable"]["Made"]["subString"] == "*"
+            && consumers["consumeFromWhere"] == "CONSUME_FROM_FIRST_OFFSET",
+        "consumer connections {consumers}"
+    );
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::GET_CONSUMER_CONNECTION_LIST,
+                &[("consumerGroup", "Gone")],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::CONSUMER_NOT_ONLINE)?;
+    expect_code(
+        &h.call(&c, update_offset("Offsets", "Made", 1, 2)).await?,
+        code::SUCCESS,
+    )?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::QUERY_TOPIC_CONSUME_BY_WHO, &[("topic", "Made")]),
+        )
+        .await?;
+    let by_who: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        by_who["groupList"] == serde_json::json!(["CG", "Offsets"]),
+        "consumed by {by_who}"
+    );
+
+    // Subscription groups: create, list, delete with its offsets.
+    let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[])
+        .with_body(br#"{"groupName":"Made","retryMaxTimes":3,"retryQueueNums":1}"#.to_vec());
+    expect_code(&h.call(&c, group).await?, code::SUCCESS)?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        groups["subscriptionGroupTable"]["Made"]["retryMaxTimes"] == 3,
+        "groups {groups}"
+    );
+    let delete = request(
+        rc::DELETE_SUBSCRIPTIONGROUP,
+        &[("groupName", "Offsets"), ("cleanOffset", "true")],
+    );
+    expect_code(&h.call(&c, delete).await?, code::SUCCESS)?;
+    let resp = h
+        .call(&c, query_offset("Offsets", "Made", 1, Some(false)))
+        .await?;
+    expect_code(&resp, code::QUERY_NOT_FOUND)?;
+
+    // Name-server leftovers.
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::GET_KV_CONFIG,
+                &[("namespace", "ORDER_TOPIC_CONFIG"), ("key", "Made")],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::QUERY_NOT_FOUND)?;
+    let resp = h
+        .call(&c, request(rc::GET_SYSTEM_TOPIC_LIST_FROM_NS, &[]))
+        .await?;
+    let system: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        system["topicList"].as_array().map_or(0, Vec::len) == 2,
+        "system topics {system}"
+    );
+
+    // Delete the topic: gone from routes and configs.
+    let resp = h
+        .call(
+            &c,
+            request(rc::DELETE_TOPIC_IN_BROKER, &[("topic", "Made")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::DELETE_TOPIC_IN_NAMESRV, &[("topic", "Made")]),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(&c, request(rc::GET_TOPIC_CONFIG, &[("topic", "Made")]))
+        .await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    h.stop().await
+}
+
+/// `GET /metrics` on the metrics listener, as a scraper sends it; the response body.
+async fn scrape(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(String, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("no header end in {raw:?}"))?;
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body.to_owned()))
+}
+
+/// The Prometheus endpoint: produce and consume counts per queue, the group's lag and
+/// in-flight, connections and requests by code, all as a user's traffic left them.
+#[actix_rt::test]
+async fn metrics_endpoint_reports_produce_consume_lag_and_requests() -> anyhow::Result<()> {
+    let h = Harness::start_with(|c| {
+        c.metrics_listen = "127.0.0.1:0".to_owned();
+        // Acknowledged after the fsync, so the fsync histogram has counted before the scrape.
+        c.flush = skiff::storage::store::FlushPolicy::Sync;
+    })
+    .await?;
+    let metrics = h
+        .serving
+        .metrics_addr()
+        .ok_or_else(|| anyhow!("metrics endpoint not running"))?;
+    let c = client();
+    for body in ["a", "b", "c"] {
+        expect_code(
+            &h.call(&c, send_v2("Metered", 1, body, "t")).await?,
+            code::SUCCESS,
+        )?;
+    }
+    let pulled = h
+        .call(
+            &c,
+            pull("mg", "Metered", 1, 0, pull_sys_flag::SUBSCRIPTION, 0),
+        )
+        .await?;
+    expect_code(&pulled, code::SUCCESS)?;
+    expect_code(
+        &h.call(&c, update_offset("mg", "Metered", 1, 1)).await?,
+        code::SUCCESS,
+    )?;
+
+    let (status, text) = scrape(metrics, "/metrics").await?;
+    ensure!(status.contains("200"), "{status}");
+    let parsed = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .with_context(|| format!("not the Prometheus text format:\n{text}"))?;
+    // The value of the one sample of `metric` whose labels include `labels`.
+    let value = |metric: &str, labels: &[(&str, &str)]| -> anyhow::Result<f64> {
+        let sample = parsed
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .ok_or_else(|| anyhow!("no {metric} {labels:?} in:\n{text}"))?;
+        Ok(match &sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => bail!("{metric} is a summary"),
+        })
+    };
+    let queue = [("topic", "Metered"), ("queue_id", "1")];
+    let group_queue = [("group", "mg"), ("topic", "Metered"), ("queue_id", "1")];
+    for (metric, labels, want) in [
+        ("skiff_produced_messages_total", &queue[..], 3.0),
+        ("skiff_produced_body_bytes_total", &queue[..], 3.0),
+        ("skiff_consumed_messages_total", &group_queue[..], 3.0),
+        ("skiff_consumer_offset", &group_queue[..], 1.0),
+        ("skiff_consumer_lag_messages", &group_queue[..], 2.0),
+        // Pulled up to 3, committed 1.
+        ("skiff_consumer_in_flight_messages", &group_queue[..], 2.0),
+        ("skiff_connections_open", &[][..], 1.0),
+        ("skiff_requests_total", &[("code", "310")][..], 3.0),
+        (
+            "skiff_responses_total",
+            &[("code", "310"), ("response_code", "0")][..],
+            3.0,
+        ),
+        // The +Inf bucket of the pull's latency histogram holds the one pull.
+        ("skiff_request_duration_seconds", &[("code", "11")][..], 1.0),
+    ] {
+        let got = value(metric, labels)?;
+        ensure!(got == want, "{metric} {labels:?} = {got}, want {want}");
+    }
+    ensure!(value("skiff_store_bytes", &[])? > 0.0);
+    ensure!(
+        value("skiff_fsync_duration_seconds", &[])? >= 1.0,
+        "no fsync counted"
+    );
+    let (status, _) = scrape(metrics, "/").await?;
+    ensure!(status.contains("404"), "{status}");
+    // Embedded users read the same numbers.
+    let snapshot = h.serving.node().metrics().await?;
+    ensure!(snapshot
+        .to_prometheus()
+        .contains("skiff_produced_messages_total{topic=\"Metered\",queue_id=\"1\"} 3"));
+    h.stop().await
+}
+
+/// Retention through the wire: full segments older than `retention` are deleted, the queue's
+/// min offset moves past them, and a group whose committed offset fell below it is moved to
+/// the min (PULL_OFFSET_MOVED) and then receives everything still stored, once.
+#[actix_rt::test]
+async fn retention_deletes_old_segments_and_a_group_below_the_min_continues_from_it(
+) -> anyhow::Result<()> {
+    let h = Harness::start_with(|c| {
+        c.segment_size = 64 * 1024;
+        c.max_message_size = 16 * 1024;
+        c.retention = Duration::from_millis(300);
+        c.cleanup_interval = Duration::from_millis(100);
+    })
+    .await?;
+    let c = client();
+    let filler = "x".repeat(1024);
+    let sent = 300;
+    for i in 0..sent {
+        let body = format!("{i:04}{filler}");
+        expect_code(
+            &h.call(&c, send_v2("Aging", 0, &body, "t")).await?,
+            code::SUCCESS,
+        )?;
+        if i == 0 {
+            // The group read nothing yet: it stands at 0 when the old segments go.
+            expect_code(
+                &h.call(&c, update_offset("rg", "Aging", 0, 0)).await?,
+                code::SUCCESS,
+            )?;
+        }
+    }
+    // Five or so segments of 64 KiB; every full one ages out, the active one stays.
+    let mut min = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while min == 0 {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "retention deleted nothing within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let resp = h
+            .call(
+                &c,
+                request(rc::GET_MIN_OFFSET, &[("topic", "Aging"), ("queueId", "0")]),
+            )
+            .await?;
+        min = ext_i64(&resp, "offset")?;
+    }
+    ensure!(min > 0 && min < sent, "min offset {min} of {sent}");
+
+    // The group committed 0, now below the min: moved to the min, as RocketMQ moves it.
+    let moved = h
+        .call(
+            &c,
+            pull("rg", "Aging", 0, 0, pull_sys_flag::SUBSCRIPTION, 0),
+        )
+        .await?;
+    expect_code(&moved, code::PULL_OFFSET_MOVED)?;
+    let next = ext_i64(&moved, "nextBeginOffset")?;
+    ensure!(next >= min, "moved to {next}, below the min {min}");
+    let mut offset = u64::try_from(next)?;
+    let mut bodies = Vec::new();
+    while offset < sent as u64 {
+        let resp = h
+            .call(
+                &c,
+                pull("rg", "Aging", 0, offset, pull_sys_flag::SUBSCRIPTION, 0),
+            )
+            .await?;
+        expect_code(&resp, code::SUCCESS)?;
+        for m in records(&resp)? {
+            bodies.push(String::from_utf8_lossy(&m.body[..4]).into_owned());
+        }
+        offset = u64::try_from(ext_i64(&resp, "nextBeginOffset")?)?;
+    }
+    let want: Vec<String> = (next..sent).map(|i| format!("{i:04}")).collect();
+    ensure!(bodies == want, "received {bodies:?}");
+    h.stop().await
+}
+
+/// `skiff admin message` by offset id and by unique key, and `skiff admin query` by key, each
+/// as JSON: the stored message with its properties and body.
+#[actix_rt::test]
+async fn admin_finds_messages_by_offset_id_unique_key_and_key() -> anyhow::Result<()> {
+    use skiff::admin::{AdminArgs, AdminCommand};
+    let h = Harness::start().await?;
+    let c = client();
+    let mut offset_ids = Vec::new();
+    for (body, keys) in [("first", "order-1 shared"), ("second", "order-2 shared")] {
+        let mut send = send_v2("Lookup", 0, body, "a");
+        send.ext_fields.insert(
+            "i".to_owned(),
+            format!("TAGS\u{1}a\u{2}KEYS\u{1}{keys}\u{2}UNIQ_KEY\u{1}U-{body}\u{2}"),
+        );
+        let resp = h.call(&c, send).await?;
+        expect_code(&resp, code::SUCCESS)?;
+        offset_ids.push(
+            resp.ext("msgId")
+                .ok_or_else(|| anyhow!("no msgId in the send answer"))?
+                .to_owned(),
+        );
+    }
+    let admin = |command: AdminCommand| {
+        skiff::admin::run(AdminArgs {
+            namesrv: h.addr.clone(),
+            json: true,
+            command,
+        })
+    };
+    let bodies = |json: &serde_json::Value| -> Vec<String> {
+        json.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["body"].as_str().map(str::to_owned))
+            .collect()
+    };
+
+    let by_offset: serde_json::Value = serde_json::from_str(
+        &admin(AdminCommand::Message {
+            id: offset_ids[1].clone(),
+            topic: None,
+        })
+        .await?,
+    )?;
+    ensure!(bodies(&by_offset) == ["second"], "{by_offset}");
+    ensure!(
+        by_offset[0]["properties"]["KEYS"] == "order-2 shared",
+        "{by_offset}"
+    );
+    ensure!(by_offset[0]["offset_msg_id"] == offset_ids[1].as_str());
+
+    let by_unique: serde_json::Value = serde_json::from_str(
+        &admin(AdminCommand::Message {
+            id: "U-first".to_owned(),
+            topic: Some("Lookup".to_owned()),
+        })
+        .await?,
+    )?;
+    ensure!(bodies(&by_unique) == ["first"], "{by_unique}");
+
+    let by_key: serde_json::Value = serde_json::from_str(
+        &admin(AdminCommand::Query {
+            topic: "Lookup".to_owned(),
+            key: "shared".to_owned(),
+        })
+        .await?,
+    )?;
+    ensure!(bodies(&by_key) == ["second", "first"], "{by_key}");
+
+    let missing = admin(AdminCommand::Query {
+        topic: "Lookup".to_owned(),
+        key: "absent".to_owned(),
+    })
+    .await;
+    ensure!(
+        matches!(&missing, Err(skiff::admin::AdminError::NotFound { .. })),
+        "{missing:?}"
+    );
+    h.stop().await
 }

@@ -3,27 +3,62 @@
 //! ([`crate::broker::BrokerHandle`], the broker actors' addresses) and remoting (TCP, in the root
 //! crate). Embedded and remote consumers therefore run the same actors.
 
+pub use crate::logic::filter::ExpressionType;
 use crate::logic::queue::MessageQueue;
+use crate::logic::sql92::Sql92Error;
+pub use crate::logic::transaction::TransactionResolution;
+use crate::LocalFuture;
 use bytes::Bytes;
-use skiff_storage::message::MessageToAppend;
-use skiff_storage::store::BoundaryType;
-use std::future::Future;
-use std::pin::Pin;
+use skiff_storage::key_index::KeyIndexError;
+use skiff_storage::message::{MessageToAppend, StoredMessage};
+use skiff_storage::metadata::MetadataError;
+use skiff_storage::offset_table::OffsetTableError;
+use skiff_storage::store::{AppendRejected, BoundaryType, StoreError};
+use skiff_storage::transaction_states::TransactionStatesError;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Futures returned by [`BrokerApi`]; not `Send` because actix runs each arbiter on one thread.
-pub type BrokerFuture<T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>>>>;
+/// Futures returned by [`BrokerApi`].
+pub type BrokerFuture<T> = LocalFuture<Result<T, BrokerError>>;
+
+/// Why a half message is unusable ([`BrokerError::UnusableHalf`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HalfProblem {
+    #[error(transparent)]
+    Undecodable(#[from] skiff_storage::message::MessageDecodeError),
+    #[error(transparent)]
+    NoDestination(#[from] crate::logic::transaction::NoDestination),
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    #[error("message store failed: {0}")]
-    Store(#[from] skiff_storage::store::StoreError),
-    #[error("offset table failed: {0}")]
-    OffsetTable(#[from] skiff_storage::offset_table::OffsetTableError),
-    #[error("metadata failed: {0}")]
-    Metadata(String),
-    #[error("broker actor {actor} is unavailable: {source}")]
+    #[error("message store failed")]
+    Store(#[from] StoreError),
+    /// The store refused a batch for what it contains; nothing of it was appended.
+    #[error(transparent)]
+    Rejected(#[from] AppendRejected),
+    #[error("offset table failed")]
+    OffsetTable(#[from] OffsetTableError),
+    #[error("metadata store failed")]
+    Metadata(#[from] MetadataError),
+    #[error("key index failed")]
+    KeyIndex(#[from] KeyIndexError),
+    #[error("transaction states failed")]
+    TransactionStates(#[from] TransactionStatesError),
+    /// The broker is shutting down and `what` was already released.
+    #[error("{what} is closed")]
+    Closed { what: &'static str },
+    /// A stored half message that cannot be read back or committed.
+    #[error("transactional half message at half-queue offset {queue_offset} is unusable")]
+    UnusableHalf {
+        queue_offset: u64,
+        #[source]
+        source: HalfProblem,
+    },
+    /// Sends are refused: the store's disk is past `full_ratio` in use.
+    #[error("the disk is full: {:.1}% used, sends refused from {:.1}%", used_ratio * 100.0, full_ratio * 100.0)]
+    DiskFull { used_ratio: f64, full_ratio: f64 },
+    #[error("broker actor {actor} is unavailable")]
     Mailbox {
         actor: &'static str,
         #[source]
@@ -40,18 +75,57 @@ pub enum BrokerError {
     /// for the topic.
     #[error("group {group} has no subscription for topic {topic}")]
     SubscriptionNotExist { group: String, topic: String },
+    /// SUBSCRIPTION_PARSE_FAILED (23): a SQL92 subscription that does not parse.
+    #[error("group {group} subscribes to topic {topic} with an invalid selector")]
+    SubscriptionParseFailed {
+        group: String,
+        topic: String,
+        #[source]
+        source: Box<InvalidSelector>,
+    },
     #[error("message at commit-log offset {physical_offset} not found")]
     MessageNotFound { physical_offset: u64 },
     #[error("invalid request: {reason}")]
     InvalidRequest { reason: String },
+    /// A call to a broker over the network failed (the remoting client in the root crate).
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+}
+
+/// How a call to a remote broker failed: the broker said no, or the request or its answer was
+/// lost, unreadable or late.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The broker answered with a code the call does not accept; `remark` is its text, not a
+    /// cause on this side.
     #[error("broker {addr} answered code {code}: {remark}")]
-    Remote {
+    Answered {
         addr: String,
         code: i32,
         remark: String,
     },
-    #[error("request to {addr} failed: {reason}")]
-    Transport { addr: String, reason: String },
+    /// The request did not reach `addr` or its answer did not come back: no connection, a lost
+    /// one, a client already shut down.
+    #[error("request to {addr} failed")]
+    Transport {
+        addr: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `addr` answered, but `what` in the answer cannot be read.
+    #[error("undecodable {what} from {addr}")]
+    Undecodable {
+        addr: String,
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The name server's route of `topic` names no master broker with queues.
+    #[error("the route of topic {topic} from {namesrv} names no master broker with queues")]
+    NoBroker { namesrv: String, topic: String },
+    /// No route known to this client names a master of `broker_name` (a queue of `topic`).
+    #[error("no master address known for broker {broker_name} (topic {topic})")]
+    UnknownBroker { broker_name: String, topic: String },
     #[error("request to {addr} timed out after {timeout:?}")]
     Timeout { addr: String, timeout: Duration },
 }
@@ -59,6 +133,8 @@ pub enum BrokerError {
 /// Where a sent message landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendResult {
+    /// The broker that stored the message (owner of the queue `queue_id`).
+    pub broker_name: String,
     pub queue_id: u32,
     pub queue_offset: u64,
     pub physical_offset: u64,
@@ -66,11 +142,23 @@ pub struct SendResult {
     pub offset_msg_id: String,
 }
 
+/// A SQL92 subscription expression that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("SQL92 expression {expression:?} does not parse")]
+pub struct InvalidSelector {
+    pub expression: String,
+    #[source]
+    pub error: Sql92Error,
+}
+
 /// A pull as the push consumer issues it (PULL_MESSAGE).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequest {
     pub group: String,
     pub topic: String,
+    /// The broker that owns the queue (a remote client pulls from its master; the in-process
+    /// broker is the only one and ignores it).
+    pub broker_name: String,
     pub queue_id: u32,
     pub queue_offset: u64,
     pub max_messages: u32,
@@ -78,17 +166,15 @@ pub struct PullRequest {
     pub commit_offset: Option<u64>,
     /// Long-poll hold time (FLAG_SUSPEND); `None` answers at once.
     pub suspend_timeout: Option<Duration>,
-    /// Subscription expression carried in the request (FLAG_SUBSCRIPTION), e.g. `*`, `A || B`.
+    /// Subscription expression carried in the request (FLAG_SUBSCRIPTION), e.g. `*`, `A || B`,
+    /// or a SQL92 selector.
     pub subscription: Option<String>,
+    /// How `subscription` is read.
+    pub expression_type: ExpressionType,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PullStatus {
-    Found,
-    NoNewMessage,
-    NoMatchedMessage,
-    OffsetIllegal,
-}
+/// A pull's outcome; defined with the rule that derives it from a store read.
+pub use crate::logic::pull::{NoNewMessage, OffsetMoved, PullStatus};
 
 #[derive(Clone, Debug)]
 pub struct PullResponse {
@@ -118,6 +204,7 @@ pub enum ConsumeType {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SubscriptionEntry {
     pub topic: String,
+    pub expression_type: ExpressionType,
     pub expression: String,
     pub sub_version: i64,
 }
@@ -140,6 +227,46 @@ pub trait ConsumerNotifier {
     fn consumer_ids_changed(&self, group: &str);
 }
 
+/// How the broker reaches a live producer of a group to ask about a pending transaction
+/// (CHECK_TRANSACTION_STATE, oneway as in Java): a connection over the network, the embedded
+/// producer's checker in process.
+pub trait TransactionCheckListener {
+    /// Best effort: an unanswered check is repeated at the next check round.
+    fn check_transaction_state(&self, check: TransactionCheck);
+}
+
+/// One check-back of a half message (CHECK_TRANSACTION_STATE's header and body).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionCheck {
+    pub producer_group: String,
+    pub broker_name: String,
+    /// The half's offset in the half queue, echoed as `tranStateTableOffset`.
+    pub tran_state_table_offset: u64,
+    /// The half's commit-log offset, echoed as `commitLogOffset`.
+    pub commit_log_offset: u64,
+    /// The half's offset message id.
+    pub offset_msg_id: String,
+    /// The producer's message id (`UNIQ_KEY`), also the transaction id.
+    pub msg_id: Option<String>,
+    /// The half message with its real topic and queue.
+    pub message: StoredMessage,
+}
+
+/// END_TRANSACTION as a producer sends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndTransactionRequest {
+    pub producer_group: String,
+    pub tran_state_table_offset: u64,
+    pub commit_log_offset: u64,
+    pub resolution: TransactionResolution,
+    /// This is the answer to a check-back.
+    pub from_transaction_check: bool,
+    pub msg_id: String,
+    pub transaction_id: Option<String>,
+    /// The broker holding the half (a remote client sends it there).
+    pub broker_name: String,
+}
+
 /// Send-back of a failed message (CONSUMER_SEND_MSG_BACK).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendBackRequest {
@@ -151,31 +278,113 @@ pub struct SendBackRequest {
     pub origin_msg_id: Option<String>,
     pub origin_topic: Option<String>,
     pub max_reconsume_times: Option<u32>,
+    /// The broker the message was pulled from, which holds it at `physical_offset`; `None`
+    /// lets a remote client pick the broker of the origin topic.
+    pub broker_name: Option<String>,
 }
 
-/// Queue counts of a topic as the route reports them.
+/// The queues one broker holds of a topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopicRoute {
-    pub topic: String,
+pub struct BrokerQueues {
     pub broker_name: String,
     pub read_queue_nums: u32,
     pub write_queue_nums: u32,
 }
 
-/// Everything the consumer and producer sides need from a broker.
+/// A topic's route: every broker (master) holding queues of it, in route order. The in-process
+/// broker reports itself alone; a cluster's name server one entry per master broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicRoute {
+    pub topic: String,
+    pub brokers: Vec<BrokerQueues>,
+}
+
+impl TopicRoute {
+    /// The route of a topic held by one broker.
+    pub fn single(
+        topic: impl Into<String>,
+        broker_name: impl Into<String>,
+        read_queue_nums: u32,
+        write_queue_nums: u32,
+    ) -> TopicRoute {
+        TopicRoute {
+            topic: topic.into(),
+            brokers: vec![BrokerQueues {
+                broker_name: broker_name.into(),
+                read_queue_nums,
+                write_queue_nums,
+            }],
+        }
+    }
+
+    /// Every queue consumers read, broker by broker.
+    pub fn read_queues(&self) -> Vec<MessageQueue> {
+        self.queues(|b| b.read_queue_nums)
+    }
+
+    /// Every queue producers write, broker by broker.
+    pub fn write_queues(&self) -> Vec<MessageQueue> {
+        self.queues(|b| b.write_queue_nums)
+    }
+
+    /// Read queues over all brokers.
+    pub fn read_queue_nums(&self) -> u32 {
+        self.brokers.iter().map(|b| b.read_queue_nums).sum()
+    }
+
+    /// Write queues over all brokers.
+    pub fn write_queue_nums(&self) -> u32 {
+        self.brokers.iter().map(|b| b.write_queue_nums).sum()
+    }
+
+    fn queues(&self, count: impl Fn(&BrokerQueues) -> u32) -> Vec<MessageQueue> {
+        self.brokers
+            .iter()
+            .flat_map(|b| {
+                (0..count(b)).map(move |id| MessageQueue::new(&self.topic, &b.broker_name, id))
+            })
+            .collect()
+    }
+}
+
+/// How an offset update reaches the broker (UPDATE_CONSUMER_OFFSET).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetUpdate {
+    /// The caller does not need the broker's verdict: RocketMQ's periodic persist, repeated at
+    /// the next tick anyway. A remote broker gets a oneway request, whose failures only the
+    /// broker sees; the in-process broker still answers (see its [`BrokerApi`] impl).
+    Oneway,
+    /// The caller waits for the broker's answer: a graceful handoff, after which the queue's
+    /// next owner reads the offset.
+    Acknowledged,
+}
+
+/// Everything the consumer and producer sides need from a broker. Arguments are owned, so an
+/// implementation can move them into the future it returns.
 pub trait BrokerApi {
-    fn route(&self, topic: &str) -> BrokerFuture<TopicRoute>;
-    fn send(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>>;
+    fn route(&self, topic: String) -> BrokerFuture<TopicRoute>;
+    /// Sends to the broker of the topic (the in-process broker; a remote client: the first
+    /// broker of the route).
+    fn send_messages(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>>;
+    /// Sends to the broker called `broker_name`, which owns the messages' queues. Only a client
+    /// of several brokers needs the name; by default it is ignored.
+    fn send_messages_to(
+        &self,
+        broker_name: String,
+        messages: Vec<MessageToAppend>,
+    ) -> BrokerFuture<Vec<SendResult>> {
+        let _ = broker_name;
+        self.send_messages(messages)
+    }
     fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse>;
     /// `Ok(None)` when the broker has no offset (QUERY_NOT_FOUND); errors stay errors.
-    fn query_offset(&self, group: &str, queue: &MessageQueue) -> BrokerFuture<Option<u64>>;
-    /// `acknowledged = false` is RocketMQ's oneway update; graceful handoff uses `true`.
+    fn query_offset(&self, group: String, queue: MessageQueue) -> BrokerFuture<Option<u64>>;
     fn update_offset(
         &self,
-        group: &str,
-        queue: &MessageQueue,
+        group: String,
+        queue: MessageQueue,
         offset: u64,
-        acknowledged: bool,
+        update: OffsetUpdate,
     ) -> BrokerFuture<()>;
     fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()>;
     fn heartbeat(
@@ -183,25 +392,36 @@ pub trait BrokerApi {
         heartbeat: ConsumerHeartbeat,
         notifier: Arc<dyn ConsumerNotifier>,
     ) -> BrokerFuture<()>;
-    fn unregister(&self, client_id: &str, group: &str) -> BrokerFuture<()>;
-    fn consumer_list(&self, group: &str) -> BrokerFuture<Vec<String>>;
-    fn lock_batch(
+    fn unregister(&self, client_id: String, group: String) -> BrokerFuture<()>;
+    fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>>;
+    /// Registers a producer of `group` whose `listener` answers check-backs of the group's
+    /// pending transactions (Java's producer heartbeat).
+    fn register_producer(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) -> BrokerFuture<()>;
+    /// END_TRANSACTION: commits or rolls back a half message (UNKNOW leaves it for check-back).
+    fn end_transaction(&self, request: EndTransactionRequest) -> BrokerFuture<()>;
+    /// LOCK_BATCH_MQ: the queues now locked by `client_id` (a subset of `queues`).
+    fn lock_queues(
+        &self,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<Vec<MessageQueue>>;
-    fn unlock_batch(
+    fn unlock_queues(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<()>;
-    fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64>;
-    fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64>;
+    fn min_offset(&self, queue: MessageQueue) -> BrokerFuture<u64>;
+    fn max_offset(&self, queue: MessageQueue) -> BrokerFuture<u64>;
     fn search_offset(
         &self,
-        queue: &MessageQueue,
+        queue: MessageQueue,
         timestamp_ms: i64,
         boundary: BoundaryType,
     ) -> BrokerFuture<u64>;

@@ -1,12 +1,11 @@
 //! Group membership (heartbeats, expiry, NOTIFY_CONSUMER_IDS_CHANGED, consumer list) and
-//! orderly queue locks (offset-lifecycle §1.B.1, §1.F).
+//! orderly queue locks (`docs/offset-lifecycle.md` §1.B.1, §1.F).
 
-mod broker_support;
-
-use broker_support::*;
 use skiff_actors::broker::{membership, queue_locks, BrokerConfig};
-use skiff_actors::broker_api::{BrokerApi, BrokerError, MessageModel};
+use skiff_actors::broker_api::{BrokerError, MessageModel};
+use skiff_actors::logic::delay::retry_topic;
 use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::testsuite::*;
 use std::time::Duration;
 
 const GROUP: &str = "g";
@@ -99,7 +98,7 @@ fn consumer_list_is_sorted_and_empty_group_is_no_consumer() {
             .topics()
             .unwrap()
             .iter()
-            .any(|t| t.name == "%RETRY%g"));
+            .any(|t| t.name == retry_topic("g")));
         broker.shutdown().await.unwrap();
     });
 }
@@ -142,7 +141,7 @@ fn queue_lock_expires_after_60s() {
             MessageQueue::new(TOPIC, "skiff", 0),
             MessageQueue::new(TOPIC, "skiff", 1),
         ];
-        let lock = |client: &'static str| broker.lock_batch(GROUP, client, queues.clone());
+        let lock = |client: &'static str| broker.lock_queues(GROUP, client, queues.clone());
         assert_eq!(lock("a").await.unwrap(), queues);
         assert_eq!(lock("b").await.unwrap(), vec![], "held by a");
         advance(Duration::from_secs(30)).await;
@@ -155,12 +154,12 @@ fn queue_lock_expires_after_60s() {
 
         // Unlocking frees only what the caller holds.
         broker
-            .unlock_batch(GROUP, "a", queues.clone())
+            .unlock_queues(GROUP, "a", queues.clone())
             .await
             .unwrap();
         assert_eq!(lock("a").await.unwrap(), vec![]);
         broker
-            .unlock_batch(GROUP, "b", vec![queues[0].clone()])
+            .unlock_queues(GROUP, "b", vec![queues[0].clone()])
             .await
             .unwrap();
         assert_eq!(lock("a").await.unwrap(), vec![queues[0].clone()]);
@@ -192,13 +191,19 @@ fn leaving_the_group_releases_queue_locks() {
             .unwrap();
         let queues = vec![MessageQueue::new(TOPIC, "skiff", 0)];
         assert_eq!(
-            broker.lock_batch(GROUP, "a", queues.clone()).await.unwrap(),
+            broker
+                .lock_queues(GROUP, "a", queues.clone())
+                .await
+                .unwrap(),
             queues
         );
         broker.unregister("a", GROUP).await.unwrap();
         settle().await;
         assert_eq!(
-            broker.lock_batch(GROUP, "b", queues.clone()).await.unwrap(),
+            broker
+                .lock_queues(GROUP, "b", queues.clone())
+                .await
+                .unwrap(),
             queues
         );
         broker.shutdown().await.unwrap();

@@ -1,12 +1,10 @@
-//! Broker offset-table rules (`reference/offset-lifecycle.md` §1.A), one test per rule.
+//! Broker offset-table rules (`docs/offset-lifecycle.md` §1.A), one test per rule.
 
-mod broker_support;
-
-use broker_support::*;
 use skiff_actors::broker::consumer_offsets::{self, CommitResult};
 use skiff_actors::broker::BrokerConfig;
-use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus};
+use skiff_actors::broker_api::{BrokerApi, BrokerError, OffsetMoved, OffsetUpdate, PullStatus};
 use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::testsuite::*;
 use skiff_storage::offset_table::{
     CommitOutcome, OffsetKey, OffsetTable, OffsetTableError, SledOffsetTable, OFFSETS_TREE,
 };
@@ -23,7 +21,9 @@ async fn send_n(broker: &skiff_actors::broker::BrokerHandle, queue_id: u32, n: u
     let messages = (0..n)
         .map(|i| message(TOPIC, queue_id, &format!("m{i}"), None))
         .collect();
-    broker.send(messages).await.expect("send");
+    BrokerApi::send_messages(broker, messages)
+        .await
+        .expect("send");
 }
 
 #[test]
@@ -32,20 +32,17 @@ fn commit_offset_always_writes_lower_offset() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        let first = broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 10)
-            .await
-            .unwrap();
+        let first = broker.update_offset(GROUP, TOPIC, 0, 10).await.unwrap();
         assert_eq!(first, CommitResult::Applied(CommitOutcome::Inserted));
-        let lower = broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 4)
-            .await
-            .unwrap();
+        let lower = broker.update_offset(GROUP, TOPIC, 0, 4).await.unwrap();
         assert_eq!(
             lower,
             CommitResult::Applied(CommitOutcome::Lowered { previous: 10 })
         );
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(4));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(4)
+        );
         let snapshot = broker
             .addrs()
             .offsets
@@ -65,19 +62,19 @@ fn query_offset_not_found_is_distinct() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         broker.route(TOPIC).await.unwrap();
         // Queue 1 is empty, so not even the zero rule applies: not found, not 0.
-        assert_eq!(broker.query_offset(GROUP, &mq(1)).await.unwrap(), None);
         assert_eq!(
-            broker
-                .query_consumer_offset(GROUP, TOPIC, 1, false)
-                .await
-                .unwrap(),
+            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
             None
         );
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 1, 0)
-            .await
-            .unwrap();
-        assert_eq!(broker.query_offset(GROUP, &mq(1)).await.unwrap(), Some(0));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
+            None
+        );
+        broker.update_offset(GROUP, TOPIC, 1, 0).await.unwrap();
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
+            Some(0)
+        );
         broker.shutdown().await.unwrap();
     });
 }
@@ -91,26 +88,17 @@ fn query_offset_zero_if_not_found_on_young_queue() {
         // Queue 0 still holds its message at offset 0: a new group starts there (§1.A.6),
         // even though it would otherwise start at the max offset.
         assert_eq!(
-            broker
-                .query_consumer_offset(GROUP, TOPIC, 0, true)
-                .await
-                .unwrap(),
+            broker.query_offset(GROUP, TOPIC, 0, true).await.unwrap(),
             Some(0)
         );
         // Without setZeroIfNotFound the same queue is QUERY_NOT_FOUND.
         assert_eq!(
-            broker
-                .query_consumer_offset(GROUP, TOPIC, 0, false)
-                .await
-                .unwrap(),
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
             None
         );
         // An empty queue has no message at 0: not found.
         assert_eq!(
-            broker
-                .query_consumer_offset(GROUP, TOPIC, 2, true)
-                .await
-                .unwrap(),
+            broker.query_offset(GROUP, TOPIC, 2, true).await.unwrap(),
             None
         );
         broker.shutdown().await.unwrap();
@@ -123,39 +111,47 @@ fn pending_reset_ignores_updates_and_answers_offset_illegal() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 5).await;
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 5)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 5).await.unwrap();
         broker.reset_offset(GROUP, TOPIC, 0, 1).await.unwrap();
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(1));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(1)
+        );
 
         // A consumer still at 5 commits: acknowledged, not stored.
-        let ignored = broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 5)
-            .await
-            .unwrap();
+        let ignored = broker.update_offset(GROUP, TOPIC, 0, 5).await.unwrap();
         assert_eq!(
             ignored,
             CommitResult::IgnoredPendingReset { reset_offset: 1 }
         );
-        broker.update_offset(GROUP, &mq(0), 5, false).await.unwrap();
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(1));
+        BrokerApi::update_offset(&broker, GROUP.into(), mq(0), 5, OffsetUpdate::Oneway)
+            .await
+            .unwrap();
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(1)
+        );
 
         // Its next pull is told to move to the reset offset, commit piggyback ignored too.
         let mut request = pull(GROUP, TOPIC, 0, 5);
         request.commit_offset = Some(5);
         let response = broker.pull(request).await.unwrap();
-        assert_eq!(response.status, PullStatus::OffsetIllegal);
+        assert_eq!(
+            response.status,
+            PullStatus::OffsetMoved(OffsetMoved::PendingReset)
+        );
         assert_eq!(response.next_begin_offset, 1);
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(1));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(1)
+        );
 
         // The reset was taken: commits apply again and the queue reads normally.
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 2)
-            .await
-            .unwrap();
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(2));
+        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(2)
+        );
         let response = broker.pull(pull(GROUP, TOPIC, 0, 1)).await.unwrap();
         assert_eq!(response.status, PullStatus::Found);
         assert_eq!(response.next_begin_offset, 5);
@@ -172,14 +168,17 @@ fn reset_offset_by_time_resets_every_queue_of_the_topic() {
         send_n(&broker, 1, 2).await;
         for q in 0..4 {
             broker
-                .update_consumer_offset(GROUP, TOPIC, q, broker.max_offset_of(TOPIC, q))
+                .update_offset(GROUP, TOPIC, q, broker.max_offset(TOPIC, q))
                 .await
                 .unwrap();
         }
         // Every message is newer than the epoch: each queue goes back to its start.
         let reset = broker.reset_offset_by_time(GROUP, TOPIC, 0).await.unwrap();
         assert_eq!(reset, vec![(0, 0), (1, 0), (2, 0), (3, 0)]);
-        assert_eq!(broker.query_offset(GROUP, &mq(0)).await.unwrap(), Some(0));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(0)
+        );
         let to_end = broker.reset_offset_by_time(GROUP, TOPIC, -1).await.unwrap();
         assert_eq!(to_end, vec![(0, 3), (1, 2), (2, 0), (3, 0)]);
         broker.shutdown().await.unwrap();
@@ -192,10 +191,7 @@ fn offsets_flush_periodically_and_at_shutdown() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 2)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
         let observe = || broker.addrs().offsets.send(consumer_offsets::Observe);
         assert_eq!(observe().await.unwrap().flushes, 0);
         advance(Duration::from_millis(4_900)).await;
@@ -205,14 +201,8 @@ fn offsets_flush_periodically_and_at_shutdown() {
         advance(Duration::from_secs(5)).await;
         assert_eq!(observe().await.unwrap().flushes, 2, "no flush at 10 s");
 
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 3)
-            .await
-            .unwrap();
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 1, 7)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
+        broker.update_offset(GROUP, TOPIC, 1, 7).await.unwrap();
         broker.shutdown().await.unwrap();
     });
     // The broker released the database at shutdown; what it committed last is on disk.
@@ -228,10 +218,7 @@ fn corrupt_offset_record_is_an_error_not_zero() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 2)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
         broker.shutdown().await.unwrap();
     });
     {
@@ -246,7 +233,7 @@ fn corrupt_offset_record_is_an_error_not_zero() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         // Every way of reading the offset reports the corruption; none answers 0 or "absent"
         // (which a LAST_OFFSET consumer would turn into the zero rule or the max offset).
-        let queried = broker.query_consumer_offset(GROUP, TOPIC, 0, true).await;
+        let queried = broker.query_offset(GROUP, TOPIC, 0, true).await;
         assert!(
             matches!(
                 queried,
@@ -254,7 +241,7 @@ fn corrupt_offset_record_is_an_error_not_zero() {
             ),
             "{queried:?}"
         );
-        let via_api = broker.query_offset(GROUP, &mq(0)).await;
+        let via_api = BrokerApi::query_offset(&broker, GROUP.into(), mq(0)).await;
         assert!(
             matches!(via_api, Err(BrokerError::OffsetTable(_))),
             "{via_api:?}"
@@ -275,10 +262,7 @@ fn progress_reports_broker_offset_consumer_offset_and_lag() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 5).await;
         send_n(&broker, 1, 2).await;
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 3)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
         let rows = broker.progress(GROUP).await.unwrap();
         assert_eq!(rows.len(), 4, "{rows:?}");
         assert_eq!(rows[0].broker_offset, 5);
@@ -287,6 +271,37 @@ fn progress_reports_broker_offset_consumer_offset_and_lag() {
         assert!(rows[0].last_commit_ms.is_some());
         assert_eq!(rows[1].consumer_offset, None);
         assert_eq!(rows[1].lag, 2);
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_deleted_topic_takes_every_groups_offsets_on_it_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send_n(&broker, 0, 3).await;
+        BrokerApi::send_messages(&broker, vec![message("Other", 0, "o", None)])
+            .await
+            .expect("send");
+        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
+        broker.update_offset("g2", TOPIC, 0, 1).await.unwrap();
+        broker.update_offset(GROUP, "Other", 0, 1).await.unwrap();
+        assert!(broker.remove_topic(TOPIC).await.unwrap());
+        let left: Vec<(String, String)> = broker
+            .metrics()
+            .await
+            .unwrap()
+            .lag
+            .into_iter()
+            .map(|l| (l.group, l.topic))
+            .collect();
+        assert_eq!(left, vec![(GROUP.to_owned(), "Other".to_owned())]);
+        // The broker's own cursors are not a client's to delete.
+        assert!(matches!(
+            broker.remove_topic("SCHEDULE_TOPIC_XXXX").await,
+            Err(BrokerError::InvalidRequest { .. })
+        ));
         broker.shutdown().await.unwrap();
     });
 }

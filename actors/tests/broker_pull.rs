@@ -1,15 +1,14 @@
-//! PULL_MESSAGE rules (`reference/rocketmq-remoting.md` §4.1, offset-lifecycle §1.A.10 and
+//! PULL_MESSAGE rules (`docs/wire-protocol.md` §4.1, `docs/offset-lifecycle.md` §1.A.10 and
 //! §1.A.12): status mapping with offset correction, piggybacked commits, long polling, the
-//! broker-side tag filter.
+//! broker-side tag and SQL92 filters.
 
-mod broker_support;
-
-use broker_support::*;
-use skiff_actors::broker::{long_poll, pull_status, BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus};
-use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::broker::{long_poll, BrokerConfig, BrokerHandle};
+use skiff_actors::broker_api::{
+    BrokerApi, BrokerError, ExpressionType, NoNewMessage, OffsetMoved, PullStatus,
+};
+use skiff_actors::testsuite::*;
 use skiff_storage::message::decode_records;
-use skiff_storage::store::{FlushPolicy, ReadStatus};
+use skiff_storage::store::FlushPolicy;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -20,15 +19,14 @@ async fn send_n(broker: &BrokerHandle, queue_id: u32, n: usize) {
     let messages = (0..n)
         .map(|i| message(TOPIC, queue_id, &format!("m{i}"), None))
         .collect();
-    broker.send(messages).await.expect("send");
+    BrokerApi::send_messages(broker, messages)
+        .await
+        .expect("send");
 }
 
 /// The group's stored offset of queue 0, without the zero rule.
 async fn stored(broker: &BrokerHandle) -> Option<u64> {
-    broker
-        .query_consumer_offset(GROUP, TOPIC, 0, false)
-        .await
-        .unwrap()
+    broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap()
 }
 
 /// Waits (in actor round trips, not time) until `n` pulls are parked.
@@ -50,54 +48,40 @@ async fn until_parked(broker: &BrokerHandle, n: usize) {
 }
 
 #[test]
-fn pull_offset_too_small_corrects_to_min() {
-    // skiff's store never drops old segments yet, so no queue has min > 0 to pull below; the
-    // rule is the mapping every pull goes through.
-    let (status, next) = pull_status(ReadStatus::OffsetTooSmall, 3, 10, 20, 0);
-    assert_eq!((status, next), (PullStatus::OffsetIllegal, 10));
-    let (status, next) = pull_status(ReadStatus::OffsetOverflowBadly, 30, 10, 20, 0);
-    assert_eq!((status, next), (PullStatus::OffsetIllegal, 20));
-    assert_eq!(
-        pull_status(ReadStatus::NoMessageInQueue, 7, 0, 0, 0),
-        (PullStatus::OffsetIllegal, 0)
-    );
-    assert_eq!(
-        pull_status(ReadStatus::NoMessageInQueue, 0, 0, 0, 0),
-        (PullStatus::NoNewMessage, 0)
-    );
-    assert_eq!(
-        pull_status(ReadStatus::OffsetOverflowOne, 20, 10, 20, 0),
-        (PullStatus::NoNewMessage, 20)
-    );
-    assert_eq!(
-        pull_status(ReadStatus::NoMatchedMessage, 12, 10, 20, 15),
-        (PullStatus::NoMatchedMessage, 15)
-    );
-}
-
-#[test]
 fn pull_offset_overflow_badly_corrects_to_max() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 2).await;
         let response = broker.pull(pull(GROUP, TOPIC, 0, 5)).await.unwrap();
-        assert_eq!(response.status, PullStatus::OffsetIllegal);
+        assert_eq!(
+            response.status,
+            PullStatus::OffsetMoved(OffsetMoved::OverflowBadly)
+        );
         assert_eq!(response.next_begin_offset, 2);
         assert_eq!((response.min_offset, response.max_offset), (0, 2));
         assert!(response.records.is_empty());
 
         // offset == max: nothing new, stay put.
         let response = broker.pull(pull(GROUP, TOPIC, 0, 2)).await.unwrap();
-        assert_eq!(response.status, PullStatus::NoNewMessage);
+        assert_eq!(
+            response.status,
+            PullStatus::NoNewMessage(NoNewMessage::CaughtUp)
+        );
         assert_eq!(response.next_begin_offset, 2);
 
         // An empty queue: NO_MESSAGE_IN_QUEUE restarts at 0, illegal unless already there.
         let response = broker.pull(pull(GROUP, TOPIC, 1, 3)).await.unwrap();
-        assert_eq!(response.status, PullStatus::OffsetIllegal);
+        assert_eq!(
+            response.status,
+            PullStatus::OffsetMoved(OffsetMoved::EmptyQueue)
+        );
         assert_eq!(response.next_begin_offset, 0);
         let response = broker.pull(pull(GROUP, TOPIC, 1, 0)).await.unwrap();
-        assert_eq!(response.status, PullStatus::NoNewMessage);
+        assert_eq!(
+            response.status,
+            PullStatus::NoNewMessage(NoNewMessage::EmptyQueue)
+        );
         assert_eq!(response.next_begin_offset, 0);
         broker.shutdown().await.unwrap();
     });
@@ -128,24 +112,12 @@ fn piggybacked_commit_applies_only_on_first_arrival() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        let queue = MessageQueue::new(TOPIC, "skiff", 0);
 
-        // A replayed request (brokerAllowSuspend = false) never commits.
-        let mut request = pull(GROUP, TOPIC, 0, 0);
-        request.commit_offset = Some(1);
-        broker
-            .pull_message(request.clone(), true, false)
-            .await
-            .unwrap();
-        assert_eq!(stored(&broker).await, None);
-        // Without the commit flag nothing is committed either.
-        broker
-            .pull_message(request.clone(), false, true)
-            .await
-            .unwrap();
+        // Without a commit offset (no FLAG_COMMIT_OFFSET) nothing is committed.
+        broker.pull(pull(GROUP, TOPIC, 0, 0)).await.unwrap();
         assert_eq!(stored(&broker).await, None);
 
-        // First arrival with the flag: committed, then parked at the end of the queue.
+        // First arrival with a commit offset: committed, then parked at the end of the queue.
         let mut held = pull(GROUP, TOPIC, 0, 3);
         held.commit_offset = Some(2);
         held.suspend_timeout = Some(Duration::from_secs(15));
@@ -154,17 +126,20 @@ fn piggybacked_commit_applies_only_on_first_arrival() {
             async move { broker.pull(held).await }
         });
         until_parked(&broker, 1).await;
-        assert_eq!(broker.query_offset(GROUP, &queue).await.unwrap(), Some(2));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(2)
+        );
 
         // The consumer moves on meanwhile; the woken replay must not drag it back to 2.
-        broker
-            .update_consumer_offset(GROUP, TOPIC, 0, 3)
-            .await
-            .unwrap();
+        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
         send_n(&broker, 0, 1).await;
         let response = parked.await.unwrap().unwrap();
         assert_eq!(response.status, PullStatus::Found);
-        assert_eq!(broker.query_offset(GROUP, &queue).await.unwrap(), Some(3));
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(3)
+        );
         broker.shutdown().await.unwrap();
     });
 }
@@ -227,7 +202,10 @@ fn long_poll_times_out_with_no_new_message() {
         assert!(!parked.is_finished(), "answered before the suspend timeout");
         let response = parked.await.unwrap().unwrap();
         let waited = started.elapsed();
-        assert_eq!(response.status, PullStatus::NoNewMessage);
+        assert_eq!(
+            response.status,
+            PullStatus::NoNewMessage(NoNewMessage::CaughtUp)
+        );
         assert_eq!(response.next_begin_offset, 1);
         assert!(
             waited >= Duration::from_secs(15) && waited < Duration::from_secs(16),
@@ -259,7 +237,10 @@ fn short_polling_holds_for_one_second() {
         request.suspend_timeout = Some(Duration::from_secs(15));
         let started = Instant::now();
         let response = broker.pull(request).await.unwrap();
-        assert_eq!(response.status, PullStatus::NoNewMessage);
+        assert_eq!(
+            response.status,
+            PullStatus::NoNewMessage(NoNewMessage::EmptyQueue)
+        );
         let waited = started.elapsed();
         assert!(
             waited >= Duration::from_secs(1) && waited < Duration::from_secs(2),
@@ -280,7 +261,7 @@ fn pull_filters_by_tag_from_request_or_registered_subscription() {
             message(TOPIC, 0, "c", Some("A")),
             message(TOPIC, 0, "none", None),
         ];
-        broker.send(messages).await.unwrap();
+        BrokerApi::send_messages(&broker, messages).await.unwrap();
 
         let mut request = pull(GROUP, TOPIC, 0, 0);
         request.subscription = Some("A".to_string());
@@ -324,6 +305,83 @@ fn pull_filters_by_tag_from_request_or_registered_subscription() {
     });
 }
 
+fn bodies(response: skiff_actors::broker_api::PullResponse) -> Vec<String> {
+    decode_records(response.records)
+        .unwrap()
+        .into_iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect()
+}
+
+#[test]
+fn pull_filters_by_sql92_selector_over_properties_and_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        let messages = vec![
+            with_property(message(TOPIC, 0, "a3-red", Some("A")), "a", "3"),
+            with_property(
+                with_property(message(TOPIC, 0, "a7-red", Some("A")), "a", "7"),
+                "color",
+                "red",
+            ),
+            with_property(
+                with_property(message(TOPIC, 0, "a9-blue", Some("B")), "a", "9"),
+                "color",
+                "blue",
+            ),
+            message(TOPIC, 0, "bare", None),
+        ];
+        BrokerApi::send_messages(&broker, messages).await.unwrap();
+
+        let mut request = pull(GROUP, TOPIC, 0, 0);
+        request.expression_type = ExpressionType::Sql92;
+        request.subscription = Some("a > 5 AND (color = 'red' OR TAGS = 'B')".to_string());
+        let response = broker.pull(request.clone()).await.unwrap();
+        assert_eq!(response.status, PullStatus::Found);
+        assert_eq!(bodies(response), vec!["a7-red", "a9-blue"]);
+
+        request.subscription = Some("color IS NULL".to_string());
+        assert_eq!(
+            bodies(broker.pull(request.clone()).await.unwrap()),
+            vec!["a3-red", "bare"]
+        );
+
+        // Past the last match nothing is found, and the offset moves over what was examined.
+        request.subscription = Some("a BETWEEN 6 AND 8".to_string());
+        request.queue_offset = 2;
+        let response = broker.pull(request.clone()).await.unwrap();
+        assert_eq!(response.status, PullStatus::NoMatchedMessage);
+        assert_eq!(response.next_begin_offset, 4);
+
+        // A registered SQL92 subscription is used when the pull carries none.
+        let mut registered = heartbeat("c1", GROUP, TOPIC, "TAGS IN ('B')");
+        registered.subscriptions[0].expression_type = ExpressionType::Sql92;
+        broker
+            .heartbeat(registered, as_notifier(&notifier()))
+            .await
+            .unwrap();
+        let mut from_heartbeat = pull(GROUP, TOPIC, 0, 0);
+        from_heartbeat.subscription = None;
+        assert_eq!(
+            bodies(broker.pull(from_heartbeat).await.unwrap()),
+            vec!["a9-blue"]
+        );
+
+        // A malformed selector is refused, naming the expression and the error.
+        request.subscription = Some("a >> 5".to_string());
+        request.queue_offset = 0;
+        let refused = broker.pull(request).await;
+        match refused {
+            Err(BrokerError::SubscriptionParseFailed { source, .. }) => {
+                assert_eq!(source.expression, "a >> 5")
+            }
+            other => panic!("expected a parse failure, got {other:?}"),
+        }
+        broker.shutdown().await.unwrap();
+    });
+}
+
 #[test]
 fn sync_flush_send_acks_after_group_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -334,9 +392,11 @@ fn sync_flush_send_acks_after_group_commit() {
             .map(|i| {
                 let broker = broker.clone();
                 actix_rt::spawn(async move {
-                    broker
-                        .send(vec![message(TOPIC, 0, &format!("s{i}"), None)])
-                        .await
+                    BrokerApi::send_messages(
+                        &broker,
+                        vec![message(TOPIC, 0, &format!("s{i}"), None)],
+                    )
+                    .await
                 })
             })
             .collect();
@@ -346,7 +406,7 @@ fn sync_flush_send_acks_after_group_commit() {
         }
         offsets.sort();
         assert_eq!(offsets, (0..8).collect::<Vec<u64>>());
-        assert_eq!(broker.max_offset_of(TOPIC, 0), 8);
+        assert_eq!(broker.max_offset(TOPIC, 0), 8);
         broker.shutdown().await.unwrap();
     });
 }
@@ -357,14 +417,15 @@ fn route_auto_creates_topic_or_reports_topic_not_exist() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let route = broker.route("fresh").await.unwrap();
-        assert_eq!((route.read_queue_nums, route.write_queue_nums), (4, 4));
-        assert_eq!(route.broker_name, "skiff");
+        assert_eq!((route.read_queue_nums(), route.write_queue_nums()), (4, 4));
+        assert_eq!(route.brokers.len(), 1);
+        assert_eq!(route.brokers[0].broker_name, "skiff");
         // A producer's own queue count wins on the send path.
         broker
             .send_messages(vec![message("eight", 5, "x", None)], 8)
             .await
             .unwrap();
-        assert_eq!(broker.route("eight").await.unwrap().read_queue_nums, 8);
+        assert_eq!(broker.route("eight").await.unwrap().read_queue_nums(), 8);
         broker.shutdown().await.unwrap();
     });
     let dir = tempfile::tempdir().unwrap();
@@ -379,7 +440,7 @@ fn route_auto_creates_topic_or_reports_topic_not_exist() {
             matches!(route, Err(BrokerError::TopicNotExist { .. })),
             "{route:?}"
         );
-        let sent = broker.send(vec![message("fresh", 0, "x", None)]).await;
+        let sent = BrokerApi::send_messages(&broker, vec![message("fresh", 0, "x", None)]).await;
         assert!(
             matches!(sent, Err(BrokerError::TopicNotExist { .. })),
             "{sent:?}"

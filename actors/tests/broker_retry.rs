@@ -1,21 +1,17 @@
-//! Send-back, dead letters and delayed delivery (`reference/rocketmq-remoting.md` §4.5,
-//! offset-lifecycle §1.E).
+//! Send-back, dead letters and delayed delivery (`docs/wire-protocol.md` §4.5,
+//! `docs/offset-lifecycle.md` §1.E).
 
-mod broker_support;
-
-use broker_support::*;
-use skiff_actors::broker::registry::SCHEDULE_TOPIC;
 use skiff_actors::broker::retry::SendBackOutcome;
 use skiff_actors::broker::{schedule, BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{BrokerApi, PullStatus, SendBackRequest};
+use skiff_actors::logic::delay::{dlq_topic, retry_topic, SCHEDULE_TOPIC};
+use skiff_actors::testsuite::*;
 use skiff_storage::message::{decode_records, StoredMessage};
 use skiff_storage::metadata::SubscriptionGroupConfig;
 use std::time::Duration;
 
 const GROUP: &str = "g";
 const TOPIC: &str = "T";
-const RETRY: &str = "%RETRY%g";
-const DLQ: &str = "%DLQ%g";
 
 fn send_back(physical_offset: u64, delay_level: i32) -> SendBackRequest {
     SendBackRequest {
@@ -25,6 +21,7 @@ fn send_back(physical_offset: u64, delay_level: i32) -> SendBackRequest {
         origin_msg_id: None,
         origin_topic: None,
         max_reconsume_times: None,
+        broker_name: None,
     }
 }
 
@@ -41,34 +38,41 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let sent = broker
-            .send(vec![message(TOPIC, 1, "payload", Some("A"))])
+        let sent = BrokerApi::send_messages(&broker, vec![message(TOPIC, 1, "payload", Some("A"))])
             .await
             .unwrap();
         let original_id = sent[0].offset_msg_id.clone();
 
         let outcome = broker
-            .send_back_message(send_back(sent[0].physical_offset, 0))
+            .send_back(send_back(sent[0].physical_offset, 0))
             .await
             .unwrap();
         assert_eq!(
             outcome,
             SendBackOutcome::Retry {
-                topic: RETRY.to_string(),
+                topic: retry_topic(GROUP),
                 queue_id: 0,
                 delay_level: 3,
                 reconsume_times: 1,
             }
         );
         // Level 3 waits in schedule queue 2 for 10 s.
-        assert_eq!(broker.max_offset_of(SCHEDULE_TOPIC, 2), 1);
-        assert_eq!(broker.max_offset_of(RETRY, 0), 0);
+        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 2), 1);
+        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
         advance(Duration::from_millis(9_500)).await;
-        assert_eq!(broker.max_offset_of(RETRY, 0), 0, "delivered early");
+        assert_eq!(
+            broker.max_offset(&retry_topic(GROUP), 0),
+            0,
+            "delivered early"
+        );
         advance(Duration::from_millis(1_000)).await;
-        assert_eq!(broker.max_offset_of(RETRY, 0), 1, "not delivered at 10 s");
+        assert_eq!(
+            broker.max_offset(&retry_topic(GROUP), 0),
+            1,
+            "not delivered at 10 s"
+        );
 
-        let retried = read_all(&broker, RETRY, 0).await.remove(0);
+        let retried = read_all(&broker, &retry_topic(GROUP), 0).await.remove(0);
         assert_eq!(retried.body.as_ref(), b"payload");
         assert_eq!(retried.reconsume_times, 1);
         assert_eq!(retried.property("RETRY_TOPIC"), Some(TOPIC));
@@ -82,7 +86,7 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
 
         // It fails again: the next delay is level 3 + 1 = 30 s; the origin stays the first one.
         let outcome = broker
-            .send_back_message(send_back(retried.physical_offset, 0))
+            .send_back(send_back(retried.physical_offset, 0))
             .await
             .unwrap();
         assert!(
@@ -97,9 +101,9 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
             "{outcome:?}"
         );
         advance(Duration::from_secs(29)).await;
-        assert_eq!(broker.max_offset_of(RETRY, 0), 1);
+        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 1);
         advance(Duration::from_secs(2)).await;
-        let again = read_all(&broker, RETRY, 0).await;
+        let again = read_all(&broker, &retry_topic(GROUP), 0).await;
         assert_eq!(again.len(), 2);
         assert_eq!(again[1].reconsume_times, 2);
         assert_eq!(again[1].property("RETRY_TOPIC"), Some(TOPIC));
@@ -110,7 +114,7 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
 
         // A consumer-chosen level wins over the broker's choice.
         let outcome = broker
-            .send_back_message(send_back(sent[0].physical_offset, 1))
+            .send_back(send_back(sent[0].physical_offset, 1))
             .await
             .unwrap();
         assert!(
@@ -130,49 +134,60 @@ fn send_back_after_max_reconsume_goes_to_dlq() {
         worn.reconsume_times = 16;
         let mut young = message(TOPIC, 0, "young", None);
         young.reconsume_times = 2;
-        let sent = broker.send(vec![worn, young]).await.unwrap();
+        let sent = BrokerApi::send_messages(&broker, vec![worn, young])
+            .await
+            .unwrap();
 
         let outcome = broker
-            .send_back_message(send_back(sent[0].physical_offset, 0))
+            .send_back(send_back(sent[0].physical_offset, 0))
             .await
             .unwrap();
         assert!(
-            matches!(&outcome, SendBackOutcome::DeadLetter { topic, .. } if topic == DLQ),
+            matches!(&outcome, SendBackOutcome::DeadLetter { topic, .. } if *topic == dlq_topic(GROUP)),
             "{outcome:?}"
         );
         // Straight in, no delay, one queue.
-        let dead = read_all(&broker, DLQ, 0).await;
+        let dead = read_all(&broker, &dlq_topic(GROUP), 0).await;
         assert_eq!(dead.len(), 1);
         assert_eq!(dead[0].body.as_ref(), b"worn");
         assert_eq!(dead[0].property("RETRY_TOPIC"), Some(TOPIC));
-        assert_eq!(broker.route(DLQ).await.unwrap().read_queue_nums, 1);
+        assert_eq!(
+            broker
+                .route(&dlq_topic(GROUP))
+                .await
+                .unwrap()
+                .read_queue_nums(),
+            1
+        );
 
         // The request's own limit (client maxReconsumeTimes) applies when given.
         let mut request = send_back(sent[1].physical_offset, 0);
         request.max_reconsume_times = Some(2);
-        let outcome = broker.send_back_message(request).await.unwrap();
+        let outcome = broker.send_back(request).await.unwrap();
         assert!(
             matches!(outcome, SendBackOutcome::DeadLetter { .. }),
             "{outcome:?}"
         );
         // A negative level is the listener's "dead-letter now".
         let outcome = broker
-            .send_back_message(send_back(sent[1].physical_offset, -1))
+            .send_back(send_back(sent[1].physical_offset, -1))
             .await
             .unwrap();
         assert!(
             matches!(outcome, SendBackOutcome::DeadLetter { .. }),
             "{outcome:?}"
         );
-        assert_eq!(broker.max_offset_of(DLQ, 0), 3);
-        assert_eq!(broker.max_offset_of(RETRY, 0), 0);
+        assert_eq!(broker.max_offset(&dlq_topic(GROUP), 0), 3);
+        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
 
-        // A client that sends to the retry topic itself past the limit lands in the DLQ too.
-        let mut fallback = message(RETRY, 0, "fallback", None);
+        // A client that sends to the retry topic itself past the limit lands in the &dlq_topic(GROUP) too.
+        let mut fallback = message(&retry_topic(GROUP), 0, "fallback", None);
         fallback.reconsume_times = 16;
-        broker.send(vec![fallback]).await.unwrap();
-        assert_eq!(broker.max_offset_of(DLQ, 0), 4);
-        assert_eq!(broker.max_offset_of(RETRY, 0), 0);
+        BrokerApi::send_messages(&broker, vec![fallback])
+            .await
+            .unwrap();
+        assert_eq!(broker.max_offset(&dlq_topic(GROUP), 0), 4);
+        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
         broker.shutdown().await.unwrap();
     });
 }
@@ -185,12 +200,11 @@ fn retry_queue_nums_zero_drops() {
     put_group(dir.path(), group);
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let sent = broker
-            .send(vec![message(TOPIC, 0, "x", None)])
+        let sent = BrokerApi::send_messages(&broker, vec![message(TOPIC, 0, "x", None)])
             .await
             .unwrap();
         let outcome = broker
-            .send_back_message(send_back(sent[0].physical_offset, 0))
+            .send_back(send_back(sent[0].physical_offset, 0))
             .await
             .unwrap();
         assert_eq!(outcome, SendBackOutcome::Dropped);
@@ -201,8 +215,13 @@ fn retry_queue_nums_zero_drops() {
             .into_iter()
             .map(|t| t.name)
             .collect();
-        assert!(!topics.iter().any(|t| t == RETRY || t == DLQ), "{topics:?}");
-        assert_eq!(broker.max_offset_of(SCHEDULE_TOPIC, 2), 0);
+        assert!(
+            !topics
+                .iter()
+                .any(|t| *t == retry_topic(GROUP) || *t == dlq_topic(GROUP)),
+            "{topics:?}"
+        );
+        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 2), 0);
         broker.shutdown().await.unwrap();
     });
 }
@@ -212,11 +231,10 @@ fn send_back_of_unknown_offset_is_message_not_found() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        broker
-            .send(vec![message(TOPIC, 0, "x", None)])
+        BrokerApi::send_messages(&broker, vec![message(TOPIC, 0, "x", None)])
             .await
             .unwrap();
-        let missing = broker.send_back_message(send_back(1 << 40, 0)).await;
+        let missing = broker.send_back(send_back(1 << 40, 0)).await;
         assert!(
             matches!(
                 missing,
@@ -234,14 +252,16 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let delayed = with_property(message(TOPIC, 1, "five", None), "DELAY", "2");
-        let sent = broker.send(vec![delayed]).await.unwrap();
+        let sent = BrokerApi::send_messages(&broker, vec![delayed])
+            .await
+            .unwrap();
         assert_eq!(sent[0].queue_id, 1, "a delayed send reports its real queue");
-        assert_eq!(broker.max_offset_of(SCHEDULE_TOPIC, 1), 1);
-        assert_eq!(broker.max_offset_of(TOPIC, 1), 0);
+        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 1), 1);
+        assert_eq!(broker.max_offset(TOPIC, 1), 0);
         advance(Duration::from_millis(4_500)).await;
-        assert_eq!(broker.max_offset_of(TOPIC, 1), 0, "delivered early");
+        assert_eq!(broker.max_offset(TOPIC, 1), 0, "delivered early");
         advance(Duration::from_millis(1_000)).await;
-        assert_eq!(broker.max_offset_of(TOPIC, 1), 1, "not delivered at 5 s");
+        assert_eq!(broker.max_offset(TOPIC, 1), 1, "not delivered at 5 s");
         let delivered = read_all(&broker, TOPIC, 1).await.remove(0);
         assert_eq!(delivered.body.as_ref(), b"five");
         assert_eq!(delivered.property("DELAY"), None);
@@ -251,9 +271,11 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
 
         // A 10 s message that the broker does not live to deliver.
         let delayed = with_property(message(TOPIC, 1, "ten", None), "DELAY", "3");
-        broker.send(vec![delayed]).await.unwrap();
+        BrokerApi::send_messages(&broker, vec![delayed])
+            .await
+            .unwrap();
         advance(Duration::from_secs(3)).await;
-        assert_eq!(broker.max_offset_of(TOPIC, 1), 1);
+        assert_eq!(broker.max_offset(TOPIC, 1), 1);
         broker.shutdown().await.unwrap();
     });
     run_paused(|| async {
@@ -278,13 +300,13 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
         // due about 15.5 s from now.
         advance(Duration::from_secs(4)).await;
         assert_eq!(
-            broker.max_offset_of(TOPIC, 1),
+            broker.max_offset(TOPIC, 1),
             1,
             "delivered early after restart"
         );
         advance(Duration::from_secs(14)).await;
         assert_eq!(
-            broker.max_offset_of(TOPIC, 1),
+            broker.max_offset(TOPIC, 1),
             2,
             "not delivered after restart"
         );

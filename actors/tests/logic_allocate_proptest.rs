@@ -6,11 +6,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use proptest::sample::select;
 use skiff_actors::logic::allocate::{allocate, AllocateStrategy};
+use skiff_actors::logic::delay::retry_topic;
 use skiff_actors::logic::MessageQueue;
 
 fn queue() -> impl Strategy<Value = MessageQueue> {
     (
-        select(vec!["orders", "audit", "%RETRY%g"]),
+        select(vec![
+            "orders".to_string(),
+            "audit".to_string(),
+            retry_topic("g"),
+        ]),
         select(vec!["broker-a", "broker-b"]),
         0u32..12,
     )

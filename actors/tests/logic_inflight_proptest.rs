@@ -1,20 +1,20 @@
 //! Random consume histories against a model of a process queue.
 //!
 //! What must hold, whatever the listener does:
-//! - nothing is lost: every offset ever put is either still held or was removed (consumed, sent
-//!   back or expired), and the commit offset never passes a held offset, so restarting from the
-//!   committed offset re-delivers everything still in flight;
+//! - nothing is lost: every offset ever put is either still held or was removed (consumed, or
+//!   sent back, which is also how the dispatcher settles a timed-out call), and the commit offset
+//!   never passes a held offset, so restarting from the committed offset re-delivers everything
+//!   still in flight;
 //! - the commit offset never exceeds the highest offset put + 1;
 //! - with batches put in pull order, the offset `remove` reports never decreases. The exception
 //!   is a remove on an already-empty queue, which reports nothing at all (`None`, RocketMQ's -1):
 //!   a caller that turned that into an offset would roll back, so the caller skips the update.
 //!   The committed offset the caller keeps with `increase_only` is therefore monotone too.
 //!
-//! Orderly histories (take / commit / rollback / consume-again) get the same loss checks; there
-//! the commit is stored with `increase_only = false`, so it is checked directly to be monotone.
+//! Orderly histories (take / commit / rollback) get the same loss checks; there the commit is
+//! stored with `increase_only = false`, so it is checked directly to be monotone.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -24,26 +24,9 @@ use skiff_actors::logic::inflight::{InFlight, Pulled};
 enum ConcurrentOp {
     /// A pulled batch: offsets from the next pull offset with these gaps (tag-filtered offsets),
     /// plus re-sent copies of some held offsets.
-    Put {
-        gaps: Vec<u8>,
-        dups: Vec<Index>,
-    },
+    Put { gaps: Vec<u8>, dups: Vec<Index> },
     /// The listener finished these held messages (plus some offsets that are not held).
-    Remove {
-        picks: Vec<Index>,
-        strays: Vec<u16>,
-    },
-    /// These held messages go to the listener now.
-    Start {
-        picks: Vec<Index>,
-    },
-    Tick {
-        millis: u16,
-    },
-    /// The actor's expiry sweep: send back and remove what has been consuming too long.
-    ExpireSweep {
-        timeout_millis: u16,
-    },
+    Remove { picks: Vec<Index>, strays: Vec<u16> },
 }
 
 fn concurrent_op() -> impl Strategy<Value = ConcurrentOp> {
@@ -53,9 +36,6 @@ fn concurrent_op() -> impl Strategy<Value = ConcurrentOp> {
             .prop_map(|(gaps, dups)| ConcurrentOp::Put { gaps, dups }),
         4 => (picks(), prop::collection::vec(any::<u16>(), 0..3))
             .prop_map(|(picks, strays)| ConcurrentOp::Remove { picks, strays }),
-        2 => picks().prop_map(|picks| ConcurrentOp::Start { picks }),
-        1 => (0u16..500).prop_map(|millis| ConcurrentOp::Tick { millis }),
-        1 => (0u16..800).prop_map(|timeout_millis| ConcurrentOp::ExpireSweep { timeout_millis }),
     ]
 }
 
@@ -77,8 +57,7 @@ fn pulled(offsets: &[u64]) -> Vec<Pulled<u64>> {
 /// The model: plain sets.
 #[derive(Default)]
 struct Model {
-    /// Held offset -> consume start.
-    held: BTreeMap<u64, Option<u64>>,
+    held: BTreeSet<u64>,
     removed: BTreeSet<u64>,
     ever_put: BTreeSet<u64>,
     next_pull: u64,
@@ -87,7 +66,7 @@ struct Model {
 
 impl Model {
     fn pick(&self, picks: &[Index]) -> Vec<u64> {
-        let held: Vec<u64> = self.held.keys().copied().collect();
+        let held: Vec<u64> = self.held.iter().copied().collect();
         if held.is_empty() {
             return Vec::new();
         }
@@ -98,7 +77,6 @@ impl Model {
 struct Checker {
     queue: InFlight<u64>,
     model: Model,
-    now: u64,
     /// What the caller stores with `increase_only = true`.
     committed: Option<u64>,
     last_reported: Option<u64>,
@@ -112,7 +90,7 @@ impl Checker {
             .copied()
             .collect::<BTreeSet<_>>()
             .iter()
-            .filter(|o| self.model.held.contains_key(o))
+            .filter(|o| self.model.held.contains(o))
             .count();
         let out = self.queue.remove(offsets);
         if was_empty {
@@ -125,13 +103,13 @@ impl Checker {
             return Ok(());
         }
         for o in offsets {
-            if self.model.held.remove(o).is_some() {
+            if self.model.held.remove(o) {
                 self.model.removed.insert(*o);
             }
         }
         prop_assert_eq!(out.removed, expected_removed);
         let max = self.model.max_put.expect("something was put");
-        let expected = self.model.held.keys().next().copied().unwrap_or(max + 1);
+        let expected = self.model.held.first().copied().unwrap_or(max + 1);
         let reported = out.commit_offset;
         prop_assert_eq!(reported, Some(expected));
         let reported = expected;
@@ -156,24 +134,23 @@ impl Checker {
         let m = &self.model;
         // No offset lost: each one put is held or removed, never both, never neither.
         for o in &m.ever_put {
-            let held = m.held.contains_key(o);
+            let held = m.held.contains(o);
             prop_assert_ne!(held, m.removed.contains(o), "offset {} held and removed", o);
             prop_assert_eq!(self.queue.get(*o).is_some(), held, "offset {}", o);
         }
         prop_assert_eq!(self.queue.count(), m.held.len());
         prop_assert_eq!(
             self.queue.bytes(),
-            m.held.keys().map(|o| body_size(*o)).sum::<u64>()
+            m.held.iter().map(|o| body_size(*o)).sum::<u64>()
         );
-        prop_assert_eq!(self.queue.first_offset(), m.held.keys().next().copied());
-        prop_assert_eq!(self.queue.max_offset(), m.max_put);
-        let span = match (m.held.keys().next(), m.held.keys().next_back()) {
+        prop_assert_eq!(self.queue.first_offset(), m.held.first().copied());
+        let span = match (m.held.first(), m.held.last()) {
             (Some(a), Some(b)) => b - a,
             _ => 0,
         };
         prop_assert_eq!(self.queue.span(), span);
         // The committed offset never passes a message still in flight.
-        if let (Some(c), Some(first)) = (self.committed, m.held.keys().next()) {
+        if let (Some(c), Some(first)) = (self.committed, m.held.first()) {
             prop_assert!(c <= *first, "committed {c} passes held offset {first}");
         }
         if let (Some(c), Some(max)) = (self.committed, m.max_put) {
@@ -190,21 +167,15 @@ fn orderly_op() -> impl Strategy<Value = OrderlyOp> {
         3 => (0usize..5).prop_map(OrderlyOp::Take),
         3 => Just(OrderlyOp::Commit),
         1 => Just(OrderlyOp::Rollback),
-        1 => prop::collection::vec(any::<Index>(), 0..4).prop_map(OrderlyOp::ConsumeAgain),
     ]
 }
 
 #[derive(Debug, Clone)]
 enum OrderlyOp {
-    Put {
-        gaps: Vec<u8>,
-        dups: Vec<Index>,
-    },
+    Put { gaps: Vec<u8>, dups: Vec<Index> },
     Take(usize),
     Commit,
     Rollback,
-    /// Put back some of the taken messages (a partial suspend).
-    ConsumeAgain(Vec<Index>),
 }
 
 /// Offsets of a pulled batch: from `next` with `gaps`, plus duplicates picked from `held`.
@@ -232,21 +203,20 @@ proptest! {
         let mut c = Checker {
             queue: InFlight::new(),
             model: Model { next_pull: start, ..Model::default() },
-            now: 0,
             committed: None,
             last_reported: None,
         };
         for op in ops {
             match op {
                 ConcurrentOp::Put { gaps, dups } => {
-                    let held: Vec<u64> = c.model.held.keys().copied().collect();
+                    let held: Vec<u64> = c.model.held.iter().copied().collect();
                     let offsets = batch_offsets(&mut c.model.next_pull, &gaps, &dups, &held);
                     let fresh: BTreeSet<u64> =
-                        offsets.iter().copied().filter(|o| !c.model.held.contains_key(o)).collect();
+                        offsets.iter().copied().filter(|o| !c.model.held.contains(o)).collect();
                     let added = c.queue.put(pulled(&offsets));
                     prop_assert_eq!(added, fresh.len());
                     for o in fresh {
-                        c.model.held.insert(o, None);
+                        c.model.held.insert(o);
                         c.model.ever_put.insert(o);
                         c.model.max_put = Some(c.model.max_put.map_or(o, |m| m.max(o)));
                     }
@@ -255,30 +225,6 @@ proptest! {
                     let mut offsets = c.model.pick(&picks);
                     offsets.extend(strays.iter().map(|s| start.saturating_add(u64::from(*s))));
                     c.remove(&offsets)?;
-                }
-                ConcurrentOp::Start { picks } => {
-                    let offsets = c.model.pick(&picks);
-                    let distinct: BTreeSet<u64> = offsets.iter().copied().collect();
-                    prop_assert_eq!(c.queue.mark_consume_started(&offsets, c.now), offsets.len());
-                    for o in distinct {
-                        c.model.held.insert(o, Some(c.now));
-                    }
-                }
-                ConcurrentOp::Tick { millis } => c.now += u64::from(millis),
-                ConcurrentOp::ExpireSweep { timeout_millis } => {
-                    let timeout = Duration::from_millis(u64::from(timeout_millis));
-                    let expected: Vec<u64> = c
-                        .model
-                        .held
-                        .iter()
-                        .filter(|(_, s)| s.is_some_and(|s| c.now - s > u64::from(timeout_millis)))
-                        .map(|(o, _)| *o)
-                        .collect();
-                    let expired = c.queue.expired(c.now, timeout);
-                    prop_assert_eq!(&expired, &expected);
-                    if !expired.is_empty() {
-                        c.remove(&expired)?;
-                    }
                 }
             }
             c.check_invariants()?;
@@ -311,7 +257,7 @@ proptest! {
                 }
                 OrderlyOp::Take(n) => {
                     let expected: Vec<u64> = pending.iter().take(n).copied().collect();
-                    let got: Vec<u64> = q.take(n, 0).into_iter().map(|(o, payload)| {
+                    let got: Vec<u64> = q.take(n).into_iter().map(|(o, payload)| {
                         assert_eq!(o, payload);
                         o
                     }).collect();
@@ -340,18 +286,6 @@ proptest! {
                     prop_assert_eq!(q.rollback(), taken.len());
                     pending.append(&mut taken);
                 }
-                OrderlyOp::ConsumeAgain(picks) => {
-                    let list: Vec<u64> = taken.iter().copied().collect();
-                    if !list.is_empty() {
-                        let offsets: Vec<u64> = picks.iter().map(|i| *i.get(&list)).collect();
-                        let distinct: BTreeSet<u64> = offsets.iter().copied().collect();
-                        prop_assert_eq!(q.make_consume_again(&offsets), distinct.len());
-                        for o in distinct {
-                            taken.remove(&o);
-                            pending.insert(o);
-                        }
-                    }
-                }
             }
             // Nothing lost: every offset put is pending, taken or consumed, exactly once.
             for o in &ever_put {
@@ -359,7 +293,6 @@ proptest! {
                 prop_assert_eq!(places.iter().filter(|p| **p).count(), 1, "offset {}", o);
             }
             prop_assert_eq!(q.count(), pending.len() + taken.len());
-            prop_assert_eq!(q.taken_count(), taken.len());
             prop_assert_eq!(
                 q.bytes(),
                 pending.iter().chain(&taken).map(|o| body_size(*o)).sum::<u64>()

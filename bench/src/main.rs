@@ -1,5 +1,6 @@
-//! skiff-bench: one fixed workload against skiff, Redis Streams and NATS JetStream in one run;
-//! prints one table of medians and the ratios skiff / peer. See bench/README.md.
+//! skiff-bench: one fixed workload against skiff, Redis Streams, NATS JetStream and Apache
+//! RocketMQ in one run; prints one table of medians and the ratios skiff / peer. See
+//! bench/README.md.
 
 mod broker;
 mod nats_driver;
@@ -7,6 +8,7 @@ mod redis_driver;
 mod report;
 mod resp;
 mod skiff_driver;
+mod startup;
 mod workload;
 
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ use workload::{progress, say, LatencySummary, Workload};
 #[derive(Parser, Debug)]
 #[command(
     name = "skiff-bench",
-    about = "Runs one fixed queue workload against skiff, Redis Streams and NATS JetStream and prints medians and skiff/peer ratios"
+    about = "Runs one fixed queue workload against skiff, Redis Streams, NATS JetStream and Apache RocketMQ and prints medians and skiff/peer ratios"
 )]
 struct Args {
     /// Messages in the throughput run.
@@ -34,13 +36,18 @@ struct Args {
     /// Runs per broker; the table shows medians.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Brokers, comma separated: skiff-async, skiff-sync, redis-everysec, redis-always, jetstream.
+    /// Brokers, comma separated: skiff-async, skiff-sync, redis-everysec, redis-always,
+    /// jetstream, apache; also skiff-noindex (skiff-async with its key index off).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "skiff-async,redis-everysec,skiff-sync,redis-always,jetstream"
+        default_value = "skiff-async,redis-everysec,skiff-sync,redis-always,jetstream,apache"
     )]
     brokers: Vec<String>,
+    /// Idle RSS: seconds after the first acknowledged send at which the broker's RSS is read
+    /// (before the workload).
+    #[arg(long, default_value_t = 2)]
+    idle_secs: u64,
     /// Latency run: messages per second.
     #[arg(long, default_value_t = 20_000)]
     latency_rate: u64,
@@ -50,6 +57,10 @@ struct Args {
     /// Latency run: leading seconds dropped.
     #[arg(long, default_value_t = 1)]
     latency_warmup_secs: u64,
+    /// Every message carries a key (`KEYS` property, remoting brokers): with `skiff-noindex` in
+    /// the same run, the cost of skiff's key index.
+    #[arg(long)]
+    keys: bool,
     /// Payload bytes.
     #[arg(long, default_value_t = 100)]
     payload: usize,
@@ -74,6 +85,14 @@ struct Args {
     redis_server: PathBuf,
     #[arg(long, default_value = "nats-server")]
     nats_server: PathBuf,
+    /// Apache RocketMQ: tests/conformance/apache/start.sh (stop.sh beside it); run.sh passes
+    /// it. The broker JVMs get start.sh's `--profile bench`.
+    #[arg(long)]
+    apache_start: Option<PathBuf>,
+    /// More about the Apache build, for the report (run.sh passes the JVM's version; start.sh
+    /// says which RocketMQ ran).
+    #[arg(long)]
+    apache_desc: Option<String>,
     /// Where the brokers' data dirs go (on a real disk, not tmpfs); removed afterwards.
     #[arg(long)]
     work_dir: Option<PathBuf>,
@@ -94,7 +113,9 @@ enum Driver {
 impl Driver {
     async fn setup(kind: Kind, addr: &str, w: &Workload, mode: SendMode) -> Result<Driver> {
         Ok(match kind {
-            Kind::SkiffAsync | Kind::SkiffSync => Driver::Skiff(SkiffDriver::setup(addr, w, mode).await?),
+            Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex | Kind::Apache => {
+                Driver::Skiff(SkiffDriver::setup(addr, w, mode).await?)
+            }
             Kind::RedisEverysec | Kind::RedisAlways => Driver::Redis(RedisDriver::setup(addr, w).await?),
             Kind::JetStream => Driver::Nats(NatsDriver::setup(&format!("nats://{addr}"), w).await?),
         })
@@ -136,12 +157,24 @@ async fn one_run(
     mode: SendMode,
 ) -> Result<Sample> {
     let tag = format!("run {run}/{runs} {}", kind.name());
-    let broker = broker::start(kind, bins, run_dir, &args.skiff_args)?;
-    let addr = broker.addr();
+    progress().phase(format!("{tag} start → first acknowledged send"), 0);
+    let mut broker = broker::start(kind, bins, run_dir, &args.skiff_args)?;
     let me = std::process::id();
     let cpu = |b: &broker::Running| -> Result<(f64, f64)> { Ok((b.cpu_secs()?, broker::cpu_secs(me)?)) };
     let per_msg = |a: (f64, f64), b: (f64, f64), n: u64| ((b.0 - a.0) * 1e6 / n as f64, (b.1 - a.1) * 1e6 / n as f64);
+    let started = startup::first_ack(&mut broker, Duration::from_secs(180))
+        .await
+        .with_context(|| format!("{tag}: start"));
     let result = async {
+        let started = started?;
+        say(format!(
+            "{tag}: first acknowledged send {:.0} ms after the start ({} attempts)",
+            startup::ms(started.elapsed),
+            started.attempts
+        ));
+        tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
+        let idle_rss = broker.rss()?;
+        let addr = started.addr;
         let driver = Driver::setup(kind, &addr, w, mode).await?;
         progress().phase(format!("{tag} produce"), w.messages);
         let c0 = cpu(&broker)?;
@@ -163,20 +196,25 @@ async fn one_run(
             produce: per_msg(c0, c1, w.messages),
             consume: per_msg(c2, c3, w.messages),
         };
-        anyhow::Ok((produce, consume, latency, backlog_rss, peak_rss, cpu))
+        let first_ack = started.elapsed;
+        anyhow::Ok((first_ack, idle_rss, produce, consume, latency, backlog_rss, peak_rss, cpu))
     }
     .await;
     let data_dir = broker.data_dir.clone();
+    let remove_dir = broker.remove_dir.clone();
     let log = broker.log.clone();
+    progress().phase(format!("{tag} stop"), 0);
     let stopped = broker.stop(Duration::from_secs(30));
-    let (produce, consume, latency, backlog_rss, peak_rss, cpu) =
+    let (first_ack, idle_rss, produce, consume, latency, backlog_rss, peak_rss, cpu) =
         result.with_context(|| format!("{tag} (broker log: {})", log.display()))?;
     stopped?;
     let disk = broker::du(&data_dir)?;
     if !args.keep {
-        let _ = std::fs::remove_dir_all(&data_dir);
+        let _ = std::fs::remove_dir_all(&remove_dir);
     }
     let s = Sample {
+        first_ack_ms: startup::ms(first_ack),
+        idle_rss,
         produce_mps: w.messages as f64 / produce.as_secs_f64(),
         consume_mps: w.messages as f64 / consume.as_secs_f64(),
         p50_us: latency.p50_us,
@@ -190,7 +228,9 @@ async fn one_run(
         cpu,
     };
     say(format!(
-        "{tag}: produce {:.0}/s, consume+commit {:.0}/s, p50/p99/p99.9 {:.0}/{:.0}/{:.0} us, peak RSS {:.1} MiB (after produce {:.1}), disk {:.1} MiB; CPU µs/msg broker+client produce {:.2}+{:.2}, consume {:.2}+{:.2}",
+        "{tag}: start → first ack {:.0} ms, idle RSS {:.1} MiB, produce {:.0}/s, consume+commit {:.0}/s, p50/p99/p99.9 {:.0}/{:.0}/{:.0} us, peak RSS {:.1} MiB (after produce {:.1}), disk {:.1} MiB; CPU µs/msg broker+client produce {:.2}+{:.2}, consume {:.2}+{:.2}",
+        s.first_ack_ms,
+        s.idle_rss as f64 / 1048576.0,
         s.produce_mps,
         s.consume_mps,
         s.p50_us,
@@ -218,6 +258,7 @@ fn main() -> Result<()> {
         latency_rate: args.latency_rate,
         latency_secs: args.latency_secs,
         latency_warmup_secs: args.latency_warmup_secs,
+        keys: args.keys,
     };
     if w.messages % w.batch as u64 != 0 || w.messages == 0 {
         bail!("--messages must be a positive multiple of {}", w.batch);
@@ -246,7 +287,11 @@ fn main() -> Result<()> {
         skiff: skiff_bin,
         redis: args.redis_server.clone(),
         nats: args.nats_server.clone(),
+        apache_start: args.apache_start.clone(),
     };
+    if kinds.contains(&Kind::Apache) && bins.apache_start.as_ref().is_none_or(|p| !p.exists()) {
+        bail!("apache needs --apache-start tests/conformance/apache/start.sh (run.sh passes it)");
+    }
     let work_dir = args
         .work_dir
         .clone()
@@ -295,6 +340,14 @@ fn main() -> Result<()> {
         runs: args.runs,
         skiff_send: mode,
         skiff_rev: args.skiff_rev.clone(),
+        apache_desc: kinds.contains(&Kind::Apache).then(|| {
+            let build = broker::APACHE_BUILD.get().cloned().unwrap_or_else(|| "Apache RocketMQ".into());
+            match &args.apache_desc {
+                Some(d) => format!("{build} ({d})"),
+                None => build,
+            }
+        }),
+        idle_secs: args.idle_secs,
     });
     println!("{text}");
     if let Some(out) = &args.out {

@@ -10,6 +10,11 @@ use crate::workload::Workload;
 /// One run of one broker.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// Spawn of the broker process(es) to the first acknowledged send, ms.
+    pub first_ack_ms: f64,
+    /// VmRSS (Apache: both JVMs) `--idle-secs` after the first acknowledged send, before the
+    /// workload.
+    pub idle_rss: u64,
     pub produce_mps: f64,
     pub consume_mps: f64,
     pub p50_us: f64,
@@ -43,6 +48,8 @@ pub struct RunResult {
 /// Medians per metric.
 #[derive(Debug, Clone, Copy)]
 pub struct Medians {
+    pub first_ack_ms: f64,
+    pub idle_rss: f64,
     pub produce_mps: f64,
     pub consume_mps: f64,
     pub p50_us: f64,
@@ -73,6 +80,8 @@ impl RunResult {
         }
         let m = |f: fn(&Sample) -> f64| median(self.samples.iter().map(f).collect());
         Some(Medians {
+            first_ack_ms: m(|s| s.first_ack_ms),
+            idle_rss: m(|s| s.idle_rss as f64),
             produce_mps: m(|s| s.produce_mps),
             consume_mps: m(|s| s.consume_mps),
             p50_us: m(|s| s.p50_us),
@@ -95,6 +104,9 @@ pub struct Report<'a> {
     pub runs: usize,
     pub skiff_send: SendMode,
     pub skiff_rev: Option<String>,
+    /// Apache RocketMQ's version and JVM, when it ran.
+    pub apache_desc: Option<String>,
+    pub idle_secs: u64,
 }
 
 pub fn loadavg() -> String {
@@ -165,22 +177,34 @@ fn us(v: f64) -> String {
     }
 }
 
+fn ms(v: f64) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
 fn ratio(a: f64, b: f64) -> f64 {
     a / b
 }
 
 fn x(r: f64) -> String {
-    if r.is_finite() {
+    if !r.is_finite() {
+        "–".into()
+    } else if r >= 0.1 || r == 0.0 {
         format!("{r:.2}×")
     } else {
-        "–".into()
+        // Two significant digits: skiff's start can be 1/1000 of a JVM's.
+        let digits = (-r.log10().floor()) as usize + 1;
+        format!("{r:.digits$}×")
     }
 }
 
 pub fn render(r: &Report) -> String {
     let w = r.workload;
     let mut s = String::new();
-    let _ = writeln!(s, "## skiff-bench: skiff vs Redis Streams vs NATS JetStream\n");
+    let _ = writeln!(s, "## skiff-bench: skiff vs Redis Streams vs NATS JetStream vs Apache RocketMQ\n");
     let _ = writeln!(s, "- Command: `{}`", r.command);
     let _ = writeln!(s, "- Date: {}", r.started);
     let _ = writeln!(
@@ -190,17 +214,32 @@ pub fn render(r: &Report) -> String {
         r.load_before,
         r.load_after
     );
-    let _ = writeln!(
-        s,
-        "- Brokers: skiff {}; {}; {}",
-        r.skiff_rev.as_deref().map(|v| format!("@{v}")).unwrap_or_else(git_head),
-        version_of("redis-server", "--version")
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        version_of("nats-server", "--version")
-    );
+    let has = |f: fn(Kind) -> bool| r.results.iter().any(|x| f(x.kind));
+    let mut brokers = Vec::new();
+    if has(Kind::is_skiff) {
+        brokers.push(format!(
+            "skiff {}",
+            r.skiff_rev.as_deref().map(|v| format!("@{v}")).unwrap_or_else(git_head)
+        ));
+    }
+    if has(|k| matches!(k, Kind::RedisEverysec | Kind::RedisAlways)) {
+        brokers.push(
+            version_of("redis-server", "--version")
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
+    if has(|k| k == Kind::JetStream) {
+        brokers.push(version_of("nats-server", "--version"));
+    }
+    if let Some(d) = r.apache_desc.as_deref() {
+        brokers.push(format!(
+            "{d}: name server -Xms256m -Xmx256m, broker -Xms1g -Xmx1g, G1 (tests/conformance/apache/start.sh --profile bench); its RSS and CPU are both JVMs' sum, its disk the broker's store dir"
+        ));
+    }
+    let _ = writeln!(s, "- Brokers: {}", brokers.join("; "));
     let _ = writeln!(
         s,
         "- Workload: 1 topic × {} queues (Redis: {} streams; JetStream: {} subjects of one file stream), message i → queue i mod {}; {} messages of {} bytes (incompressible), produced in batches of {} each confirmed before the next; one consumer of one group, at most {} per queue per fetch, every message acknowledged/committed, ends when the broker reports nothing pending. Latency run: {} msgs/s for {} s with the consumer running, first {} s dropped. Medians of {} run(s); each run starts the broker on a fresh data dir.",
@@ -209,7 +248,12 @@ pub fn render(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "- skiff client: {}",
+        "- Start → first ack: from spawning the broker process(es) until a send is acknowledged, one attempt every 10 ms on a fresh connection (RocketMQ brokers: route of TBW102 from the name server, then SEND_MESSAGE_V2 to the master it names). Idle RSS: {} s after that first ack, before the workload.",
+        r.idle_secs
+    );
+    let _ = writeln!(
+        s,
+        "- skiff and Apache client: {}",
         match r.skiff_send {
             SendMode::Batch => "SEND_BATCH_MESSAGE (320), each batch of 100 split by queue into 4 requests of 25 sent together; PULL_MESSAGE maxMsgNums 100 per queue with the piggybacked commit flag; acked UPDATE_CONSUMER_OFFSET at the end; QUERY_CONSUMER_OFFSET = GET_MAX_OFFSET on all queues ends the run",
             SendMode::Single => "SEND_MESSAGE_V2 (310), one request per message, 100 in flight per batch; pulls and commits as in batch mode",
@@ -218,17 +262,19 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| broker | durability | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | peak RSS MiB (after produce) | disk MiB |"
+        "| broker | durability | start → first ack | idle RSS MiB | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | peak RSS MiB (after produce) | disk MiB |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for res in r.results {
         match res.medians() {
             Some(m) => {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} |",
                     res.kind.name(),
                     res.kind.durability(),
+                    ms(m.first_ack_ms),
+                    mib(m.idle_rss),
                     num(m.produce_mps),
                     num(m.consume_mps),
                     us(m.p50_us),
@@ -242,7 +288,7 @@ pub fn render(r: &Report) -> String {
             None => {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | failed: {} | | | | | | |",
+                    "| {} | {} | failed: {} | | | | | | | | |",
                     res.kind.name(),
                     res.kind.durability(),
                     res.errors.first().map(|e| e.replace('|', "/").replace('\n', " ")).unwrap_or_default()
@@ -260,15 +306,17 @@ pub fn render(r: &Report) -> String {
         }
     }
     if !pairs.is_empty() {
-        let _ = writeln!(s, "\nRatios skiff / peer (throughput: higher is better for skiff; latency, RSS, disk: lower is better):\n");
-        let _ = writeln!(s, "| skiff / peer | produce | consume+commit | p50 | p99 | p99.9 | peak RSS | disk |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "\nRatios skiff / peer (throughput: higher is better for skiff; start time, latency, RSS, disk: lower is better):\n");
+        let _ = writeln!(s, "| skiff / peer | start → first ack | idle RSS | produce | consume+commit | p50 | p99 | p99.9 | peak RSS | disk |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (a, b, ma, mb) in &pairs {
             let _ = writeln!(
                 s,
-                "| {} / {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 a.name(),
                 b.name(),
+                x(ratio(ma.first_ack_ms, mb.first_ack_ms)),
+                x(ratio(ma.idle_rss, mb.idle_rss)),
                 x(ratio(ma.produce_mps, mb.produce_mps)),
                 x(ratio(ma.consume_mps, mb.consume_mps)),
                 x(ratio(ma.p50_us, mb.p50_us)),
@@ -299,6 +347,11 @@ pub fn render(r: &Report) -> String {
             verdict(a.peak_rss <= 64.0 * 1_048_576.0)
         ));
     }
+    if let (Some(a), Some(b)) = (find(Kind::SkiffAsync), find(Kind::SkiffNoIndex)) {
+        let p = ratio(a.produce_mps, b.produce_mps);
+        let keys = if w.keys { "a key on every message" } else { "UNIQ_KEY only (run with --keys)" };
+        targets.push(format!("produce skiff-async / skiff-noindex ≥ 0.95×, {keys}: {} — {}", x(p), verdict(p >= 0.95)));
+    }
     if let (Some(a), Some(b)) = (find(Kind::SkiffSync), find(Kind::RedisAlways)) {
         let p = ratio(a.produce_mps, b.produce_mps);
         let c = ratio(a.consume_mps, b.consume_mps);
@@ -312,15 +365,17 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "\nEvery run:\n");
-    let _ = writeln!(s, "| broker | run | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | latency samples | latency run achieved msgs/s | RSS after produce MiB | peak RSS MiB | disk MiB | CPU µs/msg produce (broker+client) | CPU µs/msg consume (broker+client) |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| broker | run | start → first ack | idle RSS MiB | produce msgs/s | consume+commit msgs/s | p50 | p99 | p99.9 | latency samples | latency run achieved msgs/s | RSS after produce MiB | peak RSS MiB | disk MiB | CPU µs/msg produce (broker+client) | CPU µs/msg consume (broker+client) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for res in r.results {
         for (i, x) in res.samples.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2}+{:.2} | {:.2}+{:.2} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2}+{:.2} | {:.2}+{:.2} |",
                 res.kind.name(),
                 i + 1,
+                ms(x.first_ack_ms),
+                mib(x.idle_rss as f64),
                 num(x.produce_mps),
                 num(x.consume_mps),
                 us(x.p50_us),
@@ -338,7 +393,7 @@ pub fn render(r: &Report) -> String {
             );
         }
         for e in &res.errors {
-            let _ = writeln!(s, "| {} | failed | {} | | | | | | | | | | | |", res.kind.name(), e.replace('|', "/").replace('\n', " "));
+            let _ = writeln!(s, "| {} | failed | {} | | | | | | | | | | | | | |", res.kind.name(), e.replace('|', "/").replace('\n', " "));
         }
     }
     s
@@ -366,6 +421,9 @@ mod tests {
         assert_eq!(median(vec![4.0, 1.0]), 2.5);
         assert_eq!(num(1234567.4), "1,234,567");
         assert_eq!(num(999.0), "999");
+        assert_eq!(x(1.234), "1.23×");
+        assert_eq!(x(0.0123), "0.012×");
+        assert_eq!(x(0.00114), "0.0011×");
         assert!(now_utc().ends_with("UTC"));
     }
 }

@@ -1,6 +1,10 @@
-//! The workload on skiff, spoken as a RocketMQ client speaks it (skiff's own remoting client
-//! and header codecs, JSON headers):
+//! The workload on skiff and on Apache RocketMQ, spoken as a RocketMQ client speaks it (skiff's
+//! own remoting client and header codecs, JSON headers), to the broker address the route of
+//! `TBW102` named (see startup.rs; skiff is its own name server):
 //!
+//! * setup: UPDATE_AND_CREATE_TOPIC `bench` with 4 read/write queues (Apache takes it; skiff
+//!   does not serve admin requests, so there the first send auto-creates the topic from
+//!   `TBW102` with defaultTopicQueueNums 4), then HEART_BEAT.
 //! * produce: each batch of 100 messages (i..i+100) is split by queue (i mod 4) into 4
 //!   SEND_BATCH_MESSAGE (320) requests of 25 messages, sent together on one connection; the
 //!   next batch starts when all 4 are answered SUCCESS. Every message carries a `UNIQ_KEY`
@@ -11,7 +15,9 @@
 //!   maxMsgNums 100, FLAG_SUSPEND | FLAG_SUBSCRIPTION, and FLAG_COMMIT_OFFSET carrying the
 //!   offset consumed so far (Java's push consumer's piggybacked commit); after the last pull an
 //!   acknowledged UPDATE_CONSUMER_OFFSET per queue; the run ends when QUERY_CONSUMER_OFFSET
-//!   answers committed = max offset (GET_MAX_OFFSET) for all 4 queues.
+//!   answers committed = max offset (GET_MAX_OFFSET) for all 4 queues. Before the clock starts,
+//!   GET_MAX_OFFSET must add up to N on the 4 queues (Apache's consume queues are built from
+//!   its commit log asynchronously, a few ms behind the last send's ack).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,7 +29,7 @@ use skiff::remoting::body::{
     ConsumeFromWhere, ConsumeType, ConsumerData, HeartbeatData, JsonBody, MessageModel,
     ProducerData, SubscriptionData,
 };
-use skiff::remoting::codes::{pull_sys_flag, request, response};
+use skiff::remoting::codes::{pull_sys_flag, request, response, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::headers::{
     CustomHeader, GetMaxOffsetRequestHeader, OffsetResponseHeader, PullMessageRequestHeader,
     PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, SendMessageRequestHeader,
@@ -51,6 +57,8 @@ pub struct SkiffDriver {
     client: RemotingClient,
     queues: usize,
     mode: SendMode,
+    /// Every message carries a `KEYS` property too ([`Workload::keys`]).
+    keys: bool,
     client_id: String,
 }
 
@@ -72,15 +80,21 @@ fn uniq_key(out: &mut Vec<u8>, seq: u64) {
     }
 }
 
-/// Properties string of one message: `UNIQ_KEY\x01<id>\x02`.
-fn properties(out: &mut Vec<u8>, seq: u64) {
+/// Properties string of one message: `UNIQ_KEY\x01<id>\x02`, with `keys` first
+/// `KEYS\x01order-<seq>\x02`.
+fn properties(out: &mut Vec<u8>, seq: u64, keys: bool) {
+    if keys {
+        out.extend_from_slice(b"KEYS\x01order-");
+        out.extend_from_slice(seq.to_string().as_bytes());
+        out.push(2);
+    }
     out.extend_from_slice(b"UNIQ_KEY\x01");
     uniq_key(out, seq);
     out.push(2);
 }
 
 /// Appends one message in `MessageDecoder.encodeMessage` form (a batch body record).
-fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp: u64) {
+fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp: u64, keys: bool) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]); // total size, patched below
     out.extend_from_slice(&0i32.to_be_bytes()); // magic
@@ -90,7 +104,7 @@ fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp:
     gen.append(out, seq, stamp);
     let props_at = out.len();
     out.extend_from_slice(&[0u8; 2]);
-    properties(out, seq);
+    properties(out, seq, keys);
     let props_len = (out.len() - props_at - 2) as i16;
     out[props_at..props_at + 2].copy_from_slice(&props_len.to_be_bytes());
     let total = (out.len() - start) as i32;
@@ -150,6 +164,7 @@ impl SkiffDriver {
             client,
             queues: w.queues,
             mode,
+            keys: w.keys,
             client_id: format!("127.0.0.1@bench-{}", std::process::id()),
         };
         // Create the topic with 4 queues when the broker takes admin requests; otherwise the
@@ -157,7 +172,7 @@ impl SkiffDriver {
         let conn = d.conn().await?;
         let create = RemotingCommand::new_request(request::UPDATE_AND_CREATE_TOPIC)
             .with_ext("topic", TOPIC)
-            .with_ext("defaultTopic", "TBW102")
+            .with_ext("defaultTopic", AUTO_CREATE_TOPIC_KEY)
             .with_ext("readQueueNums", w.queues.to_string())
             .with_ext("writeQueueNums", w.queues.to_string())
             .with_ext("perm", "6")
@@ -203,7 +218,7 @@ impl SkiffDriver {
         SendMessageRequestHeader {
             producer_group: PRODUCER_GROUP.to_owned(),
             topic: TOPIC.to_owned(),
-            default_topic: "TBW102".to_owned(),
+            default_topic: AUTO_CREATE_TOPIC_KEY.to_owned(),
             default_topic_queue_nums: self.queues as i32,
             queue_id: queue as i32,
             sys_flag: 0,
@@ -235,7 +250,7 @@ impl SkiffDriver {
                     .map(|_| Vec::with_capacity(count / self.queues * 180 + 180))
                     .collect();
                 for i in first..first + count as u64 {
-                    encode_batch_record(&mut bodies[(i % q) as usize], gen, i, stamp);
+                    encode_batch_record(&mut bodies[(i % q) as usize], gen, i, stamp, self.keys);
                 }
                 for (queue, body) in bodies.into_iter().enumerate() {
                     if body.is_empty() {
@@ -252,7 +267,7 @@ impl SkiffDriver {
             SendMode::Single => {
                 for i in first..first + count as u64 {
                     let mut props = Vec::with_capacity(48);
-                    properties(&mut props, i);
+                    properties(&mut props, i, self.keys);
                     let header = self.send_header(
                         (i % q) as usize,
                         false,
@@ -444,14 +459,21 @@ impl SkiffDriver {
 
     pub async fn consume(&self, w: &Workload) -> Result<Duration> {
         let conn = self.conn().await?;
-        let mut maxes = Vec::new();
-        for q in 0..self.queues {
-            maxes.push(self.max_offset(&conn, q).await?);
-        }
-        let total: i64 = maxes.iter().sum();
-        if total as u64 != w.messages {
-            bail!("queues hold {total} messages (max offsets {maxes:?}), expected {}", w.messages);
-        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let maxes = loop {
+            let mut maxes = Vec::new();
+            for q in 0..self.queues {
+                maxes.push(self.max_offset(&conn, q).await?);
+            }
+            let total: i64 = maxes.iter().sum();
+            if total as u64 == w.messages {
+                break maxes;
+            }
+            if total as u64 > w.messages || Instant::now() > deadline {
+                bail!("queues hold {total} messages (max offsets {maxes:?}), expected {}", w.messages);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
         let start = Instant::now();
         let loops = maxes.iter().enumerate().map(|(q, &max)| {
             let conn = conn.clone();
@@ -546,7 +568,7 @@ mod tests {
     fn batch_record_layout() {
         let mut gen = PayloadGen::new(1, 100);
         let mut out = Vec::new();
-        encode_batch_record(&mut out, &mut gen, 5, 9);
+        encode_batch_record(&mut out, &mut gen, 5, 9, false);
         let total = i32::from_be_bytes(out[0..4].try_into().unwrap()) as usize;
         assert_eq!(total, out.len());
         let body_len = i32::from_be_bytes(out[16..20].try_into().unwrap()) as usize;

@@ -25,6 +25,8 @@ pub struct Workload {
     pub latency_secs: u64,
     /// Latency run: leading seconds whose samples are dropped.
     pub latency_warmup_secs: u64,
+    /// Every message also carries a `KEYS` property (RocketMQ brokers index it for lookups).
+    pub keys: bool,
 }
 
 impl Workload {
@@ -238,8 +240,12 @@ impl Progress {
 
     fn line(&self) -> String {
         let done = self.done.load(Ordering::Relaxed);
-        let total = self.total.load(Ordering::Relaxed).max(1);
+        let total = self.total.load(Ordering::Relaxed);
         let secs = self.started.lock().unwrap().elapsed().as_secs_f64();
+        if total == 0 {
+            // A phase without a count (start, stop).
+            return format!("{}: {:.0} s", self.label.lock().unwrap(), secs);
+        }
         format!(
             "{}: {}/{} ({:.0}%) {:.0} msgs/s, {:.0} s",
             self.label.lock().unwrap(),

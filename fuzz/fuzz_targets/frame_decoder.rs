@@ -94,7 +94,7 @@ fn check_command(cmd: &RemotingCommand) {
     let _ = SearchOffsetRequestHeader::from_ext(ext);
     let _ = GetRouteInfoRequestHeader::from_ext(ext);
     if let Err(e) = QueryConsumerOffsetRequestHeader::from_ext(ext) {
-        let _ = e.to_response(cmd);
+        let _ = (e.field(), e.to_string());
     }
     let _ = RemotingCommand::not_supported(cmd);
     check_bodies(&cmd.body);

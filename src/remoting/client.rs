@@ -282,6 +282,8 @@ impl RemotingClient {
         let opts = ConnOptions {
             max_frame_len: self.inner.config.max_frame_len,
             write_queue_capacity: self.inner.config.write_queue_capacity,
+            // The server side closes idle connections; a client keeps its own.
+            idle_timeout: None,
         };
         let conn = Connection::start(stream, peer, &opts);
         let handle = conn.handle.clone();

@@ -1,5 +1,5 @@
-//! Request codes, response codes and language codes of the RocketMQ remoting protocol
-//! (`reference/rocketmq-remoting.md` §1.5 and §2).
+//! Request codes, response codes, language codes and well-known names of the RocketMQ remoting
+//! protocol (`docs/wire-protocol.md` §1.5 and §2).
 
 /// Request codes (`RequestCode`), the subset skiff knows by name.
 pub mod request {
@@ -10,6 +10,8 @@ pub mod request {
     pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
     pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
     pub const GET_ALL_TOPIC_CONFIG: i32 = 21;
+    pub const GET_BROKER_CONFIG: i32 = 26;
+    pub const GET_BROKER_RUNTIME_INFO: i32 = 28;
     pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
     pub const GET_MAX_OFFSET: i32 = 30;
     pub const GET_MIN_OFFSET: i32 = 31;
@@ -30,16 +32,28 @@ pub mod request {
     pub const UNREGISTER_BROKER: i32 = 104;
     pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
     pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
+    pub const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
+    pub const GET_TOPIC_STATS_INFO: i32 = 202;
     pub const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    pub const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
     pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
     pub const GET_CONSUME_STATS: i32 = 208;
+    pub const DELETE_TOPIC_IN_BROKER: i32 = 215;
+    pub const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
     pub const RESET_CONSUMER_CLIENT_OFFSET: i32 = 220;
     pub const GET_CONSUMER_STATUS_FROM_CLIENT: i32 = 221;
     pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
+    pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
+    pub const GET_SYSTEM_TOPIC_LIST_FROM_NS: i32 = 304;
     pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
+    /// DefaultLitePullConsumer's pull (5.x clients): the same request and answer as PULL_MESSAGE.
+    pub const LITE_PULL_MESSAGE: i32 = 361;
     pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
+    pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const QUERY_ASSIGNMENT: i32 = 400;
     pub const POP_MESSAGE: i32 = 200_050;
     pub const ACK_MESSAGE: i32 = 200_051;
@@ -97,6 +111,11 @@ pub mod response {
     pub const RPC_TIME_OUT: i32 = -1006;
 }
 
+/// The topic producers fall back to when theirs has no route yet: the broker answers its route
+/// when it auto-creates topics, and creates the real topic on the first send
+/// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
+pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
+
 /// `LanguageCode` names indexed by their binary code (§1.5).
 pub const LANGUAGE_NAMES: [&str; 14] = [
     "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
@@ -136,6 +155,19 @@ pub mod version {
     pub const V5_3_3: i32 = 479;
     /// The version skiff announces (Java's CURRENT_VERSION at the reference commit).
     pub const CURRENT: i32 = V5_3_3;
+
+    /// `MQVersion.getVersionDesc` for the versions named here (`V5_3_3`); others as `V<ordinal>`.
+    pub fn desc(ordinal: i32) -> String {
+        match ordinal {
+            V3_4_9 => "V3_4_9".to_owned(),
+            V4_0_0 => "V4_0_0".to_owned(),
+            V4_9_4 => "V4_9_4".to_owned(),
+            V4_9_8 => "V4_9_8".to_owned(),
+            V5_0_0 => "V5_0_0".to_owned(),
+            V5_3_3 => "V5_3_3".to_owned(),
+            other => format!("V{other}"),
+        }
+    }
 }
 
 /// `SerializeType` codes (§1.1).

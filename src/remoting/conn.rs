@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, trace, warn};
+use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
 
@@ -232,6 +232,8 @@ pub(crate) trait RequestSink: Send + 'static {
 pub(crate) struct ConnOptions {
     pub max_frame_len: usize,
     pub write_queue_capacity: usize,
+    /// Close the connection when the peer sent nothing for this long (server side).
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Creates the handle and the writer task of a new connection; the caller then drives
@@ -241,6 +243,7 @@ pub(crate) struct Connection {
     read: OwnedReadHalf,
     writer: tokio::task::JoinHandle<()>,
     max_frame_len: usize,
+    idle_timeout: Option<Duration>,
 }
 
 impl Connection {
@@ -267,6 +270,7 @@ impl Connection {
             read,
             writer,
             max_frame_len: opts.max_frame_len,
+            idle_timeout: opts.idle_timeout,
         }
     }
 
@@ -278,8 +282,9 @@ impl Connection {
             read,
             writer,
             max_frame_len,
+            idle_timeout,
         } = self;
-        read_loop(read, &handle, sink, &mut stop, max_frame_len).await;
+        read_loop(read, &handle, sink, &mut stop, max_frame_len, idle_timeout).await;
         handle.close();
         handle.fail_all_pending();
         if let Err(e) = writer.await {
@@ -294,9 +299,13 @@ async fn read_loop<S: RequestSink>(
     sink: &mut S,
     stop: &mut watch::Receiver<bool>,
     max_frame_len: usize,
+    idle_timeout: Option<Duration>,
 ) {
     let mut closed = conn.shared.closed.subscribe();
     let mut buf = BytesMut::with_capacity(8 * 1024);
+    // Without a timeout the branch below is disabled and this timer never polled.
+    let idle = tokio::time::sleep(idle_timeout.unwrap_or(Duration::from_secs(86_400)));
+    tokio::pin!(idle);
     loop {
         loop {
             match frame::decode_frame(&mut buf, max_frame_len) {
@@ -321,6 +330,15 @@ async fn read_loop<S: RequestSink>(
                 debug!(conn = %conn.id(), "connection closed by shutdown");
                 return;
             }
+            _ = &mut idle, if idle_timeout.is_some() => {
+                info!(
+                    conn = %conn.id(),
+                    peer = %conn.peer_addr(),
+                    idle_secs = idle_timeout.unwrap_or_default().as_secs(),
+                    "closing an idle connection"
+                );
+                return;
+            }
             res = read.read_buf(&mut buf) => match res {
                 Ok(0) => {
                     if buf.is_empty() {
@@ -335,7 +353,12 @@ async fn read_loop<S: RequestSink>(
                     }
                     return;
                 }
-                Ok(n) => trace!(conn = %conn.id(), bytes = n, "read"),
+                Ok(n) => {
+                    trace!(conn = %conn.id(), bytes = n, "read");
+                    if let Some(timeout) = idle_timeout {
+                        idle.as_mut().reset(tokio::time::Instant::now() + timeout);
+                    }
+                }
                 Err(e) => {
                     debug!(conn = %conn.id(), peer = %conn.peer_addr(), error = %e, "read failed");
                     return;

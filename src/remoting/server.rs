@@ -54,6 +54,11 @@ pub struct ServerConfig {
     /// Requests of one connection being handled at once; over it the server answers
     /// SYSTEM_BUSY (2) like Java's rejected thread pool.
     pub max_in_flight_per_connection: usize,
+    /// A connection that sends nothing for this long is closed (RocketMQ
+    /// `serverChannelMaxIdleTimeSeconds`, 120 s); `None` keeps idle connections.
+    pub idle_timeout: Option<Duration>,
+    /// Connections open at once; one more is closed as soon as it is accepted, with a log line.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +67,8 @@ impl Default for ServerConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             write_queue_capacity: 1024,
             max_in_flight_per_connection: 1024,
+            idle_timeout: Some(Duration::from_secs(120)),
+            max_connections: 1000,
         }
     }
 }
@@ -134,6 +141,7 @@ async fn accept_loop(
     let opts = ConnOptions {
         max_frame_len: config.max_frame_len,
         write_queue_capacity: config.write_queue_capacity,
+        idle_timeout: config.idle_timeout,
     };
     let mut conns = JoinSet::new();
     let conn_stop = stop.clone();
@@ -146,6 +154,12 @@ async fn accept_loop(
                 }
             }
             accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) if conns.len() >= config.max_connections => {
+                    // Closed at once: the client sees the connection drop and retries, the
+                    // operator sees why here.
+                    warn!(peer = %peer, open_connections = conns.len(), max_connections = config.max_connections, "connection refused: open connections at the cap");
+                    drop(stream);
+                }
                 Ok((stream, peer)) => {
                     let conn = Connection::start(stream, peer, &opts);
                     debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");

@@ -119,7 +119,8 @@ fn append_all(store: &mut MessageStore, interleaved: bool) -> u64 {
     for i in 0..n {
         store
             .append_batch(&batches[i as usize % batches.len()])
-            .expect("append");
+            .expect("append")
+            .expect("append rejected");
     }
     n * BATCH as u64
 }
@@ -151,7 +152,8 @@ fn append_sync(dir: &Path) -> Sample {
                             .lock()
                             .expect("store lock")
                             .append_batch_nowait(&batch)
-                            .expect("append");
+                            .expect("append")
+                            .expect("append rejected");
                         waiter.wait_durable(end).expect("fsync");
                     }
                 })

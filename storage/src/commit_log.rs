@@ -5,14 +5,16 @@
 //! physical offsets are contiguous and a record never spans two files. Files grow by `pwrite`
 //! and are read by `pread`: nothing is mapped, so a large backlog costs page cache, not RSS.
 
+use crate::disk::{Disk, DiskFile, OpenMode};
+use crate::error::{io_err, StoreError};
 use crate::message::{parse_record, RecordLayout, MAGIC_V1, MAGIC_V2, PHYSICAL_OFFSET_POSITION};
-use crate::store::StoreError;
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use crate::stats::{LatencyCounter, LatencySnapshot};
 
 /// Smallest possible record: IPv4 hosts, empty body, topic and properties.
 pub const MIN_RECORD_SIZE: u64 = 91;
@@ -20,29 +22,15 @@ pub const MIN_RECORD_SIZE: u64 = 91;
 /// Scan read size during recovery.
 const SCAN_CHUNK: usize = 4 << 20;
 
-pub(crate) fn io_err(path: &Path, source: io::Error) -> StoreError {
-    StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 pub fn segment_file_name(base: u64) -> String {
     format!("{base:020}")
-}
-
-/// Opens a directory and fsyncs it, so a file created or removed inside survives a crash.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))
 }
 
 #[derive(Debug)]
 pub struct Segment {
     base: u64,
     path: PathBuf,
-    file: File,
+    file: DiskFile,
 }
 
 impl Segment {
@@ -55,20 +43,20 @@ impl Segment {
     }
 
     fn len(&self) -> Result<u64, StoreError> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| io_err(&self.path, e))
+        self.file.len().map_err(|e| io_err(&self.path, e))
     }
 }
 
 /// The segment list plus the published end of written data.
 #[derive(Debug)]
 pub struct CommitLog {
+    disk: Disk,
     dir: PathBuf,
     segments: RwLock<Vec<Arc<Segment>>>,
     /// End of the bytes readers may rely on; the writer publishes it after each batch's write.
     written: AtomicU64,
+    /// How long each durability fsync ([`Self::sync_range`]) took, for the metrics.
+    fsync_latency: LatencyCounter,
 }
 
 /// One step of a recovery scan.
@@ -92,25 +80,23 @@ pub enum ScanStep<'a> {
 impl CommitLog {
     /// Lists the segment files in `dir` (creating it if needed). The written end starts at the
     /// end of the last file; recovery corrects it.
-    pub fn open(dir: &Path) -> Result<CommitLog, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    pub fn open(disk: &Disk, dir: &Path) -> Result<CommitLog, StoreError> {
+        disk.create_dir_all(dir).map_err(|e| io_err(dir, e))?;
         let mut segments = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-            let entry = entry.map_err(|e| io_err(dir, e))?;
-            let name = entry.file_name();
-            let Some(base) = name
-                .to_str()
+        for entry in disk.read_dir(dir).map_err(|e| io_err(dir, e))? {
+            let Some(base) = entry
+                .name
+                .as_deref()
                 .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|n| n.parse::<u64>().ok())
+                .filter(|_| !entry.is_dir)
             else {
-                tracing::warn!(file = %entry.path().display(), "ignoring unexpected file in commit-log directory");
+                tracing::warn!(dir = %dir.display(), name = ?entry.name, "ignoring unexpected file in commit-log directory");
                 continue;
             };
-            let path = entry.path();
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
+            let path = dir.join(segment_file_name(base));
+            let file = disk
+                .open(&path, OpenMode::Existing)
                 .map_err(|e| io_err(&path, e))?;
             segments.push(Arc::new(Segment { base, path, file }));
         }
@@ -120,9 +106,11 @@ impl CommitLog {
             None => 0,
         };
         Ok(CommitLog {
+            disk: disk.clone(),
             dir: dir.to_path_buf(),
             segments: RwLock::new(segments),
             written: AtomicU64::new(end),
+            fsync_latency: LatencyCounter::default(),
         })
     }
 
@@ -233,15 +221,26 @@ impl CommitLog {
 
     /// Creates the segment starting at `base` (the current end of data). Writer only.
     pub fn roll(&self, base: u64) -> Result<Arc<Segment>, StoreError> {
+        // The full segment is made durable before any byte of the next one is written: the
+        // page cache writes files back independently, so after a power cut the new segment
+        // could otherwise hold records while the old one lost its unsynced end, a gap
+        // followed by valid records that recovery must treat as corruption.
+        if let Some(full) = self.last_segment() {
+            full.file.sync_data().map_err(|e| io_err(&full.path, e))?;
+        }
         let path = self.dir.join(segment_file_name(base));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .disk
+            .open(&path, OpenMode::CreateNew)
             .map_err(|e| io_err(&path, e))?;
         // The new name must survive a crash before any fsync of its data can mean anything.
-        sync_dir(&self.dir)?;
+        if let Err(e) = self.disk.sync_dir(&self.dir) {
+            // Not listed yet: remove it, or the next roll to this base finds it in the way.
+            if let Err(remove) = self.disk.remove_file(&path) {
+                tracing::error!(file = %path.display(), error = &remove as &dyn std::error::Error, "could not remove a segment whose creation failed");
+            }
+            return Err(e);
+        }
         let seg = Arc::new(Segment { base, path, file });
         self.segments
             .write()
@@ -256,6 +255,7 @@ impl CommitLog {
         if from >= to {
             return Ok(());
         }
+        let started = Instant::now();
         let segs = self.snapshot();
         for (i, seg) in segs.iter().enumerate() {
             let seg_end = segs.get(i + 1).map_or(u64::MAX, |n| n.base);
@@ -263,20 +263,31 @@ impl CommitLog {
                 seg.file.sync_data().map_err(|e| io_err(&seg.path, e))?;
             }
         }
+        self.fsync_latency.observe(started.elapsed());
         Ok(())
     }
 
-    /// Cuts the log at `position`: later segments are deleted, earlier ones shortened to end
-    /// there at most. Recovery only.
+    /// How long durability fsyncs took so far.
+    pub fn fsync_latency(&self) -> LatencySnapshot {
+        self.fsync_latency.snapshot()
+    }
+
+    /// Cuts the log at `position`: later segments are deleted, the one holding it shortened to
+    /// end there. Used by recovery and to undo an append that failed. Later segments go first,
+    /// each removal made durable before the next step, so a power cut part way never leaves a
+    /// shortened segment followed by one still holding records (which recovery would have to
+    /// call corruption).
     pub fn truncate_at(&self, position: u64) -> Result<(), StoreError> {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        let mut kept = Vec::with_capacity(segs.len());
-        for seg in segs.drain(..) {
-            if seg.base > position {
-                std::fs::remove_file(&seg.path).map_err(|e| io_err(&seg.path, e))?;
-                tracing::warn!(file = %seg.path.display(), "deleted commit-log segment past the valid end");
-                continue;
-            }
+        while let Some(seg) = segs.last().filter(|s| s.base > position).cloned() {
+            self.disk
+                .remove_file(&seg.path)
+                .map_err(|e| io_err(&seg.path, e))?;
+            self.disk.sync_dir(&self.dir)?;
+            segs.pop();
+            tracing::warn!(file = %seg.path.display(), "deleted commit-log segment past the valid end");
+        }
+        if let Some(seg) = segs.last() {
             let len = seg.len()?;
             if seg.base + len > position {
                 seg.file
@@ -284,13 +295,34 @@ impl CommitLog {
                     .map_err(|e| io_err(&seg.path, e))?;
                 seg.file.sync_all().map_err(|e| io_err(&seg.path, e))?;
             }
-            kept.push(seg);
         }
-        *segs = kept;
         drop(segs);
-        sync_dir(&self.dir)?;
         self.publish_written(position);
         Ok(())
+    }
+
+    /// All segments, oldest first.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.snapshot()
+    }
+
+    /// Deletes the oldest segment (never the only one), making the removal durable before it
+    /// returns so that deletions stay a prefix whatever a power cut interrupts. Readers holding
+    /// the segment keep reading it until they let go. Answers the segment and its length.
+    pub fn delete_oldest(&self) -> Result<Option<(Arc<Segment>, u64)>, StoreError> {
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        if segs.len() < 2 {
+            return Ok(None);
+        }
+        let seg = segs[0].clone();
+        let len = seg.len()?;
+        self.disk
+            .remove_file(&seg.path)
+            .map_err(|e| io_err(&seg.path, e))?;
+        segs.remove(0);
+        drop(segs);
+        self.disk.sync_dir(&self.dir)?;
+        Ok(Some((seg, len)))
     }
 
     /// A forward scan over records from `start` (a record boundary).

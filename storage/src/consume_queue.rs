@@ -1,7 +1,12 @@
 //! Per (topic, queue id) consume-queue index files.
 //!
-//! A file is a dense array of fixed-size entries, one per logical offset, each pointing at a
-//! commit-log record. Only the store's single writer appends; readers learn how many entries are
+//! A queue is a directory `<topic>/<queue id>/` of files named by the 20-digit logical offset of
+//! their first entry; each is a dense array of fixed-size entries, one per logical offset, each
+//! pointing at a commit-log record. The files are contiguous (a file starts where the previous
+//! one's entries end) and a new one is started once the last holds `file_entries` entries, so
+//! retention can delete the oldest files whole; the last file is never deleted, so the queue's
+//! next offset survives even when every entry is gone. Entries below [`ConsumeQueue::min_offset`]
+//! point at deleted commit-log segments and are never served. Only the store's single writer appends; readers learn how many entries are
 //! complete from an in-memory counter the writer publishes after its write, so they never see a
 //! half-written entry.
 //!
@@ -11,12 +16,11 @@
 //! the file. A crash loses only tail entries newer than the last checkpoint, and recovery
 //! rebuilds those from the commit log as it rebuilds any lost index entry.
 
-use std::fs::{File, OpenOptions};
+use crate::disk::{Disk, DiskFile, OpenMode};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Entry layout: commit-log position (i64), record size (i32), tag hash (i64), store
 /// timestamp (i64), big-endian.
@@ -25,6 +29,16 @@ pub const ENTRY_SIZE: usize = 28;
 /// Entries buffered per queue before they are written: 7 KiB, so a thousand queues hold at most
 /// 7 MiB of unwritten index.
 pub const TAIL_ENTRIES: usize = 256;
+
+/// Entries per consume-queue file (RocketMQ's 300,000): 8.4 MB files.
+pub const DEFAULT_FILE_ENTRIES: u64 = 300_000;
+
+/// Suffix of a legacy single-file queue being moved into its directory (see [`ConsumeQueue::open`]).
+const MIGRATING_SUFFIX: &str = ".migrating";
+
+pub fn queue_file_name(base: u64) -> String {
+    format!("{base:020}")
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CqEntry {
@@ -71,13 +85,26 @@ impl CqEntry {
     }
 }
 
-/// One queue's index file.
+/// One file of a queue: entries from logical offset `base`.
+#[derive(Debug)]
+struct CqFile {
+    base: u64,
+    path: PathBuf,
+    file: DiskFile,
+}
+
+/// One queue's index files.
 #[derive(Debug)]
 pub struct ConsumeQueue {
     topic: String,
     queue_id: u32,
-    path: PathBuf,
-    file: File,
+    disk: Disk,
+    dir: PathBuf,
+    file_entries: u64,
+    /// Never empty; contiguous; sorted by base.
+    files: RwLock<Vec<Arc<CqFile>>>,
+    /// First logical offset readers may use (entries below point at deleted segments).
+    min: AtomicU64,
     /// Number of complete entries readers may use.
     max: AtomicU64,
     /// Number of entries known to be fsynced.
@@ -85,7 +112,7 @@ pub struct ConsumeQueue {
     tail: Mutex<Tail>,
 }
 
-/// Entries `start..` not yet written to the file (which holds exactly `start` entries).
+/// Entries `start..` not yet written to the files (which end exactly at `start`).
 #[derive(Debug)]
 struct Tail {
     start: u64,
@@ -98,28 +125,105 @@ impl Tail {
     }
 }
 
+fn entries_bytes(n: u64) -> u64 {
+    n * ENTRY_SIZE as u64
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// What [`ConsumeQueue::open`] repaired, for the caller to log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueRepairs {
+    /// Bytes of a partial trailing entry cut off.
+    pub cut_bytes: u64,
+    /// Files after a gap in the file sequence, deleted.
+    pub dropped_files: usize,
+}
+
 impl ConsumeQueue {
-    /// Opens or creates the file, cutting a partial trailing entry (a torn index write).
-    /// Returns the queue and how many bytes were cut.
-    pub fn open(topic: &str, queue_id: u32, path: &Path) -> io::Result<(ConsumeQueue, u64)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let len = file.metadata()?.len();
+    /// Opens or creates the queue directory `dir`, cutting a partial trailing entry (a torn
+    /// index write) and files past a gap. A legacy single file at `dir` (the layout before
+    /// queues were split into files) becomes the directory's first file.
+    pub fn open(
+        disk: &Disk,
+        topic: &str,
+        queue_id: u32,
+        dir: &Path,
+        file_entries: u64,
+    ) -> io::Result<(ConsumeQueue, QueueRepairs)> {
+        migrate_legacy_file(disk, dir)?;
+        let mut repairs = QueueRepairs::default();
+        if disk.kind(dir)?.is_none() {
+            disk.create_dir_all(dir)?;
+            if let Some(parent) = dir.parent() {
+                disk.sync_dir(parent).map_err(store_to_io)?;
+            }
+        }
+        let mut bases: Vec<u64> = disk
+            .read_dir(dir)?
+            .into_iter()
+            .filter(|e| !e.is_dir)
+            .filter_map(|e| {
+                e.name
+                    .as_deref()
+                    .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+            .collect();
+        bases.sort_unstable();
+        let mut files: Vec<Arc<CqFile>> = Vec::with_capacity(bases.len().max(1));
+        let mut expected_base = None;
+        for base in bases {
+            let path = dir.join(queue_file_name(base));
+            if expected_base.is_some_and(|b| b != base) {
+                // Past a gap nothing can be trusted (a crash mid-reset); recovery re-indexes.
+                disk.remove_file(&path)?;
+                repairs.dropped_files += 1;
+                continue;
+            }
+            let file = disk.open(&path, OpenMode::Existing)?;
+            let len = file.len()?;
+            expected_base = Some(base + len / ENTRY_SIZE as u64);
+            files.push(Arc::new(CqFile { base, path, file }));
+        }
+        if repairs.dropped_files > 0 {
+            disk.sync_dir(dir).map_err(store_to_io)?;
+        }
+        if files.is_empty() {
+            let path = dir.join(queue_file_name(0));
+            let file = disk.open(&path, OpenMode::Create)?;
+            disk.sync_dir(dir).map_err(store_to_io)?;
+            files.push(Arc::new(CqFile {
+                base: 0,
+                path,
+                file,
+            }));
+        }
+        // Only the last file can end in a partial entry: every earlier one was full when the
+        // next was started.
+        let last = files
+            .last()
+            .cloned()
+            .ok_or_else(|| invalid("no file".into()))?;
+        let len = last.file.len()?;
         let whole = len - len % ENTRY_SIZE as u64;
         if whole != len {
-            file.set_len(whole)?;
+            last.file.set_len(whole)?;
+            repairs.cut_bytes = len - whole;
         }
-        let count = whole / ENTRY_SIZE as u64;
+        let min = files.first().map_or(0, |f| f.base);
+        let count = last.base + whole / ENTRY_SIZE as u64;
         Ok((
             ConsumeQueue {
                 topic: topic.to_string(),
                 queue_id,
-                path: path.to_path_buf(),
-                file,
+                disk: disk.clone(),
+                dir: dir.to_path_buf(),
+                file_entries: file_entries.max(1),
+                files: RwLock::new(files),
+                min: AtomicU64::new(min),
                 max: AtomicU64::new(count),
                 synced: AtomicU64::new(0),
                 tail: Mutex::new(Tail {
@@ -127,7 +231,7 @@ impl ConsumeQueue {
                     bytes: Vec::new(),
                 }),
             },
-            len - whole,
+            repairs,
         ))
     }
 
@@ -139,8 +243,9 @@ impl ConsumeQueue {
         self.queue_id
     }
 
+    /// The queue's directory (errors name it).
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.dir
     }
 
     /// Logical offset of the next entry to be written.
@@ -148,8 +253,101 @@ impl ConsumeQueue {
         self.max.load(Ordering::Acquire)
     }
 
+    /// First logical offset that is served; entries below it point at deleted segments.
+    pub fn min_offset(&self) -> u64 {
+        self.min.load(Ordering::Acquire).min(self.max_offset())
+    }
+
+    /// Logical offset of the first entry still on disk.
+    pub fn first_file_base(&self) -> u64 {
+        self.files_snapshot().first().map_or(0, |f| f.base)
+    }
+
+    fn files_snapshot(&self) -> Vec<Arc<CqFile>> {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn tail(&self) -> MutexGuard<'_, Tail> {
         self.tail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The file holding logical offset `offset` and the offset its entries end at (exclusive;
+    /// for the last file, where it stops taking entries).
+    fn file_at(&self, offset: u64) -> io::Result<(Arc<CqFile>, Option<u64>)> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let idx = files.partition_point(|f| f.base <= offset);
+        if idx == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("consume-queue offset {offset} lies below the first file"),
+            ));
+        }
+        Ok((files[idx - 1].clone(), files.get(idx).map(|f| f.base)))
+    }
+
+    /// Writes whole entries at logical offset `start`, across files, starting new files as
+    /// the last one fills up.
+    fn write_files(&self, start: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut offset = start;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (file, next) = self.file_at(offset)?;
+            let limit = match next {
+                Some(next) => next,
+                None => {
+                    let end = file.base + file.file.len()? / ENTRY_SIZE as u64;
+                    (file.base + self.file_entries).max(end)
+                }
+            };
+            if offset >= limit {
+                self.roll(offset)?;
+                continue;
+            }
+            let n = ((rest.len() / ENTRY_SIZE) as u64).min(limit - offset);
+            let (now, later) = rest.split_at(n as usize * ENTRY_SIZE);
+            file.file
+                .write_all_at(now, entries_bytes(offset - file.base))?;
+            offset += n;
+            rest = later;
+        }
+        Ok(())
+    }
+
+    /// Starts a new file at logical offset `base` (the end of the last one).
+    fn roll(&self, base: u64) -> io::Result<()> {
+        let path = self.dir.join(queue_file_name(base));
+        let file = self.disk.open(&path, OpenMode::CreateNew)?;
+        if let Err(e) = self.disk.sync_dir(&self.dir) {
+            let _ = self.disk.remove_file(&path);
+            return Err(store_to_io(e));
+        }
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::new(CqFile { base, path, file }));
+        Ok(())
+    }
+
+    /// Reads whole entries at logical offset `from` from the files.
+    fn read_files(&self, from: u64, out: &mut [u8]) -> io::Result<()> {
+        let mut offset = from;
+        let mut done = 0usize;
+        while done < out.len() {
+            let (file, next) = self.file_at(offset)?;
+            let wanted = ((out.len() - done) / ENTRY_SIZE) as u64;
+            let n = next.map_or(wanted, |next| wanted.min(next - offset));
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+            let len = n as usize * ENTRY_SIZE;
+            file.file.read_exact_at(
+                &mut out[done..done + len],
+                entries_bytes(offset - file.base),
+            )?;
+            offset += n;
+            done += len;
+        }
+        Ok(())
     }
 
     /// Writes `bytes` (whole encoded entries) at logical offset `start`, into the in-memory tail
@@ -160,12 +358,12 @@ impl ConsumeQueue {
         if start != tail.end() {
             // Not an append (recovery rewriting entries): write through, the tail after it.
             self.write_tail(&mut tail)?;
-            self.file.write_all_at(bytes, start * ENTRY_SIZE as u64)?;
-            tail.start = self.file.metadata()?.len() / ENTRY_SIZE as u64;
+            self.write_files(start, bytes)?;
+            tail.start = tail.start.max(start + (bytes.len() / ENTRY_SIZE) as u64);
             return Ok(());
         }
         if tail.bytes.is_empty() && bytes.len() >= TAIL_ENTRIES * ENTRY_SIZE {
-            self.file.write_all_at(bytes, start * ENTRY_SIZE as u64)?;
+            self.write_files(start, bytes)?;
             tail.start = start + (bytes.len() / ENTRY_SIZE) as u64;
             return Ok(());
         }
@@ -176,26 +374,24 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Writes the buffered entries to the file. On error they stay buffered.
+    /// Writes the buffered entries to the files. On error they stay buffered.
     fn write_tail(&self, tail: &mut Tail) -> io::Result<()> {
         if tail.bytes.is_empty() {
             return Ok(());
         }
-        self.file
-            .write_all_at(&tail.bytes, tail.start * ENTRY_SIZE as u64)?;
+        self.write_files(tail.start, &tail.bytes)?;
         tail.start = tail.end();
         tail.bytes.clear();
         Ok(())
     }
 
-    /// Copies entries `from..from + out.len() / ENTRY_SIZE` from the file and the tail.
+    /// Copies entries `from..from + out.len() / ENTRY_SIZE` from the files and the tail.
     fn copy_entries(&self, from: u64, out: &mut [u8]) -> io::Result<()> {
         let tail = self.tail();
         let end = from + (out.len() / ENTRY_SIZE) as u64;
         let in_file = (end.min(tail.start).saturating_sub(from) as usize) * ENTRY_SIZE;
         if in_file > 0 {
-            self.file
-                .read_exact_at(&mut out[..in_file], from * ENTRY_SIZE as u64)?;
+            self.read_files(from, &mut out[..in_file])?;
         }
         if in_file < out.len() {
             let skip = (from.max(tail.start) - tail.start) as usize * ENTRY_SIZE;
@@ -216,11 +412,27 @@ impl ConsumeQueue {
         self.max.store(max, Ordering::Release);
     }
 
-    /// Drops every entry at or after `count`. Writer only (recovery).
+    /// Drops every entry at or after `count` (never below the first file's base, where the
+    /// queue is then empty). Writer only (recovery, and undoing a failed append).
     pub fn truncate(&self, count: u64) -> io::Result<()> {
         let mut tail = self.tail();
+        let count = count.max(self.first_file_base());
         if count <= tail.start {
-            self.file.set_len(count * ENTRY_SIZE as u64)?;
+            let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+            let mut removed = false;
+            while files.len() > 1 && files.last().is_some_and(|f| f.base >= count) {
+                if let Some(f) = files.pop() {
+                    self.disk.remove_file(&f.path)?;
+                    removed = true;
+                }
+            }
+            if let Some(last) = files.last() {
+                last.file.set_len(entries_bytes(count - last.base))?;
+            }
+            drop(files);
+            if removed {
+                self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+            }
             tail.start = count;
             tail.bytes.clear();
         } else {
@@ -229,27 +441,117 @@ impl ConsumeQueue {
         }
         drop(tail);
         self.max.store(count, Ordering::Release);
+        if self.min.load(Ordering::Acquire) > count {
+            self.min.store(count, Ordering::Release);
+        }
         if self.synced.load(Ordering::Acquire) > count {
             self.synced.store(count, Ordering::Release);
         }
         Ok(())
     }
 
-    /// Writes the buffered tail and fsyncs the file if entries were published since the last
-    /// sync; returns whether it did.
+    /// Empties the queue and restarts it at logical offset `base`: recovery found its first
+    /// record in the commit log at `base`, every earlier one lying in deleted segments. The new
+    /// file is made durable before the old ones are removed, so a crash in between leaves
+    /// either the old files or a run [`open`](Self::open) repairs. Writer only.
+    pub fn restart_at(&self, base: u64) -> io::Result<()> {
+        let mut tail = self.tail();
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let path = self.dir.join(queue_file_name(base));
+        let old: Vec<Arc<CqFile>> = std::mem::take(&mut *files);
+        for f in old.iter().filter(|f| f.base >= base) {
+            self.disk.remove_file(&f.path)?;
+        }
+        let file = self.disk.open(&path, OpenMode::Create)?;
+        file.set_len(0)?;
+        file.sync_all()?;
+        self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+        for f in old.iter().filter(|f| f.base < base) {
+            self.disk.remove_file(&f.path)?;
+        }
+        self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+        files.push(Arc::new(CqFile { base, path, file }));
+        drop(files);
+        tail.start = base;
+        tail.bytes.clear();
+        drop(tail);
+        self.max.store(base, Ordering::Release);
+        self.min.store(base, Ordering::Release);
+        self.synced.store(base, Ordering::Release);
+        Ok(())
+    }
+
+    /// Moves the min offset to the first entry pointing at or past `physical_offset` (the new
+    /// start of the commit log), the max offset when none does; answers it. Entries are in log
+    /// order, so this is a binary search.
+    pub fn advance_min_to_physical(&self, physical_offset: u64) -> io::Result<u64> {
+        let max = self.max_offset();
+        let (mut lo, mut hi) = (self.min.load(Ordering::Acquire).min(max), max);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let below = self
+                .entry_raw(mid)?
+                .is_some_and(|e| e.physical_offset < physical_offset);
+            if below {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.min.fetch_max(lo, Ordering::AcqRel);
+        Ok(self.min_offset())
+    }
+
+    /// Deletes the files all of whose entries lie below the min offset, except the last file;
+    /// answers how many files and bytes went. The directory is fsynced once after. Writer only.
+    pub fn delete_files_below_min(&self) -> io::Result<(usize, u64)> {
+        let min = self.min.load(Ordering::Acquire);
+        let doomed: Vec<Arc<CqFile>> = {
+            let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+            files
+                .windows(2)
+                .take_while(|w| w[1].base <= min)
+                .map(|w| w[0].clone())
+                .collect()
+        };
+        let mut bytes = 0;
+        for f in &doomed {
+            bytes += f.file.len()?;
+            self.disk.remove_file(&f.path)?;
+            self.files
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|g| g.base != f.base);
+        }
+        if !doomed.is_empty() {
+            self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+        }
+        Ok((doomed.len(), bytes))
+    }
+
+    /// Writes the buffered tail and fsyncs every file holding entries published since the
+    /// last sync; returns whether it did.
     pub fn sync(&self) -> io::Result<bool> {
         let max = self.max_offset();
-        if self.synced.load(Ordering::Acquire) >= max {
+        let synced = self.synced.load(Ordering::Acquire);
+        if synced >= max {
             return Ok(false);
         }
         self.write_tail(&mut self.tail())?;
-        self.file.sync_data()?;
+        let files = self.files_snapshot();
+        for (i, f) in files.iter().enumerate() {
+            let end = files.get(i + 1).map_or(u64::MAX, |n| n.base);
+            if end > synced {
+                f.file.sync_data()?;
+            }
+        }
         self.synced.fetch_max(max, Ordering::AcqRel);
         Ok(true)
     }
 
     /// Reads up to `n` entries from logical offset `from` (bounded by the published max) with
-    /// at most one pread into `buf`; `Ok(None)` entries mark values no writer produces.
+    /// at most one pread per file into `buf`; `Ok(None)` entries mark values no writer
+    /// produces.
     pub fn read_entries(
         &self,
         from: u64,
@@ -280,27 +582,35 @@ impl ConsumeQueue {
         let mut a = [0u8; ENTRY_SIZE];
         match self.copy_entries(offset, &mut a) {
             Ok(()) => Ok(CqEntry::decode(&a)),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::NotFound
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }
 
-    /// The published entry at `offset`.
+    /// The published entry at `offset`, if it is at or above the min offset.
     pub fn entry(&self, offset: u64) -> io::Result<Option<CqEntry>> {
-        if offset >= self.max_offset() {
+        if offset >= self.max_offset() || offset < self.min_offset() {
             return Ok(None);
         }
         self.entry_raw(offset)
     }
 
     /// Binary search over store timestamps (non-decreasing within a queue, the writer makes
-    /// them so). Lower: first offset with timestamp >= `ts`; Upper: last offset with
-    /// timestamp <= `ts`. Returns the max offset when every entry is older and 0 when every
-    /// entry is newer (or the queue is empty).
+    /// them so) between the min and max offsets. Lower: first offset with timestamp >= `ts`;
+    /// Upper: last offset with timestamp <= `ts`. Returns the max offset when every entry is
+    /// older and the min offset when every entry is newer (or the queue is empty).
     pub fn search_by_timestamp(&self, ts: i64, upper: bool) -> io::Result<u64> {
         let max = self.max_offset();
-        if max == 0 {
-            return Ok(0);
+        let min = self.min_offset();
+        if max == min {
+            return Ok(min);
         }
         let ts_at = |i: u64| -> io::Result<i64> {
             Ok(self
@@ -311,11 +621,11 @@ impl ConsumeQueue {
         if ts_at(max - 1)? < ts {
             return Ok(max);
         }
-        if ts_at(0)? > ts {
-            return Ok(0);
+        if ts_at(min)? > ts {
+            return Ok(min);
         }
         // First index whose timestamp is >= ts (Lower) or > ts (Upper).
-        let (mut lo, mut hi) = (0u64, max);
+        let (mut lo, mut hi) = (min, max);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let t = ts_at(mid)?;
@@ -326,8 +636,47 @@ impl ConsumeQueue {
                 hi = mid;
             }
         }
-        Ok(if upper { lo.saturating_sub(1) } else { lo })
+        Ok(if upper {
+            lo.saturating_sub(1).max(min)
+        } else {
+            lo
+        })
     }
+}
+
+/// The directory fsync helper answers a `StoreError`; inside this io-level module its cause is
+/// what matters.
+fn store_to_io(e: crate::error::StoreError) -> io::Error {
+    match e {
+        crate::error::StoreError::Io { source, .. } => {
+            io::Error::new(source.kind(), source.to_string())
+        }
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+/// Moves a legacy single-file queue at `dir` into the directory layout, as `dir/<0>`. Resumable:
+/// the file is first renamed aside, so a crash leaves either the legacy file or the aside copy,
+/// which the next open moves on.
+fn migrate_legacy_file(disk: &Disk, dir: &Path) -> io::Result<()> {
+    let Some(parent) = dir.parent() else {
+        return Ok(());
+    };
+    let mut aside = dir.as_os_str().to_owned();
+    aside.push(MIGRATING_SUFFIX);
+    let aside = PathBuf::from(aside);
+    if disk.kind(dir)? == Some(false) {
+        disk.rename(dir, &aside)?;
+        disk.sync_dir(parent).map_err(store_to_io)?;
+    }
+    if disk.kind(&aside)? == Some(false) {
+        disk.create_dir_all(dir)?;
+        disk.rename(&aside, &dir.join(queue_file_name(0)))?;
+        disk.sync_dir(dir).map_err(store_to_io)?;
+        disk.sync_dir(parent).map_err(store_to_io)?;
+        tracing::info!(dir = %dir.display(), "moved a single-file consume queue into its directory");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -355,14 +704,23 @@ mod tests {
     }
 
     fn file_entries(q: &ConsumeQueue) -> io::Result<u64> {
-        Ok(q.file.metadata()?.len() / ENTRY_SIZE as u64)
+        let mut total = 0;
+        for f in q.files_snapshot() {
+            total += f.file.len()? / ENTRY_SIZE as u64;
+        }
+        Ok(total)
+    }
+
+    fn open(path: &Path, file_entries: u64) -> io::Result<(ConsumeQueue, u64)> {
+        let (q, repairs) = ConsumeQueue::open(&Disk::Os, "t", 0, path, file_entries)?;
+        Ok((q, repairs.cut_bytes))
     }
 
     #[test]
     fn buffered_entries_read_like_written_ones_and_reach_the_file_on_sync() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("q");
-        let (q, _) = ConsumeQueue::open("t", 0, &path)?;
+        let (q, _) = open(&path, DEFAULT_FILE_ENTRIES)?;
         let total = TAIL_ENTRIES as u64 + 40;
         let mut written = 0;
         while written < total {
@@ -389,7 +747,7 @@ mod tests {
         assert!(q.sync()?);
         assert_eq!(file_entries(&q)?, total);
         drop(q);
-        let (reopened, cut) = ConsumeQueue::open("t", 0, &path)?;
+        let (reopened, cut) = open(&path, DEFAULT_FILE_ENTRIES)?;
         assert_eq!(cut, 0);
         assert_eq!(reopened.max_offset(), total);
         assert_eq!(reopened.entry(total - 1)?, Some(entry(total - 1)));
@@ -399,7 +757,7 @@ mod tests {
     #[test]
     fn truncate_cuts_the_tail_or_the_file() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let (q, _) = ConsumeQueue::open("t", 0, &dir.path().join("q"))?;
+        let (q, _) = open(&dir.path().join("q"), DEFAULT_FILE_ENTRIES)?;
         append(&q, 0, TAIL_ENTRIES as u64)?;
         append(&q, TAIL_ENTRIES as u64, TAIL_ENTRIES as u64 + 10)?;
         let flushed = file_entries(&q)?;
@@ -419,6 +777,71 @@ mod tests {
         let mut buf = Vec::new();
         let read = q.read_entries(5, 10, &mut buf)?;
         assert_eq!(read, (5..9).map(|i| Some(entry(i))).collect::<Vec<_>>());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+    use crate::disk::sim::SimDisk;
+
+    fn entry(i: u64) -> CqEntry {
+        CqEntry {
+            physical_offset: i * 100,
+            size: 100,
+            tag_hash: 0,
+            store_timestamp: i as i64,
+        }
+    }
+
+    #[test]
+    fn entries_span_files_and_old_files_go_once_below_the_min() -> io::Result<()> {
+        let disk = Disk::Simulated(SimDisk::new());
+        let dir = Path::new("/cq/t/0");
+        let (q, _) = ConsumeQueue::open(&disk, "t", 0, dir, 10)?;
+        let mut bytes = Vec::new();
+        for i in 0..35 {
+            entry(i).encode_into(&mut bytes);
+        }
+        q.write_entries(0, &bytes)?;
+        q.publish(35);
+        q.sync()?;
+        assert_eq!(disk.read_dir(dir)?.len(), 4, "files of 10 entries each");
+        let mut buf = Vec::new();
+        let read = q.read_entries(8, 5, &mut buf)?;
+        assert_eq!(read, (8..13).map(|i| Some(entry(i))).collect::<Vec<_>>());
+
+        // The log now starts at physical 2_150: entries 0..=21 point below it.
+        assert_eq!(q.advance_min_to_physical(2_150)?, 22);
+        assert_eq!(q.entry(21)?, None);
+        assert_eq!(q.entry(22)?, Some(entry(22)));
+        assert_eq!(q.delete_files_below_min()?, (2, 20 * ENTRY_SIZE as u64));
+        assert_eq!(q.first_file_base(), 20);
+        drop(q);
+        let (q, _) = ConsumeQueue::open(&disk, "t", 0, dir, 10)?;
+        assert_eq!((q.first_file_base(), q.max_offset()), (20, 35));
+        // Every entry gone: the last file stays, so the next offset survives.
+        assert_eq!(q.advance_min_to_physical(u64::MAX)?, 35);
+        q.delete_files_below_min()?;
+        assert_eq!(q.first_file_base(), 30);
+        assert_eq!(q.min_offset(), 35);
+        Ok(())
+    }
+
+    #[test]
+    fn a_legacy_single_file_becomes_the_first_file() -> io::Result<()> {
+        let disk = Disk::Simulated(SimDisk::new());
+        disk.create_dir_all(Path::new("/cq/t"))?;
+        let legacy = disk.open(Path::new("/cq/t/0"), OpenMode::Create)?;
+        let mut bytes = Vec::new();
+        for i in 0..3 {
+            entry(i).encode_into(&mut bytes);
+        }
+        legacy.write_all_at(&bytes, 0)?;
+        let (q, _) = ConsumeQueue::open(&disk, "t", 0, Path::new("/cq/t/0"), 10)?;
+        assert_eq!(q.max_offset(), 3);
+        assert_eq!(q.entry(2)?, Some(entry(2)));
         Ok(())
     }
 }

@@ -1,20 +1,38 @@
 //! skiff-storage: everything a skiff node keeps on disk.
 //!
 //! Synchronous by design (no actix, no tokio): the actors own these values and decide when to
-//! block. Layout:
+//! block. Layout, from the bottom up:
+//! - [`error`]: [`error::StoreError`], the error of the commit log, the consume queues and the
+//!   message store.
+//! - [`disk`]: the file-system seam under the store: the real disk and, with the `testsuite`
+//!   feature, a simulated one that can lose power or fill up.
+//! - [`clock`]: wall-clock milliseconds since the Unix epoch, as RocketMQ stores them.
 //! - [`message`]: the RocketMQ stored-message record layout, shared by the commit log and the wire.
 //! - [`commit_log`]: append-only segment files of stored-message records.
 //! - [`consume_queue`]: per (topic, queue id) fixed-size index entries into the commit log.
 //! - [`store`]: [`store::MessageStore`], the single writer over both, with recovery and flush
-//!   policies, and [`store::StoreReader`], the shared read handle.
+//!   policies, and [`store::StoreReader`], the shared read handle; its module docs list its
+//!   files (reader, durability, checkpoint, recovery).
 //! - [`record`]: the versioned, checksummed bincode codec every sled value goes through.
 //! - [`offset_table`]: the durable consumer-offset table (`topic@group` -> queue -> offset).
 //! - [`metadata`]: topic and subscription-group configuration.
+//! - [`key_index`]: message key -> commit-log offsets, for QUERY_MESSAGE; built off the send
+//!   path and caught up from its watermark at open.
+//! - `testsuite` (feature `testsuite`, and this crate's unit tests): set-up shared by tests,
+//!   such as store configurations and ready-to-append messages.
 
+pub mod clock;
 pub mod commit_log;
 pub mod consume_queue;
+pub mod disk;
+pub mod error;
+pub mod key_index;
 pub mod message;
 pub mod metadata;
 pub mod offset_table;
 pub mod record;
+pub mod stats;
 pub mod store;
+#[cfg(any(test, feature = "testsuite"))]
+pub mod testsuite;
+pub mod transaction_states;

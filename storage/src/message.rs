@@ -1,4 +1,4 @@
-//! The RocketMQ stored-message layout (`reference/rocketmq-remoting.md` §6.1).
+//! The RocketMQ stored-message layout (`docs/wire-protocol.md` §6.1).
 //!
 //! The commit log stores exactly these bytes, so a pull response body is a concatenation of
 //! stored records and needs no re-encoding.
@@ -29,6 +29,12 @@ pub mod property {
     pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
     pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
     pub const WAIT: &str = "WAIT";
+    /// The cluster of the broker that stored the message (request-reply routes replies by it).
+    pub const CLUSTER: &str = "CLUSTER";
+    /// The storing broker's region.
+    pub const MSG_REGION: &str = "MSG_REGION";
+    /// The storing broker's trace switch.
+    pub const TRACE_ON: &str = "TRACE_ON";
 }
 
 /// MessageSysFlag bits the codec itself manages (§6.3).
@@ -492,7 +498,7 @@ pub fn encode_properties(pairs: &[(&str, &str)]) -> String {
 
 /// The pairs of a properties string in order, skipping what Java's parser skips: segments
 /// shorter than 3 bytes and segments without a name-value separator.
-fn property_pairs(props: &str) -> impl Iterator<Item = (&str, &str)> {
+pub fn property_pairs(props: &str) -> impl Iterator<Item = (&str, &str)> {
     props
         .split(PROPERTY_SEPARATOR)
         .filter(|seg| seg.len() >= 3)
@@ -579,6 +585,46 @@ pub fn offset_message_id(store_host: SocketAddr, physical_offset: u64) -> String
         s.push(char::from(HEX[usize::from(b & 0x0F)]));
     }
     s
+}
+
+/// `props` with `updates` set, in wire form: earlier values of those names are dropped and the
+/// updates appended in their order.
+pub fn with_properties(props: &str, updates: &[(&str, &str)]) -> String {
+    let mut all: Vec<(&str, &str)> = property_pairs(props)
+        .filter(|(name, _)| !updates.iter().any(|(n, _)| n == name))
+        .collect();
+    all.extend_from_slice(updates);
+    encode_properties(&all)
+}
+
+/// `props` without the properties named in `names`, in wire form.
+pub fn without_properties(props: &str, names: &[&str]) -> String {
+    let kept: Vec<(&str, &str)> = property_pairs(props)
+        .filter(|(name, _)| !names.contains(name))
+        .collect();
+    encode_properties(&kept)
+}
+
+/// Appends one property to `props` in place, closing an unterminated last pair first. An earlier
+/// value of `name` stays in the string; readers take the last one ([`property`]).
+pub fn push_property(props: &mut String, name: &str, value: &str) {
+    if !props.is_empty() && !props.ends_with(PROPERTY_SEPARATOR) {
+        props.push(PROPERTY_SEPARATOR);
+    }
+    props.push_str(name);
+    props.push(NAME_VALUE_SEPARATOR);
+    props.push_str(value);
+    props.push(PROPERTY_SEPARATOR);
+}
+
+/// Sets `name` to `value` in `props`: appended when absent (the cheap, common case), left alone
+/// when already equal, rewritten otherwise so the string holds one value for it.
+pub fn set_property(props: &mut String, name: &str, value: &str) {
+    match property(props, name) {
+        None => push_property(props, name, value),
+        Some(current) if current == value => {}
+        Some(_) => *props = with_properties(props, &[(name, value)]),
+    }
 }
 
 #[cfg(test)]
@@ -899,5 +945,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn with_properties_replaces_and_appends() {
+        let props = encode_properties(&[("TAGS", "a"), ("DELAY", "3"), ("KEYS", "k")]);
+        let updated = with_properties(&props, &[("DELAY", "5"), ("REAL_QID", "2")]);
+        assert_eq!(
+            updated,
+            encode_properties(&[
+                ("TAGS", "a"),
+                ("KEYS", "k"),
+                ("DELAY", "5"),
+                ("REAL_QID", "2")
+            ])
+        );
+    }
+
+    #[test]
+    fn without_properties_drops_the_named_ones() {
+        let props = encode_properties(&[("TAGS", "a"), ("DELAY", "3"), ("REAL_TOPIC", "T")]);
+        assert_eq!(
+            without_properties(&props, &["DELAY", "REAL_TOPIC"]),
+            encode_properties(&[("TAGS", "a")])
+        );
+        assert_eq!(without_properties("", &["DELAY"]), "");
+    }
+
+    #[test]
+    fn push_property_closes_an_unterminated_pair_first() {
+        let mut props = String::new();
+        push_property(&mut props, "UNIQ_KEY", "id1");
+        assert_eq!(props, encode_properties(&[("UNIQ_KEY", "id1")]));
+        let mut props = format!("TAGS{NAME_VALUE_SEPARATOR}a");
+        push_property(&mut props, "KEYS", "k");
+        assert_eq!(props, encode_properties(&[("TAGS", "a"), ("KEYS", "k")]));
+        assert_eq!(property(&props, "KEYS"), Some("k"));
+    }
+
+    #[test]
+    fn set_property_appends_keeps_or_rewrites() {
+        let mut props = encode_properties(&[("TAGS", "a")]);
+        set_property(&mut props, "CLUSTER", "c1");
+        assert_eq!(
+            props,
+            encode_properties(&[("TAGS", "a"), ("CLUSTER", "c1")])
+        );
+        set_property(&mut props, "CLUSTER", "c1");
+        assert_eq!(
+            props,
+            encode_properties(&[("TAGS", "a"), ("CLUSTER", "c1")])
+        );
+        set_property(&mut props, "TAGS", "b");
+        assert_eq!(
+            property_pairs(&props).filter(|(n, _)| *n == "TAGS").count(),
+            1
+        );
+        assert_eq!(property(&props, "TAGS"), Some("b"));
+        assert_eq!(property(&props, "CLUSTER"), Some("c1"));
     }
 }

@@ -82,7 +82,7 @@ impl SubscriptionGroupConfig {
 
 /// Opening the sled database failed.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot open sled database at {path}: {source}")]
+#[error("cannot open sled database at {path}")]
 pub struct OpenDbError {
     pub path: PathBuf,
     #[source]
@@ -143,7 +143,7 @@ pub enum MetadataError {
         key: String,
         file: PathBuf,
     },
-    #[error("sled error on tree {tree} of {file}: {source}")]
+    #[error("sled error on tree {tree} of {file}")]
     Sled {
         tree: &'static str,
         file: PathBuf,
@@ -201,6 +201,11 @@ impl MetadataStore {
             groups: open(SUBSCRIPTION_GROUPS_TREE)?,
             path: path_for_errors,
         })
+    }
+
+    /// The sled database these trees live in (the key index opens its tree there too).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
     }
 
     /// The database path named in errors.

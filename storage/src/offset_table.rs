@@ -6,7 +6,7 @@
 //!   every queue of one key); value = a [`crate::record`] of [`OffsetRecord`].
 //! - [`MemoryOffsetTable`]: a `BTreeMap`, for tests and embedded nodes without persistence.
 //!
-//! Rules (see `reference/offset-lifecycle.md` §1.A): a commit always writes, even a lower
+//! Rules (see `docs/offset-lifecycle.md` §1.A): a commit always writes, even a lower
 //! offset, which is reported as [`CommitOutcome::Lowered`] and logged; a corrupt or
 //! unknown-version record is an error naming the key, queue and file, never offset 0 or "absent".
 
@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::epoch_millis;
 use crate::record::{self, Decoded};
 
 /// Name of the sled tree holding consumer offsets.
@@ -205,7 +205,7 @@ pub enum OffsetTableError {
     },
     #[error("malformed offset-table key {key:?} in {file}")]
     MalformedKey { key: String, file: PathBuf },
-    #[error("sled error on {file}: {source}")]
+    #[error("sled error on {file}")]
     Sled {
         file: PathBuf,
         #[source]
@@ -234,6 +234,8 @@ pub trait OffsetTable: Send {
     ) -> Result<(), OffsetTableError>;
     /// Removes every entry of `group`; returns how many were removed.
     fn remove_group(&mut self, group: &str) -> Result<usize, OffsetTableError>;
+    /// Removes every group's entries on `topic` (a deleted topic); returns how many.
+    fn remove_topic(&mut self, topic: &str) -> Result<usize, OffsetTableError>;
     /// Every (key, queue id, offset) of `group`, sorted.
     fn list_group(&self, group: &str) -> Result<Vec<(OffsetKey, u32, u64)>, OffsetTableError>;
     /// Every entry, sorted.
@@ -276,13 +278,9 @@ pub struct OffsetRecord {
 
 impl OffsetRecord {
     fn now(offset: u64) -> Self {
-        let updated_at_ms = match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-            Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
-        };
         OffsetRecord {
             offset,
-            updated_at_ms,
+            updated_at_ms: epoch_millis(),
         }
     }
 }
@@ -296,6 +294,32 @@ pub struct SledOffsetTable {
 }
 
 impl SledOffsetTable {
+    /// Removes every entry whose key matches; answers how many went.
+    fn remove_matching(
+        &mut self,
+        matches: impl Fn(&OffsetKey) -> bool,
+    ) -> Result<usize, OffsetTableError> {
+        let mut doomed = Vec::new();
+        for item in self.tree.iter().keys() {
+            let raw_key = item.map_err(|e| self.sled_error(e))?;
+            let (key, _) = OffsetKey::parse_stored_key(&raw_key, &self.path)?;
+            if matches(&key) {
+                doomed.push(raw_key);
+            }
+        }
+        let mut removed = 0;
+        for raw_key in doomed {
+            if self
+                .tree
+                .remove(raw_key)
+                .map_err(|e| self.sled_error(e))?
+                .is_some()
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
     /// Opens (creating if needed) the [`OFFSETS_TREE`] tree of `db`. `path_for_errors` is the
     /// database directory, named in every error.
     pub fn open(db: &sled::Db, path_for_errors: PathBuf) -> Result<Self, OffsetTableError> {
@@ -445,26 +469,11 @@ impl OffsetTable for SledOffsetTable {
 
     fn remove_group(&mut self, group: &str) -> Result<usize, OffsetTableError> {
         check_group(group, &self.path)?;
-        let mut doomed = Vec::new();
-        for item in self.tree.iter().keys() {
-            let raw_key = item.map_err(|e| self.sled_error(e))?;
-            let (key, _) = OffsetKey::parse_stored_key(&raw_key, &self.path)?;
-            if key.group == group {
-                doomed.push(raw_key);
-            }
-        }
-        let mut removed = 0;
-        for raw_key in doomed {
-            if self
-                .tree
-                .remove(raw_key)
-                .map_err(|e| self.sled_error(e))?
-                .is_some()
-            {
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        self.remove_matching(|key| key.group == group)
+    }
+
+    fn remove_topic(&mut self, topic: &str) -> Result<usize, OffsetTableError> {
+        self.remove_matching(|key| key.topic == topic)
     }
 
     fn list_group(&self, group: &str) -> Result<Vec<(OffsetKey, u32, u64)>, OffsetTableError> {
@@ -536,6 +545,12 @@ impl OffsetTable for MemoryOffsetTable {
         check_group(group, Self::path())?;
         let before = self.entries.len();
         self.entries.retain(|(key, _), _| key.group != group);
+        Ok(before - self.entries.len())
+    }
+
+    fn remove_topic(&mut self, topic: &str) -> Result<usize, OffsetTableError> {
+        let before = self.entries.len();
+        self.entries.retain(|(key, _), _| key.topic != topic);
         Ok(before - self.entries.len())
     }
 

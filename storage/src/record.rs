@@ -40,7 +40,7 @@ impl<T> Decoded<T> {
 /// Serializing a value failed: its `Serialize` impl uses something bincode cannot encode
 /// (for example `serialize_any`-style or unknown-length sequences). A programming error.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot encode record: {source}")]
+#[error("cannot encode record")]
 pub struct EncodeError {
     #[source]
     source: bincode::error::EncodeError,
@@ -71,7 +71,7 @@ pub fn try_encode<T: Serialize>(version: u8, value: &T) -> Result<Vec<u8>, Encod
 pub fn encode<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
     match try_encode(version, value) {
         Ok(bytes) => bytes,
-        Err(e) => panic!("record type is not bincode-encodable: {e}"),
+        Err(e) => panic!("record type is not bincode-encodable: {}", e.source),
     }
 }
 

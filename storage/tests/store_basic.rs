@@ -1,27 +1,21 @@
 //! Append/read behaviour of the message store: segment rolls, read statuses, filters, limits,
 //! timestamp search, physical-offset lookups, validation and group commit.
 
-use bytes::Bytes;
 use skiff_storage::message::{
     self, decode_records, encode_properties, tag_hash_code, MessageToAppend,
 };
 use skiff_storage::store::{
-    BoundaryType, FlushPolicy, MessageStore, ReadStatus, StoreConfig, StoreError,
+    AppendRejected, BoundaryType, FlushPolicy, MessageStore, ReadStatus, StoreConfig,
 };
-use std::net::SocketAddr;
+use skiff_storage::testsuite::{self, store_config};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const TOPIC: &str = "TopicTest";
 
 fn config(dir: &Path) -> StoreConfig {
-    let mut c = StoreConfig::new(dir);
-    c.segment_size = 4096;
-    // Tests flush explicitly; a background checkpoint would only add noise.
-    c.flush_interval = Duration::from_secs(3600);
-    c
+    store_config(dir, 4096, FlushPolicy::Async)
 }
 
 fn body_for(queue_id: u32, offset: u64) -> Vec<u8> {
@@ -40,16 +34,8 @@ fn msg(topic: &str, queue_id: u32, body: Vec<u8>, tags: Option<&str>) -> Message
         None => String::new(),
     };
     MessageToAppend {
-        topic: topic.to_string(),
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([10, 0, 0, 7], 40000)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
         properties: props,
-        body: Bytes::from(body),
+        ..testsuite::message(topic, queue_id, body)
     }
 }
 
@@ -90,7 +76,7 @@ fn append_and_read_across_segment_rolls() {
                 m
             })
             .collect();
-        let results = store.append_batch(&msgs).unwrap();
+        let results = store.append_batch(&msgs).unwrap().unwrap();
         for (m, r) in msgs.iter().zip(&results) {
             assert_eq!(r.queue_id, m.queue_id);
             assert_eq!(
@@ -162,7 +148,7 @@ fn read_statuses_follow_get_message_status() {
     let msgs: Vec<_> = (0..5)
         .map(|i| msg(TOPIC, 0, body_for(0, i), None))
         .collect();
-    store.append_batch(&msgs).unwrap();
+    store.append_batch(&msgs).unwrap().unwrap();
     assert_eq!(reader.max_offset(TOPIC, 0), 5);
     assert_eq!(reader.min_offset(TOPIC, 0), 0);
     assert_eq!(reader.max_offset(TOPIC, 1), 0);
@@ -195,7 +181,7 @@ fn reads_are_capped_by_max_messages_and_max_bytes() {
     let msgs: Vec<_> = (0..10)
         .map(|_| msg(TOPIC, 0, vec![7u8; 100], None))
         .collect();
-    let results = store.append_batch(&msgs).unwrap();
+    let results = store.append_batch(&msgs).unwrap().unwrap();
     let size = results[0].stored_size;
     let reader = store.reader();
 
@@ -229,7 +215,7 @@ fn tag_filter_skips_and_advances_next_begin_offset() {
     let msgs: Vec<_> = (0..40)
         .map(|i| msg(TOPIC, 0, body_for(0, i), Some(tags[i as usize % 4])))
         .collect();
-    store.append_batch(&msgs).unwrap();
+    store.append_batch(&msgs).unwrap().unwrap();
     let reader = store.reader();
     let a = tag_hash_code("TagA");
     let only_a = move |h: i64| h == a;
@@ -267,9 +253,10 @@ fn tag_filter_skips_and_advances_next_begin_offset() {
     let b: Vec<_> = (0..900)
         .map(|i| msg(TOPIC, 1, body_for(1, i), Some("TagB")))
         .collect();
-    store.append_batch(&b).unwrap();
+    store.append_batch(&b).unwrap().unwrap();
     store
         .append_batch(&[msg(TOPIC, 1, b"wanted".to_vec(), Some("TagA"))])
+        .unwrap()
         .unwrap();
     let r = reader
         .read(TOPIC, 1, 0, 32, u32::MAX, Some(&only_a))
@@ -300,7 +287,7 @@ fn search_offset_by_timestamp_lower_and_upper() {
         let msgs: Vec<_> = (0..n)
             .map(|i| msg(TOPIC, 0, body_for(0, i), None))
             .collect();
-        store.append_batch(&msgs).unwrap();
+        store.append_batch(&msgs).unwrap().unwrap();
     };
     append(1000, 3);
     append(2000, 2);
@@ -346,7 +333,7 @@ fn read_by_physical_offset_returns_the_record() {
     let msgs: Vec<_> = (0..40)
         .map(|i| msg(TOPIC, i % 2, body_for(i % 2, u64::from(i)), Some("T")))
         .collect();
-    let results = store.append_batch(&msgs).unwrap();
+    let results = store.append_batch(&msgs).unwrap().unwrap();
     let reader = store.reader();
     for (m, r) in msgs.iter().zip(&results) {
         let got = reader
@@ -385,18 +372,18 @@ fn invalid_messages_are_rejected_and_append_nothing() {
     cfg.max_message_size = 1000;
     let mut store = MessageStore::open(cfg).unwrap();
     let good = msg(TOPIC, 0, vec![1; 10], None);
-    type Check = fn(&StoreError) -> bool;
+    type Check = fn(&AppendRejected) -> bool;
     let cases: Vec<(MessageToAppend, Check)> = vec![
         (msg("bad/topic", 0, vec![1], None), |e| {
-            matches!(e, StoreError::InvalidTopic { .. })
+            matches!(e, AppendRejected::InvalidTopic { .. })
         }),
         (msg("", 0, vec![1], None), |e| {
-            matches!(e, StoreError::InvalidTopic { .. })
+            matches!(e, AppendRejected::InvalidTopic { .. })
         }),
         (msg(TOPIC, 0, vec![1; 1001], None), |e| {
             matches!(
                 e,
-                StoreError::MessageTooLarge {
+                AppendRejected::MessageTooLarge {
                     size: 1001,
                     limit: 1000
                 }
@@ -407,7 +394,7 @@ fn invalid_messages_are_rejected_and_append_nothing() {
                 properties: "x".repeat(40_000),
                 ..good.clone()
             },
-            |e| matches!(e, StoreError::PropertiesTooLarge { size: 40_000 }),
+            |e| matches!(e, AppendRejected::PropertiesTooLarge { size: 40_000 }),
         ),
         // Cannot fit a 4 KiB segment whatever the body limit says.
         (
@@ -415,22 +402,29 @@ fn invalid_messages_are_rejected_and_append_nothing() {
                 properties: "x".repeat(4000),
                 ..good.clone()
             },
-            |e| matches!(e, StoreError::MessageTooLarge { .. }),
+            |e| matches!(e, AppendRejected::MessageTooLarge { .. }),
         ),
     ];
     for (bad, check) in cases {
-        let err = store.append_batch(&[good.clone(), bad]).unwrap_err();
+        let err = store
+            .append_batch(&[good.clone(), bad])
+            .unwrap()
+            .unwrap_err();
         assert!(check(&err), "unexpected error {err:?}");
     }
     assert_eq!(store.reader().max_offset(TOPIC, 0), 0);
     assert_eq!(store.commit_log_end(), 0);
-    assert!(store.append_batch(&[]).unwrap().is_empty());
-    store.append_batch(std::slice::from_ref(&good)).unwrap();
+    assert!(store.append_batch(&[]).unwrap().unwrap().is_empty());
+    store
+        .append_batch(std::slice::from_ref(&good))
+        .unwrap()
+        .unwrap();
     assert_eq!(store.reader().max_offset(TOPIC, 0), 1);
     // A topic longer than 127 bytes is stored as a V2 record.
     let long = "L".repeat(200);
     store
         .append_batch(&[msg(&long, 0, vec![9; 5], None)])
+        .unwrap()
         .unwrap();
     let r = store.reader().read(&long, 0, 0, 1, u32::MAX, None).unwrap();
     let bytes = &r.records[..];
@@ -450,9 +444,11 @@ fn one_fsync_covers_every_batch_written_before_it() {
     let waiter = store.sync_waiter();
     let (_, end1) = store
         .append_batch_nowait(&[msg(TOPIC, 0, vec![1; 50], None)])
+        .unwrap()
         .unwrap();
     let (_, end2) = store
         .append_batch_nowait(&[msg(TOPIC, 1, vec![2; 50], None)])
+        .unwrap()
         .unwrap();
     assert!(end2 > end1);
     let before = waiter.fsync_count();
@@ -468,6 +464,7 @@ fn one_fsync_covers_every_batch_written_before_it() {
     // append_batch under Sync returns durable.
     store
         .append_batch(&[msg(TOPIC, 0, vec![3; 50], None)])
+        .unwrap()
         .unwrap();
     assert_eq!(waiter.durable_position(), store.commit_log_end());
 }
@@ -492,7 +489,12 @@ fn concurrent_sync_appenders_all_become_durable() {
                     let msgs: Vec<_> = (0..5)
                         .map(|j| msg(TOPIC, t, body_for(t, i * 5 + j), None))
                         .collect();
-                    let (res, end) = store.lock().unwrap().append_batch_nowait(&msgs).unwrap();
+                    let (res, end) = store
+                        .lock()
+                        .unwrap()
+                        .append_batch_nowait(&msgs)
+                        .unwrap()
+                        .unwrap();
                     waiter.wait_durable(end).unwrap();
                     assert!(waiter.durable_position() >= end);
                     acked.extend(res);
@@ -557,7 +559,7 @@ fn concurrent_reader_sees_only_complete_records() {
         let msgs: Vec<_> = (offset..offset + 10)
             .map(|o| msg(TOPIC, 0, body_for(0, o), None))
             .collect();
-        store.append_batch(&msgs).unwrap();
+        store.append_batch(&msgs).unwrap().unwrap();
         offset += 10;
     }
     poller.join().unwrap();
@@ -571,7 +573,7 @@ fn a_huge_max_messages_is_bounded() {
     let mut store = MessageStore::open(cfg).unwrap();
     let batch: Vec<_> = (0..1000).map(|_| msg(TOPIC, 0, vec![1], None)).collect();
     for _ in 0..20 {
-        store.append_batch(&batch).unwrap();
+        store.append_batch(&batch).unwrap().unwrap();
     }
     let reader = store.reader();
     let r = reader.read(TOPIC, 0, 0, u32::MAX, u32::MAX, None).unwrap();

@@ -4,14 +4,14 @@
 //! byte for byte and that nothing served fails its CRC. Twenty crashes on one directory.
 //!
 //! The child is this test binary re-executed with `CHILD_DIR_ENV` set, running only
-//! [`crash_child`].
+//! [`crash_child`] (`--ignored --exact crash_child`). It is `#[ignore]`d so that an ordinary run
+//! never executes it, and it panics without its environment, so it cannot pass for nothing.
 
-use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use skiff_storage::message::{decode_records, encode_properties, MessageToAppend};
 use skiff_storage::store::{FlushPolicy, MessageStore, ReadStatus, StoreConfig};
+use skiff_storage::testsuite::{message, store_config};
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -23,13 +23,12 @@ const QUEUES: u64 = 4;
 const RUNS: u32 = 20;
 
 fn config(dir: &Path) -> StoreConfig {
-    let mut c = StoreConfig::new(dir);
-    c.flush_policy = FlushPolicy::Sync;
-    // Small segments so crashes also land around segment rolls.
-    c.segment_size = 64 * 1024;
-    // Frequent checkpoints so crashes also land around them.
-    c.flush_interval = Duration::from_millis(20);
-    c
+    StoreConfig {
+        // Frequent checkpoints so crashes also land around them.
+        flush_interval: Duration::from_millis(20),
+        // Small segments so crashes also land around segment rolls.
+        ..store_config(dir, 64 * 1024, FlushPolicy::Sync)
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -56,16 +55,10 @@ fn batch_for(seed: u64) -> (u32, Vec<MessageToAppend>) {
             let len = (splitmix(&mut s) % max_len) as usize;
             let body: Vec<u8> = (0..len).map(|_| splitmix(&mut s) as u8).collect();
             MessageToAppend {
-                topic: TOPIC.to_string(),
-                queue_id,
                 flag: i as i32,
-                sys_flag: 0,
                 born_timestamp: seed as i64,
-                born_host: SocketAddr::from(([10, 1, 2, 3], 5000)),
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
                 properties: encode_properties(&[("TAGS", "crash"), ("KEYS", &seed.to_string())]),
-                body: Bytes::from(body),
+                ..message(TOPIC, queue_id, body)
             }
         })
         .collect();
@@ -74,17 +67,20 @@ fn batch_for(seed: u64) -> (u32, Vec<MessageToAppend>) {
 
 /// Child mode: append forever, acknowledging each batch on stdout once append returned.
 #[test]
+#[ignore = "the child process of acknowledged_batches_survive_sigkill, which starts it"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
-        return;
-    };
-    let run: u64 = std::env::var(CHILD_RUN_ENV).unwrap().parse().unwrap();
+    let dir = std::env::var(CHILD_DIR_ENV)
+        .unwrap_or_else(|_| panic!("{CHILD_DIR_ENV} is unset: run only as the crash test's child"));
+    let run: u64 = std::env::var(CHILD_RUN_ENV)
+        .unwrap_or_else(|_| panic!("{CHILD_RUN_ENV} is unset: run only as the crash test's child"))
+        .parse()
+        .unwrap();
     let mut store = MessageStore::open(config(Path::new(&dir))).unwrap();
     // Bounded so an orphaned child cannot run forever.
     for batch in 0..100_000u64 {
         let seed = (run << 32) | batch;
         let (queue_id, msgs) = batch_for(seed);
-        let results = store.append_batch(&msgs).unwrap();
+        let results = store.append_batch(&msgs).unwrap().unwrap();
         println!(
             "ack {seed} {queue_id} {} {} {}",
             results[0].queue_offset,
@@ -170,9 +166,6 @@ fn verify(dir: &Path, acked: &[Ack]) {
 
 #[test]
 fn acknowledged_batches_survive_sigkill() {
-    if std::env::var(CHILD_DIR_ENV).is_ok() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let seed: u64 = rand::random();
     println!("crash test rng seed {seed}");
@@ -182,7 +175,13 @@ fn acknowledged_batches_survive_sigkill() {
     for run in 0..RUNS {
         let kill_after = rng.gen_range(1..=80);
         let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_DIR_ENV, dir.path())
             .env(CHILD_RUN_ENV, run.to_string())
             .stdout(Stdio::piped())

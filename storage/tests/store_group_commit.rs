@@ -2,10 +2,9 @@
 //! request queued behind it, already-durable positions answer inline, and every callback fires
 //! exactly once with the position durable.
 
-use bytes::Bytes;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::store::{FlushPolicy, MessageStore, StoreConfig, StoreError, SyncWaiter};
-use std::net::SocketAddr;
+use skiff_storage::testsuite::{message, store_config};
 use std::path::Path;
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Barrier, Mutex};
@@ -16,28 +15,13 @@ const TOPIC: &str = "TopicTest";
 /// Bounds a wait that should end at once, so a lost callback fails the test instead of hanging.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// No background checkpoint: every fsync counted comes from the waits under test.
 fn config(dir: &Path, policy: FlushPolicy) -> StoreConfig {
-    let mut c = StoreConfig::new(dir);
-    c.segment_size = 1 << 20;
-    c.flush_policy = policy;
-    // No background checkpoint: every fsync counted comes from the waits under test.
-    c.flush_interval = Duration::from_secs(3600);
-    c
+    store_config(dir, 1 << 20, policy)
 }
 
 fn msg(queue_id: u32, i: u64) -> MessageToAppend {
-    MessageToAppend {
-        topic: TOPIC.to_string(),
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([10, 0, 0, 7], 40000)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        properties: String::new(),
-        body: Bytes::from(vec![i as u8; 40 + (i % 50) as usize]),
-    }
+    message(TOPIC, queue_id, vec![i as u8; 40 + (i % 50) as usize])
 }
 
 /// What a callback saw when it fired.
@@ -105,7 +89,7 @@ fn one_fsync_serves_every_request_registered_after_the_appends() {
                     .map(|i| {
                         let batch = [msg(t, i), msg(t, i + 1000)];
                         let mut store = store.lock().unwrap();
-                        store.append_batch_nowait(&batch).unwrap().1
+                        store.append_batch_nowait(&batch).unwrap().unwrap().1
                     })
                     .collect();
                 appended.wait();
@@ -163,6 +147,7 @@ fn concurrent_appenders_are_all_answered_durable() {
                         .unwrap()
                         .append_batch_nowait(&[msg(t, i)])
                         .unwrap()
+                        .unwrap()
                         .1;
                     waiter.notify_when_durable(end, register(&waiter, end, &tx));
                 }
@@ -184,8 +169,8 @@ fn durable_position_is_answered_inline_without_an_fsync() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = MessageStore::open(config(dir.path(), FlushPolicy::Sync)).unwrap();
     let waiter = store.sync_waiter();
-    let (_, end1) = store.append_batch_nowait(&[msg(0, 1)]).unwrap();
-    let (_, end2) = store.append_batch_nowait(&[msg(0, 2)]).unwrap();
+    let (_, end1) = store.append_batch_nowait(&[msg(0, 1)]).unwrap().unwrap();
+    let (_, end2) = store.append_batch_nowait(&[msg(0, 2)]).unwrap().unwrap();
     waiter.wait_durable(end2).unwrap();
     let fsyncs = waiter.fsync_count();
     for position in [0, end1, end2] {
@@ -210,7 +195,7 @@ fn pending_position_is_answered_by_the_group_commit_thread() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = MessageStore::open(config(dir.path(), policy)).unwrap();
         let waiter = store.sync_waiter();
-        let (_, end) = store.append_batch_nowait(&[msg(0, 1)]).unwrap();
+        let (_, end) = store.append_batch_nowait(&[msg(0, 1)]).unwrap().unwrap();
         let (tx, rx) = mpsc::channel();
         waiter.notify_when_durable(end, move |result| {
             let _ = tx.send((std::thread::current().name().map(str::to_string), result));

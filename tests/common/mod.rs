@@ -3,37 +3,49 @@
 #![allow(dead_code)]
 
 use skiff::actors::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, PullRequest,
-    PullResponse, SendBackRequest, SendResult, TopicRoute,
+    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, OffsetUpdate,
+    PullRequest, PullResponse, RemoteError, SendBackRequest, SendResult, TopicRoute,
 };
-use skiff::actors::consumer::producer::OutgoingMessage;
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
 use skiff::actors::logic::queue::MessageQueue;
+use skiff::actors::producer::OutgoingMessage;
 use skiff::storage::message::MessageToAppend;
 use skiff::storage::store::BoundaryType;
 use skiff::{Node, NodeConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
 /// Runs `test` on an actix system whose tokio clock starts paused: timers fire only when the
 /// test advances time (or when every task is idle), so no test waits on the wall clock.
-pub fn run_paused<F, Fut>(test: F) -> Fut::Output
+#[allow(unused_imports)] // each test binary uses a part of this module, as `dead_code` above
+pub use skiff_actors::testsuite::run_paused;
+
+/// Polls `condition` every `interval` of real time until it holds; fails after `limit`. For
+/// tests over real TCP, where another process decides when the condition comes true.
+pub async fn poll_until<F, Fut>(
+    what: &str,
+    limit: Duration,
+    interval: Duration,
+    mut condition: F,
+) -> anyhow::Result<()>
 where
-    F: FnOnce() -> Fut,
-    Fut: Future,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
 {
-    let system = actix_rt::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .expect("a current-thread tokio runtime builds")
-    });
-    system.block_on(test())
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if condition().await? {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not reached within {limit:?}"
+        );
+        tokio::time::sleep(interval).await;
+    }
 }
 
 /// Advances paused time in `step`s until `condition` holds; fails after `limit` of test time.
@@ -62,6 +74,10 @@ pub async fn advance(duration: Duration) {
 pub fn node_config(dir: &std::path::Path) -> NodeConfig {
     let mut config = NodeConfig::in_dir(dir);
     config.segment_size = 8 << 20;
+    // Small segments: the host's disk use must not make retention delete them early, nor the
+    // disk guard refuse sends, whatever else fills the test machine's disk.
+    config.disk_max_used_ratio = 0.999;
+    config.disk_full_ratio = 1.0;
     config
 }
 
@@ -179,10 +195,11 @@ pub struct FaultyBroker {
 }
 
 fn injected(what: &str) -> BrokerError {
-    BrokerError::Transport {
+    RemoteError::Transport {
         addr: "test".to_string(),
-        reason: format!("injected {what} failure"),
+        source: format!("injected {what} failure").into(),
     }
+    .into()
 }
 
 fn take_fault(counter: &std::cell::Cell<u32>) -> bool {
@@ -196,16 +213,16 @@ fn take_fault(counter: &std::cell::Cell<u32>) -> bool {
 }
 
 impl BrokerApi for FaultyBroker {
-    fn route(&self, topic: &str) -> BrokerFuture<TopicRoute> {
+    fn route(&self, topic: String) -> BrokerFuture<TopicRoute> {
         self.inner.route(topic)
     }
-    fn send(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
-        self.inner.send(messages)
+    fn send_messages(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
+        self.inner.send_messages(messages)
     }
     fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse> {
         self.inner.pull(request)
     }
-    fn query_offset(&self, group: &str, queue: &MessageQueue) -> BrokerFuture<Option<u64>> {
+    fn query_offset(&self, group: String, queue: MessageQueue) -> BrokerFuture<Option<u64>> {
         if take_fault(&self.faults.query_offset) {
             return Box::pin(std::future::ready(Err(injected("query offset"))));
         }
@@ -213,12 +230,12 @@ impl BrokerApi for FaultyBroker {
     }
     fn update_offset(
         &self,
-        group: &str,
-        queue: &MessageQueue,
+        group: String,
+        queue: MessageQueue,
         offset: u64,
-        acknowledged: bool,
+        update: OffsetUpdate,
     ) -> BrokerFuture<()> {
-        self.inner.update_offset(group, queue, offset, acknowledged)
+        self.inner.update_offset(group, queue, offset, update)
     }
     fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
         if self.faults.send_back_fails() {
@@ -233,37 +250,51 @@ impl BrokerApi for FaultyBroker {
     ) -> BrokerFuture<()> {
         self.inner.heartbeat(heartbeat, notifier)
     }
-    fn unregister(&self, client_id: &str, group: &str) -> BrokerFuture<()> {
+    fn unregister(&self, client_id: String, group: String) -> BrokerFuture<()> {
         self.inner.unregister(client_id, group)
     }
-    fn consumer_list(&self, group: &str) -> BrokerFuture<Vec<String>> {
+    fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>> {
         self.inner.consumer_list(group)
     }
-    fn lock_batch(
+    fn register_producer(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
+        listener: std::sync::Arc<dyn skiff::actors::broker_api::TransactionCheckListener>,
+    ) -> BrokerFuture<()> {
+        self.inner.register_producer(group, client_id, listener)
+    }
+    fn end_transaction(
+        &self,
+        request: skiff::actors::broker_api::EndTransactionRequest,
+    ) -> BrokerFuture<()> {
+        self.inner.end_transaction(request)
+    }
+    fn lock_queues(
+        &self,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<Vec<MessageQueue>> {
-        self.inner.lock_batch(group, client_id, queues)
+        self.inner.lock_queues(group, client_id, queues)
     }
-    fn unlock_batch(
+    fn unlock_queues(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<()> {
-        self.inner.unlock_batch(group, client_id, queues)
+        self.inner.unlock_queues(group, client_id, queues)
     }
-    fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
+    fn min_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
         self.inner.min_offset(queue)
     }
-    fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
+    fn max_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
         self.inner.max_offset(queue)
     }
     fn search_offset(
         &self,
-        queue: &MessageQueue,
+        queue: MessageQueue,
         timestamp_ms: i64,
         boundary: BoundaryType,
     ) -> BrokerFuture<u64> {

@@ -1,5 +1,5 @@
 //! The consumer-offset actor: owns the broker's [`OffsetTable`] and the pending admin resets
-//! (`reference/offset-lifecycle.md` §1.A).
+//! (`docs/offset-lifecycle.md` §1.A).
 //!
 //! - A commit always writes, even a lower offset (§1.A.2); the lowering is logged.
 //! - An admin reset writes the table and leaves a pending reset per (group, topic, queue):
@@ -8,12 +8,15 @@
 //! - A corrupt record is an error all the way up, never "not found" or 0.
 //! - [`PersistNow`] (driven by the broker's [`crate::persister::Persister`]) flushes the table.
 
-use crate::broker::Stop;
 use crate::broker_api::BrokerError;
+use crate::logic::delay::SCHEDULE_TOPIC;
+use crate::logic::transaction::HALF_TOPIC;
 use crate::persister::PersistNow;
+use crate::quit::Quit;
 use actix::prelude::*;
-use skiff_storage::offset_table::{CommitOutcome, OffsetKey, OffsetTable};
+use skiff_storage::offset_table::{CommitOutcome, OffsetKey, OffsetTable, OffsetTableError};
 use std::collections::HashMap;
+use std::error::Error;
 
 /// (group, topic, queue id): the unit offsets, resets and commit times are kept for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +88,21 @@ pub struct ListGroup {
     pub group: String,
 }
 
+/// The groups that have an offset stored for a topic, sorted (QUERY_TOPIC_CONSUME_BY_WHO).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Vec<String>, BrokerError>")]
+pub struct GroupsOfTopic {
+    pub topic: String,
+}
+
+/// Forgets every offset of a group (DELETE_SUBSCRIPTIONGROUP with `cleanOffset`); answers how
+/// many were removed.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<usize, BrokerError>")]
+pub struct RemoveGroupOffsets {
+    pub group: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupOffset {
     pub topic: String,
@@ -93,11 +111,6 @@ pub struct GroupOffset {
     /// Broker-clock time of the last commit seen since this broker started.
     pub last_commit_ms: Option<i64>,
 }
-
-/// Flushes and releases the table; later requests fail.
-#[derive(Message, Debug, Clone, Copy)]
-#[rtype(result = "Result<(), BrokerError>")]
-pub struct CloseTable;
 
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "ConsumerOffsetsSnapshot")]
@@ -135,9 +148,9 @@ impl ConsumerOffsetsActor {
     }
 
     fn table(&mut self) -> Result<&mut Box<dyn OffsetTable>, BrokerError> {
-        self.table
-            .as_mut()
-            .ok_or_else(|| BrokerError::Metadata("offset table is closed".to_string()))
+        self.table.as_mut().ok_or(BrokerError::Closed {
+            what: "offset table",
+        })
     }
 }
 
@@ -243,10 +256,80 @@ impl Handler<ListGroup> for ConsumerOffsetsActor {
     }
 }
 
-impl Handler<PersistNow> for ConsumerOffsetsActor {
-    type Result = Result<(), String>;
+impl Handler<GroupsOfTopic> for ConsumerOffsetsActor {
+    type Result = Result<Vec<String>, BrokerError>;
 
-    fn handle(&mut self, _: PersistNow, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: GroupsOfTopic, _: &mut Self::Context) -> Self::Result {
+        let mut groups: Vec<String> = self
+            .table()?
+            .list_all()?
+            .into_iter()
+            .filter(|(key, _, _)| key.topic == msg.topic)
+            .map(|(key, _, _)| key.group)
+            .collect();
+        groups.sort();
+        groups.dedup();
+        Ok(groups)
+    }
+}
+
+/// Removes every group's offsets on a deleted topic; answers how many went.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<usize, BrokerError>")]
+pub struct RemoveTopicOffsets {
+    pub topic: String,
+}
+
+impl Handler<RemoveTopicOffsets> for ConsumerOffsetsActor {
+    type Result = Result<usize, BrokerError>;
+
+    fn handle(&mut self, msg: RemoveTopicOffsets, _: &mut Self::Context) -> Self::Result {
+        let removed = self.table()?.remove_topic(&msg.topic)?;
+        self.pending.retain(|slot, _| slot.topic != msg.topic);
+        self.last_commit_ms
+            .retain(|slot, _| slot.topic != msg.topic);
+        tracing::info!(topic = %msg.topic, removed, "consumer offsets of a deleted topic removed");
+        Ok(removed)
+    }
+}
+
+impl Handler<RemoveGroupOffsets> for ConsumerOffsetsActor {
+    type Result = Result<usize, BrokerError>;
+
+    fn handle(&mut self, msg: RemoveGroupOffsets, _: &mut Self::Context) -> Self::Result {
+        let removed = self.table()?.remove_group(&msg.group)?;
+        self.pending.retain(|slot, _| slot.group != msg.group);
+        self.last_commit_ms
+            .retain(|slot, _| slot.group != msg.group);
+        tracing::info!(group = %msg.group, removed, "consumer offsets of a deleted group removed");
+        Ok(removed)
+    }
+}
+
+/// Every stored offset of every group, system cursors (the schedule's, the transaction
+/// checker's) left out: `(group, topic, queue id, offset)`.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<Vec<(String, String, u32, u64)>, BrokerError>")]
+pub struct ListAllGroups;
+
+impl Handler<ListAllGroups> for ConsumerOffsetsActor {
+    type Result = Result<Vec<(String, String, u32, u64)>, BrokerError>;
+
+    fn handle(&mut self, _: ListAllGroups, _: &mut Self::Context) -> Self::Result {
+        Ok(self
+            .table()?
+            .list_all()?
+            .into_iter()
+            .filter(|(key, _, _)| key.topic != SCHEDULE_TOPIC && key.topic != HALF_TOPIC)
+            .map(|(key, queue_id, offset)| (key.group, key.topic, queue_id, offset))
+            .collect())
+    }
+}
+
+impl Handler<PersistNow<OffsetTableError>> for ConsumerOffsetsActor {
+    type Result = Result<(), OffsetTableError>;
+
+    fn handle(&mut self, _: PersistNow<OffsetTableError>, _: &mut Self::Context) -> Self::Result {
         let Some(table) = self.table.as_mut() else {
             // Closed: the close already flushed; nothing is left to persist.
             return Ok(());
@@ -258,17 +341,22 @@ impl Handler<PersistNow> for ConsumerOffsetsActor {
             }
             Err(e) => {
                 self.snapshot.flush_failures += 1;
-                tracing::error!(error = %e, "offset table flush failed");
-                Err(e.to_string())
+                tracing::error!(error = &e as &dyn Error, "offset table flush failed");
+                Err(e)
             }
         }
     }
 }
 
-impl Handler<CloseTable> for ConsumerOffsetsActor {
+/// Flushes and releases the table, then stops; requests queued behind it fail as closed.
+impl Handler<Quit<Result<(), BrokerError>>> for ConsumerOffsetsActor {
     type Result = Result<(), BrokerError>;
 
-    fn handle(&mut self, _: CloseTable, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(
+        &mut self,
+        _: Quit<Result<(), BrokerError>>,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
         self.snapshot.closed = true;
         ctx.stop();
         match self.table.take() {
@@ -284,14 +372,6 @@ impl Handler<CloseTable> for ConsumerOffsetsActor {
             }
             None => Ok(()),
         }
-    }
-}
-
-impl Handler<Stop> for ConsumerOffsetsActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
     }
 }
 

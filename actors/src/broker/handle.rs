@@ -1,39 +1,45 @@
 //! [`BrokerHandle`]: the broker's front door. The in-process [`BrokerApi`] and the remoting
-//! server both come through here; the wire-level rules (pull status mapping and offset
-//! correction, piggybacked commits, long polling, QUERY_CONSUMER_OFFSET's zero rule) live here so
-//! both paths share them.
+//! server both come through here; the wire-level rules (offset correction and pending resets on
+//! pull, piggybacked commits, long polling, QUERY_CONSUMER_OFFSET's zero rule) live here and in
+//! the sibling files that extend the handle (`pull.rs`, `admin.rs`), so both paths share them.
+//! The pull status itself is derived by [`crate::logic::pull::pull_status`].
 
 use crate::broker::consumer_offsets::{
-    CommitOffset, CommitResult, ConsumerOffsetsActor, ListGroup, OffsetSlot, QueryOffset,
-    ResetOffset, TakePendingReset,
+    CommitOffset, CommitResult, ConsumerOffsetsActor, OffsetSlot, QueryOffset,
 };
-use crate::broker::long_poll::{LongPollActor, ParkPull};
+use crate::broker::key_index::{KeyIndexActor, KeyQueryResult, QueryByKey};
+use crate::broker::long_poll::LongPollActor;
 use crate::broker::membership::{
-    connection_id, CloseConnection, DescribeGroup, HeartbeatOutcome, ListConsumers,
-    LookupSubscription, MembershipActor, NotifierInbox, RecordHeartbeat, UnregisterClient,
+    connection_id, CloseConnection, HeartbeatOutcome, ListConsumers, MembershipActor,
+    NotifierInbox, RecordHeartbeat, UnregisterClient,
 };
-use crate::broker::message_store::{AppendMessages, CloseStore, MessageStoreActor};
+use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::queue_locks::{LockBatch, QueueLocksActor, UnlockBatch};
 use crate::broker::registry::Registry;
 use crate::broker::retry::{RetryActor, SendBackOutcome, SendMessageBack};
-use crate::broker::schedule::{without_properties, DelaySchedulerActor};
-use crate::broker::{BrokerClock, BrokerConfig, Stop};
+use crate::broker::schedule::DelaySchedulerActor;
+use crate::broker::schedule::SCHEDULE_GROUP;
+use crate::broker::transaction::{EndOutcome, EndTransaction, ProducerChannels, TransactionActor};
+use crate::broker::{BrokerClock, BrokerConfig};
 use crate::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, PullRequest,
-    PullResponse, PullStatus, SendBackRequest, SendResult, TopicRoute,
+    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier,
+    EndTransactionRequest, OffsetUpdate, PullRequest, PullResponse, SendBackRequest, SendResult,
+    TopicRoute, TransactionCheckListener,
 };
+use crate::logic::delay::SCHEDULE_TOPIC;
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
-use crate::logic::filter::Subscription;
 use crate::logic::queue::MessageQueue;
-use crate::persister::{Persister, StopPersister};
+use crate::logic::transaction::{HALF_CONSUMER_GROUP, HALF_TOPIC};
+use crate::metrics::Metrics;
+use crate::persister::Persister;
+use crate::quit::Quit;
 use actix::prelude::*;
-use bytes::Bytes;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
-use skiff_storage::message::{offset_message_id, MessageToAppend};
-use skiff_storage::metadata::TopicConfig;
-use skiff_storage::store::{BoundaryType, ReadStatus, StoreReader};
-use std::cell::Cell;
-use std::collections::BTreeSet;
+use skiff_storage::message::{offset_message_id, property, without_properties, MessageToAppend};
+use skiff_storage::offset_table::OffsetTableError;
+use skiff_storage::store::{BoundaryType, StoreReader};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -43,81 +49,60 @@ use std::sync::Arc;
 pub struct BrokerAddrs {
     pub store: Addr<MessageStoreActor>,
     pub offsets: Addr<ConsumerOffsetsActor>,
-    pub persister: Addr<Persister>,
+    pub persister: Addr<Persister<OffsetTableError>>,
     pub long_poll: Addr<LongPollActor>,
     pub membership: Addr<MembershipActor>,
     pub locks: Addr<QueueLocksActor>,
     pub retry: Addr<RetryActor>,
     pub scheduler: Addr<DelaySchedulerActor>,
-}
-
-/// One row of `skiff admin progress <group>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct QueueProgress {
-    pub topic: String,
-    pub queue_id: u32,
-    /// The queue's max offset (next offset to be written).
-    pub broker_offset: u64,
-    pub consumer_offset: Option<u64>,
-    /// Messages not yet committed: from the consumer offset, or from the queue's min offset
-    /// when the group has none.
-    pub lag: u64,
-    /// Pulled by the group but not committed yet (the last pull's next offset minus the
-    /// consumer offset), as RocketMQ 5's consumerProgress "Inflight" column.
-    pub in_flight: u64,
-    pub last_commit_ms: Option<i64>,
-}
-
-/// The pull answer for a store read at `offset` (`reference/rocketmq-remoting.md` §4.1): the
-/// client-visible status and the next offset to pull from. The illegal cases carry the corrected
-/// offset (offset-lifecycle §1.A.12): an empty queue restarts at 0, an offset below the queue
-/// at its min, one beyond it at its max. `next` is the store's next offset for a found or
-/// filtered read. Status codes: Found 0, NoNewMessage 19, NoMatchedMessage 20, OffsetIllegal 21.
-pub fn pull_status(
-    read: ReadStatus,
-    offset: u64,
-    min: u64,
-    max: u64,
-    next: u64,
-) -> (PullStatus, u64) {
-    match read {
-        ReadStatus::Found => (PullStatus::Found, next),
-        ReadStatus::NoMatchedMessage => (PullStatus::NoMatchedMessage, next),
-        ReadStatus::NoMessageInQueue if offset == 0 => (PullStatus::NoNewMessage, 0),
-        ReadStatus::NoMessageInQueue => (PullStatus::OffsetIllegal, 0),
-        ReadStatus::OffsetOverflowOne => (PullStatus::NoNewMessage, offset),
-        ReadStatus::OffsetOverflowBadly => (PullStatus::OffsetIllegal, max),
-        ReadStatus::OffsetTooSmall => (PullStatus::OffsetIllegal, min),
-    }
+    pub key_index: Addr<KeyIndexActor>,
+    pub transactions: Addr<TransactionActor>,
 }
 
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
 /// arbiter.
 #[derive(Clone)]
 pub struct BrokerHandle {
-    inner: Rc<Inner>,
+    pub(super) inner: Rc<Inner>,
 }
 
-struct Inner {
-    config: BrokerConfig,
-    clock: BrokerClock,
+pub(super) struct Inner {
+    pub(super) config: BrokerConfig,
+    pub(super) clock: BrokerClock,
     store_host: SocketAddr,
-    reader: StoreReader,
-    registry: Registry,
+    pub(super) reader: StoreReader,
+    pub(super) registry: Registry,
     inbox: NotifierInbox,
+    producers: ProducerChannels,
     next_ticket: Cell<u64>,
     shut_down: Cell<bool>,
-    addrs: BrokerAddrs,
+    pub(super) addrs: BrokerAddrs,
     /// RocketMQ 5's pullOffsetTable: the next offset each (group, topic, queue) will pull, so
     /// progress can show what is in flight (pulled, not committed). Not persisted.
-    pull_offsets: std::cell::RefCell<std::collections::HashMap<(String, String, u32), u64>>,
+    pub(super) pull_offsets: RefCell<HashMap<OffsetSlot, u64>>,
+    pub(super) metrics: Metrics,
 }
 
-fn mailbox(actor: &'static str) -> impl FnOnce(MailboxError) -> BrokerError {
+/// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
+/// offset table under system groups and topics; a client moving or deleting them would make
+/// the broker redeliver delayed messages or skip pending halves.
+pub(super) fn refuse_broker_cursor(group: &str, topic: &str) -> Result<(), BrokerError> {
+    let system = [SCHEDULE_GROUP, HALF_CONSUMER_GROUP].contains(&group)
+        || [SCHEDULE_TOPIC, HALF_TOPIC].contains(&topic);
+    if system {
+        return Err(BrokerError::InvalidRequest {
+            reason: format!("the offsets of {group} on {topic} are the broker's own"),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn mailbox(actor: &'static str) -> impl FnOnce(MailboxError) -> BrokerError {
     move |source| BrokerError::Mailbox { actor, source }
 }
 
 impl BrokerHandle {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         config: BrokerConfig,
         clock: BrokerClock,
@@ -125,6 +110,8 @@ impl BrokerHandle {
         reader: StoreReader,
         registry: Registry,
         inbox: NotifierInbox,
+        producers: ProducerChannels,
+        metrics: Metrics,
         addrs: BrokerAddrs,
     ) -> Self {
         BrokerHandle {
@@ -135,8 +122,10 @@ impl BrokerHandle {
                 reader,
                 registry,
                 inbox,
+                producers,
                 next_ticket: Cell::new(0),
                 pull_offsets: Default::default(),
+                metrics,
                 shut_down: Cell::new(false),
                 addrs,
             }),
@@ -151,6 +140,31 @@ impl BrokerHandle {
         &self.inner.addrs
     }
 
+    /// QUERY_MESSAGE's lookup: the stored records of `topic` indexed under `key` (a `KEYS`
+    /// entry or a `UNIQ_KEY`) with a store timestamp in `[begin, end]`, at most `max`, the
+    /// newest first.
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        begin: i64,
+        end: i64,
+        max: usize,
+    ) -> Result<KeyQueryResult, BrokerError> {
+        self.inner
+            .addrs
+            .key_index
+            .send(QueryByKey {
+                topic: topic.to_string(),
+                key: key.to_string(),
+                begin,
+                end,
+                max,
+            })
+            .await
+            .map_err(mailbox("key index"))?
+    }
+
     /// The shared read handle of the message store.
     pub fn reader(&self) -> &StoreReader {
         &self.inner.reader
@@ -162,23 +176,24 @@ impl BrokerHandle {
     }
 
     /// A topic's route, auto-creating the topic when enabled (else `TopicNotExist`).
-    pub async fn route_topic(&self, topic: &str) -> Result<TopicRoute, BrokerError> {
+    pub async fn route(&self, topic: &str) -> Result<TopicRoute, BrokerError> {
         let config = self
             .inner
             .registry
             .topic_for_route(topic, self.inner.config.default_topic_queue_nums)?;
-        Ok(TopicRoute {
-            topic: config.name,
-            broker_name: self.inner.config.broker_name.clone(),
-            read_queue_nums: config.read_queue_nums,
-            write_queue_nums: config.write_queue_nums,
-        })
+        Ok(TopicRoute::single(
+            config.name,
+            self.inner.config.broker_name.clone(),
+            config.read_queue_nums,
+            config.write_queue_nums,
+        ))
     }
 
     /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: appends a batch. A topic the batch
-    /// auto-creates gets `default_queue_nums` queues. A message sent to `%RETRY%group` that has
-    /// used up its reconsumes goes to `%DLQ%group` instead; one carrying `DELAY` waits in the
-    /// schedule topic. Answers once the batch is as durable as the flush policy promises.
+    /// auto-creates gets `default_queue_nums` queues. A message sent to a group's retry topic that
+    /// has used up its reconsumes goes to the group's dead-letter topic instead; one carrying
+    /// `DELAY` waits in the schedule topic. Answers once the batch is as durable as the flush
+    /// policy promises.
     pub async fn send_messages(
         &self,
         mut messages: Vec<MessageToAppend>,
@@ -207,6 +222,7 @@ impl BrokerHandle {
             .map(|(r, queue_id)| SendResult {
                 // A delayed message reports the queue it was sent to, as RocketMQ does, and its
                 // offset in the schedule queue where it waits.
+                broker_name: self.inner.config.broker_name.clone(),
                 queue_id,
                 queue_offset: r.queue_offset,
                 physical_offset: r.physical_offset,
@@ -222,9 +238,8 @@ impl BrokerHandle {
             return Ok(());
         };
         let group = group.to_string();
-        let from_message =
-            skiff_storage::message::property(&message.properties, MAX_RECONSUME_TIMES)
-                .and_then(|v| v.trim().parse::<i32>().ok());
+        let from_message = property(&message.properties, MAX_RECONSUME_TIMES)
+            .and_then(|v| v.trim().parse::<i32>().ok());
         let max = match from_message {
             Some(max) => max,
             None => match self.inner.registry.group_or_create(&group)? {
@@ -241,176 +256,14 @@ impl BrokerHandle {
         Ok(())
     }
 
-    /// PULL_MESSAGE (`reference/rocketmq-remoting.md` §4.1). `has_commit_flag` is
-    /// FLAG_COMMIT_OFFSET; `allow_suspend` is RocketMQ's `brokerAllowSuspend`: true on a
-    /// request's first arrival. The piggybacked commit is applied only then, and only then may
-    /// a pull that found nothing be parked; a parked pull re-runs once, without the commit, when
-    /// a message arrives or its suspend time passes.
-    pub async fn pull_message(
-        &self,
-        request: PullRequest,
-        has_commit_flag: bool,
-        allow_suspend: bool,
-    ) -> Result<PullResponse, BrokerError> {
-        let first = self
-            .pull_once(&request, has_commit_flag && allow_suspend)
-            .await?;
-        self.record_pull_offset(&request, &first);
-        let Some(suspend) = request.suspend_timeout else {
-            return Ok(first);
-        };
-        if !allow_suspend || first.status != PullStatus::NoNewMessage {
-            return Ok(first);
-        }
-        let hold = if self.inner.config.long_polling {
-            suspend
-        } else {
-            self.inner.config.short_polling
-        };
-        let woken = self
-            .inner
-            .addrs
-            .long_poll
-            .send(ParkPull {
-                topic: request.topic.clone(),
-                queue_id: request.queue_id,
-                offset: request.queue_offset,
-            })
-            .await
-            .map_err(mailbox("long poll"))?;
-        tracing::trace!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset = request.queue_offset, "pull parked");
-        // Woken, timed out, or the long-poll actor went away: all end in the one re-run.
-        let _ = tokio::time::timeout(hold, woken).await;
-        let replay = self.pull_once(&request, false).await?;
-        self.record_pull_offset(&request, &replay);
-        Ok(replay)
-    }
-
-    fn record_pull_offset(&self, request: &PullRequest, response: &PullResponse) {
-        self.inner.pull_offsets.borrow_mut().insert(
-            (
-                request.group.clone(),
-                request.topic.clone(),
-                request.queue_id,
-            ),
-            response.next_begin_offset,
-        );
-    }
-
-    async fn pull_once(
-        &self,
-        request: &PullRequest,
-        commit: bool,
-    ) -> Result<PullResponse, BrokerError> {
-        let reader = &self.inner.reader;
-        let slot = OffsetSlot::new(&request.group, &request.topic, request.queue_id);
-        let pending = self
-            .inner
-            .addrs
-            .offsets
-            .send(TakePendingReset { slot: slot.clone() })
-            .await
-            .map_err(mailbox("consumer offsets"))?;
-        if let Some(reset) = pending {
-            tracing::info!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset = reset, "pull answers a pending admin reset");
-            return Ok(PullResponse {
-                status: PullStatus::OffsetIllegal,
-                next_begin_offset: reset,
-                min_offset: reader.min_offset(&request.topic, request.queue_id),
-                max_offset: reader.max_offset(&request.topic, request.queue_id),
-                records: Bytes::new(),
-            });
-        }
-        let subscription = self.subscription_for(request).await?;
-        let matches = |code: i64| subscription.matches_tag_code(code);
-        let filter: Option<&dyn Fn(i64) -> bool> = if subscription.is_all() {
-            None
-        } else {
-            Some(&matches)
-        };
-        let max_messages = request
-            .max_messages
-            .clamp(1, self.inner.config.max_pull_messages.max(1));
-        let read = reader.read(
-            &request.topic,
-            request.queue_id,
-            request.queue_offset,
-            max_messages,
-            self.inner.config.max_pull_bytes,
-            filter,
-        )?;
-        let offset = request.queue_offset;
-        let (status, next_begin_offset) = pull_status(
-            read.status,
-            offset,
-            read.min_offset,
-            read.max_offset,
-            read.next_begin_offset,
-        );
-        if status == PullStatus::OffsetIllegal {
-            tracing::info!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset, next = next_begin_offset, status = ?read.status, "pull offset corrected");
-        }
-        if commit {
-            if let Some(commit_offset) = request.commit_offset {
-                // The pull itself succeeded; a failed piggybacked commit is repaired by the
-                // consumer's next one, so it is reported, not returned.
-                if let Err(e) = self
-                    .commit(
-                        &request.group,
-                        &request.topic,
-                        request.queue_id,
-                        commit_offset,
-                    )
-                    .await
-                {
-                    tracing::error!(group = %request.group, topic = %request.topic, queue_id = request.queue_id, offset = commit_offset, error = %e, "piggybacked commit failed");
-                }
-            }
-        }
-        Ok(PullResponse {
-            status,
-            next_begin_offset,
-            min_offset: read.min_offset,
-            max_offset: read.max_offset,
-            records: if status == PullStatus::Found {
-                read.records
-            } else {
-                Bytes::new()
-            },
-        })
-    }
-
-    /// The pull's tag filter: the request's own subscription (FLAG_SUBSCRIPTION), else the one
-    /// the group registered by heartbeat; neither is SUBSCRIPTION_NOT_EXIST.
-    async fn subscription_for(&self, request: &PullRequest) -> Result<Subscription, BrokerError> {
-        let expression = match &request.subscription {
-            Some(expression) => expression.clone(),
-            None => self
-                .inner
-                .addrs
-                .membership
-                .send(LookupSubscription {
-                    group: request.group.clone(),
-                    topic: request.topic.clone(),
-                })
-                .await
-                .map_err(mailbox("membership"))?
-                .map(|entry| entry.expression)
-                .ok_or_else(|| BrokerError::SubscriptionNotExist {
-                    group: request.group.clone(),
-                    topic: request.topic.clone(),
-                })?,
-        };
-        Ok(Subscription::parse(request.topic.clone(), &expression, 0))
-    }
-
-    async fn commit(
+    pub(super) async fn commit(
         &self,
         group: &str,
         topic: &str,
         queue_id: u32,
         offset: u64,
     ) -> Result<CommitResult, BrokerError> {
+        refuse_broker_cursor(group, topic)?;
         self.inner
             .addrs
             .offsets
@@ -423,11 +276,12 @@ impl BrokerHandle {
             .map_err(mailbox("consumer offsets"))?
     }
 
-    /// QUERY_CONSUMER_OFFSET (§4.2, offset-lifecycle §1.A.6): the stored offset; when there is
-    /// none and `set_zero_if_not_found`, 0 if the queue still starts at 0 and its first message
-    /// is still stored (so a new group on a young queue starts from the beginning even with
-    /// CONSUME_FROM_LAST_OFFSET); else `None` (QUERY_NOT_FOUND). A corrupt record is an error.
-    pub async fn query_consumer_offset(
+    /// QUERY_CONSUMER_OFFSET (`docs/wire-protocol.md` §4.2, `docs/offset-lifecycle.md` §1.A.6):
+    /// the stored offset; when there is none and `set_zero_if_not_found`, 0 if the queue still
+    /// starts at 0 and its first message is still stored (so a new group on a young queue starts
+    /// from the beginning even with CONSUME_FROM_LAST_OFFSET); else `None` (QUERY_NOT_FOUND). A
+    /// corrupt record is an error.
+    pub async fn query_offset(
         &self,
         group: &str,
         topic: &str,
@@ -455,9 +309,9 @@ impl BrokerHandle {
         Ok(None)
     }
 
-    /// UPDATE_CONSUMER_OFFSET (§4.3): unknown group or topic is an error; while an admin reset is
-    /// pending the update is acknowledged and ignored.
-    pub async fn update_consumer_offset(
+    /// UPDATE_CONSUMER_OFFSET (`docs/wire-protocol.md` §4.3): unknown group or topic is an
+    /// error; while an admin reset is pending the update is acknowledged and ignored.
+    pub async fn update_offset(
         &self,
         group: &str,
         topic: &str,
@@ -477,8 +331,8 @@ impl BrokerHandle {
         self.commit(group, topic, queue_id, offset).await
     }
 
-    /// CONSUMER_SEND_MSG_BACK (§4.5).
-    pub async fn send_back_message(
+    /// CONSUMER_SEND_MSG_BACK (`docs/wire-protocol.md` §4.5).
+    pub async fn send_back(
         &self,
         request: SendBackRequest,
     ) -> Result<SendBackOutcome, BrokerError> {
@@ -490,9 +344,9 @@ impl BrokerHandle {
             .map_err(mailbox("retry"))?
     }
 
-    /// HEART_BEAT for one consumer group (§4.4): auto-creates the group and its retry topic,
+    /// HEART_BEAT for one consumer group (`docs/wire-protocol.md` §4.4): auto-creates the group and its retry topic,
     /// registers the client; `notifier` is how the broker reaches it (one per connection).
-    pub async fn register_consumer(
+    pub async fn heartbeat(
         &self,
         heartbeat: ConsumerHeartbeat,
         notifier: Arc<dyn ConsumerNotifier>,
@@ -517,18 +371,14 @@ impl BrokerHandle {
         outcome.map_err(mailbox("membership"))
     }
 
-    /// UNREGISTER_CLIENT: from one group, or every group when `group` is `None`.
-    pub async fn unregister_client(
-        &self,
-        client_id: &str,
-        group: Option<&str>,
-    ) -> Result<usize, BrokerError> {
+    /// UNREGISTER_CLIENT: the client leaves `group`; answers how many registrations it had.
+    pub async fn unregister(&self, client_id: &str, group: &str) -> Result<usize, BrokerError> {
         self.inner
             .addrs
             .membership
             .send(UnregisterClient {
                 client_id: client_id.to_string(),
-                group: group.map(str::to_string),
+                group: Some(group.to_string()),
             })
             .await
             .map_err(mailbox("membership"))
@@ -551,7 +401,7 @@ impl BrokerHandle {
     }
 
     /// GET_CONSUMER_LIST_BY_GROUP: sorted client ids; `NoConsumer` when the group has none.
-    pub async fn consumers(&self, group: &str) -> Result<Vec<String>, BrokerError> {
+    pub async fn consumer_list(&self, group: &str) -> Result<Vec<String>, BrokerError> {
         let ids = self
             .inner
             .addrs
@@ -605,15 +455,15 @@ impl BrokerHandle {
             .map_err(mailbox("queue locks"))
     }
 
-    pub fn min_offset_of(&self, topic: &str, queue_id: u32) -> u64 {
+    pub fn min_offset(&self, topic: &str, queue_id: u32) -> u64 {
         self.inner.reader.min_offset(topic, queue_id)
     }
 
-    pub fn max_offset_of(&self, topic: &str, queue_id: u32) -> u64 {
+    pub fn max_offset(&self, topic: &str, queue_id: u32) -> u64 {
         self.inner.reader.max_offset(topic, queue_id)
     }
 
-    pub fn search_offset_of(
+    pub fn search_offset(
         &self,
         topic: &str,
         queue_id: u32,
@@ -626,129 +476,47 @@ impl BrokerHandle {
             .search_offset_by_timestamp(topic, queue_id, timestamp_ms, boundary)?)
     }
 
-    /// Admin: every topic config, sorted by name.
-    pub fn topics(&self) -> Result<Vec<TopicConfig>, BrokerError> {
-        self.inner.registry.topics()
-    }
-
-    /// Admin: per queue of every topic the group has offsets for or subscribes to, the broker
-    /// offset, the consumer offset, the lag and the last commit time.
-    pub async fn progress(&self, group: &str) -> Result<Vec<QueueProgress>, BrokerError> {
-        let offsets = self
-            .inner
-            .addrs
-            .offsets
-            .send(ListGroup {
-                group: group.to_string(),
-            })
-            .await
-            .map_err(mailbox("consumer offsets"))??;
-        let view = self
-            .inner
-            .addrs
-            .membership
-            .send(DescribeGroup {
-                group: group.to_string(),
-            })
-            .await
-            .map_err(mailbox("membership"))?;
-        let mut topics: BTreeSet<String> = offsets.iter().map(|o| o.topic.clone()).collect();
-        if let Some(view) = view {
-            topics.extend(view.subscriptions.into_iter().map(|s| s.topic));
-        }
-        let reader = &self.inner.reader;
-        let mut rows = Vec::new();
-        for topic in topics {
-            let known = offsets
-                .iter()
-                .filter(|o| o.topic == topic)
-                .map(|o| o.queue_id + 1)
-                .max()
-                .unwrap_or(0);
-            let configured = self
-                .inner
-                .registry
-                .topic(&topic)?
-                .map(|t| t.read_queue_nums.max(t.write_queue_nums))
-                .unwrap_or(0);
-            for queue_id in 0..configured.max(known) {
-                let entry = offsets
-                    .iter()
-                    .find(|o| o.topic == topic && o.queue_id == queue_id);
-                let broker_offset = reader.max_offset(&topic, queue_id);
-                let consumer_offset = entry.map(|e| e.offset);
-                let from = consumer_offset.unwrap_or_else(|| reader.min_offset(&topic, queue_id));
-                let pulled = self
-                    .inner
-                    .pull_offsets
-                    .borrow()
-                    .get(&(group.to_string(), topic.clone(), queue_id))
-                    .copied();
-                rows.push(QueueProgress {
-                    topic: topic.clone(),
-                    queue_id,
-                    broker_offset,
-                    consumer_offset,
-                    lag: broker_offset.saturating_sub(from),
-                    in_flight: pulled.map_or(0, |pulled| pulled.saturating_sub(from)),
-                    last_commit_ms: entry.and_then(|e| e.last_commit_ms),
-                });
-            }
-        }
-        Ok(rows)
-    }
-
-    /// Admin: resets the group's offsets on every queue of `topic` to the first message stored
-    /// at or after `timestamp_ms` (a negative timestamp means the queue's end). Each reset is
-    /// pending until the group's next pull of the queue, which answers OFFSET_ILLEGAL with it.
-    pub async fn reset_offset_by_time(
+    /// Registers a producer of `group` that answers check-backs through `listener` (a producer
+    /// heartbeat over the network, [`BrokerApi::register_producer`] in process).
+    pub fn register_producer(
         &self,
         group: &str,
-        topic: &str,
-        timestamp_ms: i64,
-    ) -> Result<Vec<(u32, u64)>, BrokerError> {
-        let config =
-            self.inner
-                .registry
-                .topic(topic)?
-                .ok_or_else(|| BrokerError::TopicNotExist {
-                    topic: topic.to_string(),
-                })?;
-        let mut done = Vec::new();
-        for queue_id in 0..config.read_queue_nums {
-            let offset = if timestamp_ms < 0 {
-                self.inner.reader.max_offset(topic, queue_id)
-            } else {
-                self.inner.reader.search_offset_by_timestamp(
-                    topic,
-                    queue_id,
-                    timestamp_ms,
-                    BoundaryType::Lower,
-                )?
-            };
-            self.reset_offset(group, topic, queue_id, offset).await?;
-            done.push((queue_id, offset));
-        }
-        Ok(done)
+        client_id: &str,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) {
+        self.inner.producers.register(group, client_id, listener);
     }
 
-    /// Admin: resets one queue's offset (see [`Self::reset_offset_by_time`]).
-    pub async fn reset_offset(
+    /// A producer leaves one group, or every group when `group` is `None`.
+    pub fn unregister_producer(&self, client_id: &str, group: Option<&str>) {
+        self.inner.producers.unregister(client_id, group);
+    }
+
+    /// The producers registered through `listener` (one connection) leave their groups.
+    pub fn producer_connection_closed(
         &self,
-        group: &str,
-        topic: &str,
-        queue_id: u32,
-        offset: u64,
-    ) -> Result<(), BrokerError> {
+        listener: &Arc<dyn TransactionCheckListener>,
+    ) -> usize {
+        self.inner.producers.remove_listener(listener)
+    }
+
+    /// Client ids of the producers of `group` that answer check-backs.
+    pub fn producers_of(&self, group: &str) -> Vec<String> {
+        self.inner.producers.members(group)
+    }
+
+    /// END_TRANSACTION (`docs/wire-protocol.md` §3.14): commits, rolls back, or (UNKNOW) leaves a
+    /// half message pending.
+    pub async fn end_transaction(
+        &self,
+        request: EndTransactionRequest,
+    ) -> Result<EndOutcome, BrokerError> {
         self.inner
             .addrs
-            .offsets
-            .send(ResetOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
-                offset,
-            })
+            .transactions
+            .send(EndTransaction { request })
             .await
-            .map_err(mailbox("consumer offsets"))?
+            .map_err(mailbox("transactions"))?
     }
 
     /// Stops the broker: timers first, then a final awaited offset flush, then the offset table,
@@ -759,26 +527,38 @@ impl BrokerHandle {
         }
         let addrs = &self.inner.addrs;
         // Scheduler and retry write to the store, so they stop before it closes.
-        let _ = addrs.scheduler.send(Stop).await;
-        let _ = addrs.retry.send(Stop).await;
-        let _ = addrs.membership.send(Stop).await;
-        let _ = addrs.locks.send(Stop).await;
-        let _ = addrs.long_poll.send(Stop).await;
-        match addrs.persister.send(StopPersister).await {
-            Ok(Ok(())) => {}
-            Ok(Err(reason)) => tracing::error!(%reason, "final offset flush failed"),
-            Err(e) => tracing::error!(error = %e, "offset persister unavailable at shutdown"),
+        let quits = [
+            ("scheduler", addrs.scheduler.send(Quit::new()).await),
+            ("transactions", addrs.transactions.send(Quit::new()).await),
+            ("retry", addrs.retry.send(Quit::new()).await),
+            ("membership", addrs.membership.send(Quit::new()).await),
+            ("queue locks", addrs.locks.send(Quit::new()).await),
+            ("long poll", addrs.long_poll.send(Quit::new()).await),
+        ];
+        for (actor, stopped) in quits {
+            // Already gone is what stopping wants; the rest of the shutdown goes on either way.
+            if let Err(error) = stopped {
+                tracing::warn!(actor, %error, "broker actor unavailable at shutdown");
+            }
+        }
+        // After the writers above, so its final pass indexes everything they appended.
+        if let Err(error) = addrs.key_index.send(Quit::new()).await {
+            tracing::warn!(actor = "key index", %error, "broker actor unavailable at shutdown");
+        }
+        // The persister logs a failed final flush itself; the close below reports it typed.
+        if let Err(error) = addrs.persister.send(Quit::new()).await {
+            tracing::error!(%error, "offset persister unavailable at shutdown");
         }
         // Flushes again and surfaces a typed error if the table cannot be made durable.
         let offsets = addrs
             .offsets
-            .send(crate::broker::consumer_offsets::CloseTable)
+            .send(Quit::new())
             .await
             .map_err(mailbox("consumer offsets"))
             .and_then(|r| r);
         let store = addrs
             .store
-            .send(CloseStore)
+            .send(Quit::new())
             .await
             .map_err(mailbox("message store"))
             .and_then(|r| r);
@@ -789,54 +569,49 @@ impl BrokerHandle {
     }
 }
 
+/// The in-process [`BrokerApi`]: each call boxes the inherent method of the same name, which
+/// the remoting processor calls with the wire's extra parameters.
 impl BrokerApi for BrokerHandle {
-    fn route(&self, topic: &str) -> BrokerFuture<TopicRoute> {
+    fn route(&self, topic: String) -> BrokerFuture<TopicRoute> {
         let this = self.clone();
-        let topic = topic.to_string();
-        Box::pin(async move { this.route_topic(&topic).await })
+        Box::pin(async move { this.route(&topic).await })
     }
 
-    fn send(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
+    fn send_messages(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
         let this = self.clone();
-        Box::pin(async move {
-            let queues = this.inner.config.default_topic_queue_nums;
-            this.send_messages(messages, queues).await
-        })
+        let queue_nums = self.inner.config.default_topic_queue_nums;
+        Box::pin(async move { this.send_messages(messages, queue_nums).await })
     }
 
     fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse> {
         let this = self.clone();
-        Box::pin(async move {
-            let has_commit_flag = request.commit_offset.is_some();
-            this.pull_message(request, has_commit_flag, true).await
-        })
+        Box::pin(async move { this.pull(request).await })
     }
 
-    fn query_offset(&self, group: &str, queue: &MessageQueue) -> BrokerFuture<Option<u64>> {
+    /// Without the zero rule (setZeroIfNotFound = false, as the remote broker asks too), so
+    /// ConsumeFromWhere decides for every new group of skiff's consumers; Java clients reach
+    /// the rule over the wire.
+    fn query_offset(&self, group: String, queue: MessageQueue) -> BrokerFuture<Option<u64>> {
         let this = self.clone();
-        let group = group.to_string();
-        let queue = queue.clone();
         Box::pin(async move {
-            // skiff's consumers ask without the zero rule (setZeroIfNotFound = false, as the
-            // remoting implementation sends it), so ConsumeFromWhere decides for every new
-            // group; Java clients reach the rule through `query_consumer_offset`.
-            this.query_consumer_offset(&group, &queue.topic, queue.queue_id, false)
+            this.query_offset(&group, &queue.topic, queue.queue_id, false)
                 .await
         })
     }
 
+    /// Waits for the commit either way: the update is queued on the offsets actor's mailbox in
+    /// order like any other, so [`OffsetUpdate::Oneway`] would only save one mailbox round trip
+    /// and lose the error that the consumer's persister counts and logs.
     fn update_offset(
         &self,
-        group: &str,
-        queue: &MessageQueue,
+        group: String,
+        queue: MessageQueue,
         offset: u64,
-        _acknowledged: bool,
+        _: OffsetUpdate,
     ) -> BrokerFuture<()> {
         let this = self.clone();
-        let group = group.to_string();
-        let queue = queue.clone();
         Box::pin(async move {
-            this.update_consumer_offset(&group, &queue.topic, queue.queue_id, offset)
+            this.update_offset(&group, &queue.topic, queue.queue_id, offset)
                 .await
                 .map(|_| ())
         })
@@ -844,7 +619,7 @@ impl BrokerApi for BrokerHandle {
 
     fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
         let this = self.clone();
-        Box::pin(async move { this.send_back_message(request).await.map(|_| ()) })
+        Box::pin(async move { this.send_back(request).await.map(|_| ()) })
     }
 
     fn heartbeat(
@@ -853,71 +628,85 @@ impl BrokerApi for BrokerHandle {
         notifier: Arc<dyn ConsumerNotifier>,
     ) -> BrokerFuture<()> {
         let this = self.clone();
-        Box::pin(async move {
-            this.register_consumer(heartbeat, notifier)
-                .await
-                .map(|_| ())
-        })
+        Box::pin(async move { this.heartbeat(heartbeat, notifier).await.map(|_| ()) })
     }
 
-    fn unregister(&self, client_id: &str, group: &str) -> BrokerFuture<()> {
+    fn unregister(&self, client_id: String, group: String) -> BrokerFuture<()> {
         let this = self.clone();
-        let client_id = client_id.to_string();
-        let group = group.to_string();
-        Box::pin(async move {
-            this.unregister_client(&client_id, Some(&group))
-                .await
-                .map(|_| ())
-        })
+        Box::pin(async move { this.unregister(&client_id, &group).await.map(|_| ()) })
     }
 
-    fn consumer_list(&self, group: &str) -> BrokerFuture<Vec<String>> {
+    fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>> {
         let this = self.clone();
-        let group = group.to_string();
-        Box::pin(async move { this.consumers(&group).await })
+        Box::pin(async move { this.consumer_list(&group).await })
     }
 
-    fn lock_batch(
+    fn register_producer(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) -> BrokerFuture<()> {
+        self.register_producer(&group, &client_id, listener);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// A refusal is an error here, as the remote client sees an error answer.
+    fn end_transaction(&self, request: EndTransactionRequest) -> BrokerFuture<()> {
+        let this = self.clone();
+        Box::pin(async move {
+            match this.end_transaction(request).await? {
+                EndOutcome::Refused(refusal) => Err(BrokerError::InvalidRequest {
+                    reason: format!("end transaction refused: {refusal:?}"),
+                }),
+                _ => Ok(()),
+            }
+        })
+    }
+
+    fn lock_queues(
+        &self,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<Vec<MessageQueue>> {
         let this = self.clone();
-        let group = group.to_string();
-        let client_id = client_id.to_string();
         Box::pin(async move { this.lock_queues(&group, &client_id, queues).await })
     }
 
-    fn unlock_batch(
+    fn unlock_queues(
         &self,
-        group: &str,
-        client_id: &str,
+        group: String,
+        client_id: String,
         queues: Vec<MessageQueue>,
     ) -> BrokerFuture<()> {
         let this = self.clone();
-        let group = group.to_string();
-        let client_id = client_id.to_string();
         Box::pin(async move { this.unlock_queues(&group, &client_id, queues).await })
     }
 
-    fn min_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
-        let offset = self.min_offset_of(&queue.topic, queue.queue_id);
-        Box::pin(async move { Ok(offset) })
+    fn min_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
+        Box::pin(std::future::ready(Ok(
+            self.min_offset(&queue.topic, queue.queue_id)
+        )))
     }
 
-    fn max_offset(&self, queue: &MessageQueue) -> BrokerFuture<u64> {
-        let offset = self.max_offset_of(&queue.topic, queue.queue_id);
-        Box::pin(async move { Ok(offset) })
+    fn max_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
+        Box::pin(std::future::ready(Ok(
+            self.max_offset(&queue.topic, queue.queue_id)
+        )))
     }
 
     fn search_offset(
         &self,
-        queue: &MessageQueue,
+        queue: MessageQueue,
         timestamp_ms: i64,
         boundary: BoundaryType,
     ) -> BrokerFuture<u64> {
-        let found = self.search_offset_of(&queue.topic, queue.queue_id, timestamp_ms, boundary);
-        Box::pin(async move { found })
+        Box::pin(std::future::ready(self.search_offset(
+            &queue.topic,
+            queue.queue_id,
+            timestamp_ms,
+            boundary,
+        )))
     }
 }

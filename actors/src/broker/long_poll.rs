@@ -8,7 +8,7 @@
 //! table cannot grow without bound. The sweep also re-checks the store, covering an arrival
 //! notice lost to a full mailbox.
 
-use crate::broker::Stop;
+use crate::quit::Quit;
 use actix::prelude::*;
 use skiff_storage::store::StoreReader;
 use std::collections::HashMap;
@@ -156,10 +156,12 @@ impl Handler<NotifyArrivals> for LongPollActor {
     }
 }
 
-impl Handler<Stop> for LongPollActor {
+/// Stops the actor and its sweep. Parked pulls are not answered: their waiters time out and
+/// re-run once.
+impl Handler<Quit> for LongPollActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

@@ -10,10 +10,10 @@
 //! (both live on the one broker arbiter thread) and the message carries its ticket.
 
 use crate::broker::queue_locks::ReleaseClient;
-use crate::broker::Stop;
 use crate::broker_api::{
     ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel, SubscriptionEntry,
 };
+use crate::quit::Quit;
 use actix::prelude::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -343,10 +343,12 @@ impl Handler<DescribeGroup> for MembershipActor {
     }
 }
 
-impl Handler<Stop> for MembershipActor {
+/// Stops the actor and its expiry sweep. Membership is not persisted: clients register again by
+/// heartbeat after a restart.
+impl Handler<Quit> for MembershipActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

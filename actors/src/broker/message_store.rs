@@ -6,18 +6,26 @@
 
 use crate::broker::long_poll::{NotifyArrivals, QueueArrival};
 use crate::broker::registry::Registry;
-use crate::broker::schedule::route_delayed;
-use crate::broker::Stop;
+use crate::broker::retention::{DiskState, RetentionConfig};
+use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
+use crate::logic::delay::route_delayed;
+use crate::logic::transaction::route_half;
+use crate::metrics::Metrics;
+use crate::quit::Quit;
 use actix::prelude::*;
+use skiff_storage::key_index::KeyBatch;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, StoreError, SyncWaiter};
 use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::PathBuf;
 use tokio::sync::oneshot;
 
 /// Appends a batch; answers once the batch is as durable as the flush policy promises.
-/// Messages carrying a `DELAY` level are diverted to the schedule topic first.
+/// Messages carrying a `DELAY` level are diverted to the schedule topic first, half
+/// (prepared) transactional messages to the half topic.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<Vec<AppendResult>, BrokerError>")]
 pub struct AppendMessages {
@@ -33,15 +41,24 @@ pub struct SubscribeArrivals {
     pub recipient: Recipient<NotifyArrivals>,
 }
 
+/// The key entries of one appended batch, for the key index ([`SubscribeKeys`]).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct IndexBatch(pub KeyBatch);
+
+/// Registers the one listener given the key entries of every append, built here from the
+/// messages just written, so the index never re-reads the commit log on the send path's
+/// heels. Sent with `try_send`: a dropped batch is a gap the index fills from the log.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SubscribeKeys {
+    pub recipient: Recipient<IndexBatch>,
+}
+
 /// fsyncs the commit log and consume queues.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "Result<(), BrokerError>")]
 pub struct FlushStore;
-
-/// Flushes and closes the store; later appends fail.
-#[derive(Message, Debug, Clone, Copy)]
-#[rtype(result = "Result<(), BrokerError>")]
-pub struct CloseStore;
 
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "MessageStoreSnapshot")]
@@ -54,9 +71,13 @@ pub struct MessageStoreSnapshot {
     pub failed_batches: u64,
     /// Messages diverted to the schedule topic because they carried a delay level.
     pub delayed: u64,
+    /// Transactional half messages diverted to the half topic.
+    pub halves: u64,
     pub created_topics: Vec<String>,
     /// Arrival notices dropped because a listener's mailbox was full (its sweep catches up).
     pub dropped_notices: u64,
+    /// Commit-log segments deleted by retention.
+    pub deleted_segments: u64,
     pub closed: bool,
 }
 
@@ -66,19 +87,40 @@ pub struct MessageStoreActor {
     flush_policy: FlushPolicy,
     registry: Registry,
     listeners: Vec<Recipient<NotifyArrivals>>,
+    key_index: Option<Recipient<IndexBatch>>,
+    metrics: Metrics,
+    clock: BrokerClock,
+    retention: RetentionConfig,
+    /// Where the store lives, for measuring its file system.
+    dir: PathBuf,
+    /// The last measured share of the disk in use, and whether sends are refused for it.
+    disk: (f64, DiskState),
     snapshot: MessageStoreSnapshot,
 }
 
 const MAILBOX_CAPACITY: usize = 1024;
 
 impl MessageStoreActor {
-    pub(crate) fn new(store: MessageStore, flush_policy: FlushPolicy, registry: Registry) -> Self {
+    pub(crate) fn new(
+        store: MessageStore,
+        flush_policy: FlushPolicy,
+        registry: Registry,
+        metrics: Metrics,
+        clock: BrokerClock,
+        retention: RetentionConfig,
+    ) -> Self {
         MessageStoreActor {
+            dir: store.config().dir.clone(),
+            clock,
+            retention,
+            disk: (0.0, DiskState::Ok),
             waiter: store.sync_waiter(),
             store: Some(store),
             flush_policy,
             registry,
             listeners: Vec::new(),
+            key_index: None,
+            metrics,
             snapshot: MessageStoreSnapshot::default(),
         }
     }
@@ -90,20 +132,28 @@ impl MessageStoreActor {
         messages: Vec<MessageToAppend>,
         default_queue_nums: u32,
     ) -> Result<Vec<MessageToAppend>, BrokerError> {
+        if let (used_ratio, DiskState::Full) = self.disk {
+            return Err(BrokerError::DiskFull {
+                used_ratio,
+                full_ratio: self.retention.disk_full_ratio,
+            });
+        }
         let mut prepared = Vec::with_capacity(messages.len());
         // A batch is one topic (a delayed message moves to the schedule topic): resolving it
         // per message cloned the same config 25 times per request.
         let mut resolved: Option<TopicConfig> = None;
         for message in messages {
-            let message = match route_delayed(message) {
-                Ok((message, delayed)) => {
-                    if delayed {
-                        self.snapshot.delayed += 1;
-                    }
-                    message
-                }
-                Err(reason) => return Err(BrokerError::InvalidRequest { reason }),
-            };
+            let (message, half) = route_half(message);
+            if half {
+                self.snapshot.halves += 1;
+            }
+            let routed = route_delayed(message).map_err(|e| BrokerError::InvalidRequest {
+                reason: e.to_string(),
+            })?;
+            if routed.delayed {
+                self.snapshot.delayed += 1;
+            }
+            let message = routed.message;
             let topic = match resolved.take() {
                 Some(topic) if topic.name == message.topic => topic,
                 _ => {
@@ -137,6 +187,20 @@ impl MessageStoreActor {
     }
 
     fn announce(&mut self, messages: &[MessageToAppend], results: &[AppendResult]) {
+        if let Some(key_index) = &self.key_index {
+            if key_index
+                .try_send(IndexBatch(KeyBatch::of(messages, results)))
+                .is_err()
+            {
+                self.snapshot.dropped_notices += 1;
+            }
+        }
+        self.metrics.record_appends(
+            messages
+                .iter()
+                .zip(results)
+                .map(|(m, r)| (m.topic.as_str(), r.queue_id, m.body.len())),
+        );
         let mut maxima: BTreeMap<(&str, u32), u64> = BTreeMap::new();
         for (message, result) in messages.iter().zip(results) {
             let entry = maxima
@@ -165,19 +229,68 @@ impl MessageStoreActor {
     }
 }
 
+impl MessageStoreActor {
+    /// One retention run: measure the disk, update the guard, delete what is due.
+    fn clean_up(&mut self) {
+        let used_ratio = match self.retention.meter.used_ratio(&self.dir) {
+            Ok(ratio) => ratio,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "measuring the disk failed; retention by age only");
+                0.0
+            }
+        };
+        let state = self.retention.disk_state(used_ratio);
+        match (self.disk.1, state) {
+            (DiskState::Ok, DiskState::Full) => tracing::warn!(
+                used_percent = used_ratio * 100.0,
+                full_percent = self.retention.disk_full_ratio * 100.0,
+                "disk full: refusing sends until space returns"
+            ),
+            (DiskState::Full, DiskState::Ok) => tracing::info!(
+                used_percent = used_ratio * 100.0,
+                "disk space back: accepting sends"
+            ),
+            _ => {}
+        }
+        self.disk = (used_ratio, state);
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        let request = self.retention.request(self.clock.now_ms(), used_ratio);
+        match store.delete_expired(&request) {
+            Ok(outcome) if !outcome.segments.is_empty() => {
+                self.snapshot.deleted_segments += outcome.segments.len() as u64;
+                tracing::info!(
+                    segments = outcome.segments.len(),
+                    forced = outcome.segments.iter().filter(|s| s.forced).count(),
+                    queue_files = outcome.queue_files_deleted,
+                    bytes_freed = outcome.bytes_freed,
+                    min_commit_log_offset = outcome.min_commit_log_offset,
+                    used_percent = used_ratio * 100.0,
+                    "retention deleted old segments"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = &e as &dyn Error, "retention run failed"),
+        }
+    }
+}
+
 impl Actor for MessageStoreActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        // Measured once now, so a node started on a full disk refuses sends from the first.
+        self.clean_up();
+        ctx.run_interval(self.retention.cleanup_interval, |actor, _| actor.clean_up());
     }
 }
 
 fn closed_error() -> BrokerError {
-    BrokerError::Store(StoreError::Io {
-        path: "<message store>".into(),
-        source: std::io::Error::new(std::io::ErrorKind::NotConnected, "message store is closed"),
-    })
+    BrokerError::Closed {
+        what: "message store",
+    }
 }
 
 impl Handler<AppendMessages> for MessageStoreActor {
@@ -195,16 +308,22 @@ impl Handler<AppendMessages> for MessageStoreActor {
             return Box::pin(async { Err(closed_error()) });
         };
         let appended = match self.flush_policy {
-            FlushPolicy::Async => store.append_batch(&prepared).map(|r| (r, None)),
+            FlushPolicy::Async => store
+                .append_batch(&prepared)
+                .map(|appended| appended.map(|r| (r, None))),
             FlushPolicy::Sync => store
                 .append_batch_nowait(&prepared)
-                .map(|(r, end)| (r, Some(end))),
+                .map(|appended| appended.map(|(r, end)| (r, Some(end)))),
         };
         let (results, durable_at) = match appended {
-            Ok(ok) => ok,
+            Ok(Ok(ok)) => ok,
+            Ok(Err(rejected)) => {
+                self.snapshot.failed_batches += 1;
+                return Box::pin(async move { Err(BrokerError::Rejected(rejected)) });
+            }
             Err(e) => {
                 self.snapshot.failed_batches += 1;
-                tracing::warn!(error = %e, "append failed");
+                tracing::warn!(error = &e as &dyn Error, "append failed");
                 return Box::pin(async move { Err(BrokerError::Store(e)) });
             }
         };
@@ -233,7 +352,8 @@ impl Handler<AppendMessages> for MessageStoreActor {
                     path: "<commit log>".into(),
                     source: std::io::Error::other(
                         "group-commit wait failed: the durability request was dropped unanswered",
-                    ),
+                    )
+                    .into(),
                 })),
             }
         })
@@ -248,6 +368,14 @@ impl Handler<SubscribeArrivals> for MessageStoreActor {
     }
 }
 
+impl Handler<SubscribeKeys> for MessageStoreActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SubscribeKeys, _: &mut Self::Context) {
+        self.key_index = Some(msg.recipient);
+    }
+}
+
 impl Handler<FlushStore> for MessageStoreActor {
     type Result = Result<(), BrokerError>;
 
@@ -259,28 +387,25 @@ impl Handler<FlushStore> for MessageStoreActor {
     }
 }
 
-impl Handler<CloseStore> for MessageStoreActor {
+/// Flushes and closes the store, then stops; appends already queued behind it fail as closed.
+impl Handler<Quit<Result<(), BrokerError>>> for MessageStoreActor {
     type Result = Result<(), BrokerError>;
 
-    fn handle(&mut self, _: CloseStore, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(
+        &mut self,
+        _: Quit<Result<(), BrokerError>>,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
         self.snapshot.closed = true;
         let Some(store) = self.store.take() else {
             return Ok(());
         };
         let outcome = store.close().map_err(BrokerError::Store);
         if let Err(e) = &outcome {
-            tracing::error!(error = %e, "closing the message store failed");
+            tracing::error!(error = e as &dyn Error, "closing the message store failed");
         }
         ctx.stop();
         outcome
-    }
-}
-
-impl Handler<Stop> for MessageStoreActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
     }
 }
 

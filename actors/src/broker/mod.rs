@@ -12,29 +12,46 @@
 //! - [`queue_locks::QueueLocksActor`]: orderly-consumption locks.
 //! - [`retry::RetryActor`]: send-back to `%RETRY%group` / `%DLQ%group`.
 //! - [`schedule::DelaySchedulerActor`]: delivers delayed messages when due.
+//! - [`transaction::TransactionActor`]: transactional half messages: END_TRANSACTION, check-backs.
+//! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
+//!   the long-poll actor) and answers QUERY_MESSAGE lookups.
+//!
+//! Not actors: [`registry`], the topic and group configuration they share, and the
+//! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
+//! `pull.rs` (PULL_MESSAGE) and `admin.rs` (progress, offset resets).
 
+mod admin;
 pub mod consumer_offsets;
 mod handle;
+pub mod key_index;
 pub mod long_poll;
 pub mod membership;
 pub mod message_store;
+mod pull;
 pub mod queue_locks;
 pub mod registry;
+pub mod retention;
 pub mod retry;
 pub mod schedule;
+pub mod transaction;
 
-pub use handle::{pull_status, BrokerAddrs, BrokerHandle, QueueProgress};
+pub use admin::QueueProgress;
+pub use handle::{BrokerAddrs, BrokerHandle};
 
 use crate::broker_api::BrokerError;
+use crate::metrics::Metrics;
 use crate::persister::Persister;
 use actix::prelude::*;
+pub use retention::RetentionConfig;
+use skiff_storage::clock::since_epoch;
+use skiff_storage::key_index::KeyIndex;
 use skiff_storage::metadata::MetadataStore;
 use skiff_storage::offset_table::OffsetTable;
 use skiff_storage::store::{MessageStore, StoreReader};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Broker settings; [`Default`] gives RocketMQ's defaults for a single node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
     pub broker_name: String,
     pub cluster_name: String,
@@ -59,6 +76,14 @@ pub struct BrokerConfig {
     pub short_polling: Duration,
     /// How often parked pulls are re-checked against the store besides arrival notices.
     pub long_poll_sweep_interval: Duration,
+    /// Index `KEYS` and `UNIQ_KEY` for QUERY_MESSAGE (RocketMQ `messageIndexEnable`). Off, the
+    /// index is neither written nor read and every lookup finds nothing; turned on again, it
+    /// catches up from where it stopped.
+    pub key_index: bool,
+    /// When old commit-log segments go, and when sends are refused for want of disk.
+    pub retention: RetentionConfig,
+    /// Transactional messages: check-back timeout, interval and maximum.
+    pub transactions: transaction::TransactionConfig,
 }
 
 impl Default for BrokerConfig {
@@ -78,38 +103,37 @@ impl Default for BrokerConfig {
             long_polling: true,
             short_polling: Duration::from_secs(1),
             long_poll_sweep_interval: Duration::from_secs(5),
+            key_index: true,
+            retention: RetentionConfig::default(),
+            transactions: transaction::TransactionConfig::default(),
         }
     }
 }
 
-/// Stops a broker actor (its timers with it).
-#[derive(Message, Debug, Clone, Copy)]
-#[rtype(result = "()")]
-pub struct Stop;
-
 /// The broker's notion of "now" in epoch milliseconds: the wall clock at start plus tokio time
 /// elapsed since. It follows the wall clock in production and paused, advanced time in tests,
 /// so due times computed from store timestamps fire on tokio timers either way.
+///
+/// The sum is rounded to milliseconds once, after adding: rounding the start and the elapsed
+/// time apart put store timestamps up to 2 ms behind the wall clock, so a client on the same
+/// machine saw a message stored before it was born.
 #[derive(Clone, Copy, Debug)]
 pub struct BrokerClock {
-    wall_ms_at_start: i64,
+    wall_at_start: Duration,
     started: tokio::time::Instant,
 }
 
 impl BrokerClock {
     pub fn start() -> Self {
-        let wall_ms_at_start = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
         BrokerClock {
-            wall_ms_at_start,
+            wall_at_start: since_epoch(),
             started: tokio::time::Instant::now(),
         }
     }
 
     pub fn now_ms(&self) -> i64 {
-        self.wall_ms_at_start + self.started.elapsed().as_millis() as i64
+        let now = self.wall_at_start + self.started.elapsed();
+        i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -118,7 +142,8 @@ pub struct Broker;
 
 impl Broker {
     /// Starts every broker actor on the current arbiter and answers the handle to them. Fails
-    /// when a delay-level cursor in the offset table is corrupt (a broker that guessed it would
+    /// when the half queue's cursor or a half's state is unreadable, or a delay-level cursor in
+    /// the offset table is corrupt (a broker that guessed it would
     /// re-deliver or lose delayed messages).
     pub fn start(
         config: BrokerConfig,
@@ -134,15 +159,47 @@ impl Broker {
         let reader: StoreReader = store.reader();
         let flush_policy = store.config().flush_policy;
         let store_host = store.config().store_host;
+        // Recovery of the key index: whatever the commit log holds past the watermark.
+        let mut index = KeyIndex::open(
+            store
+                .config()
+                .dir
+                .join(skiff_storage::key_index::KEY_INDEX_DIR),
+            &reader,
+        )?;
+        if config.key_index {
+            let recovered = index.catch_up_all(&reader)?;
+            tracing::info!(records = recovered, "key index caught up");
+        } else {
+            tracing::info!("key index disabled");
+        }
+        let transaction_states = skiff_storage::transaction_states::TransactionStates::open(
+            metadata.db(),
+            metadata.path().to_path_buf(),
+        )?;
         let registry = registry::Registry::new(
             metadata,
             config.auto_create_topic,
             config.auto_create_subscription_group,
         );
+        let metrics = Metrics::default();
         let cursors = schedule::load_cursors(offsets.as_ref(), &reader)?;
+        let halves = transaction::load_halves(
+            offsets.as_ref(),
+            &reader,
+            &transaction_states,
+            config.transactions.timeout,
+        )?;
 
-        let store_addr =
-            message_store::MessageStoreActor::new(store, flush_policy, registry.clone()).start();
+        let store_addr = message_store::MessageStoreActor::new(
+            store,
+            flush_policy,
+            registry.clone(),
+            metrics.clone(),
+            clock,
+            config.retention.clone(),
+        )
+        .start();
         let offsets_addr = consumer_offsets::ConsumerOffsetsActor::new(offsets).start();
         let persister = Persister::new(
             "broker offsets",
@@ -171,6 +228,20 @@ impl Broker {
             cursors,
         )
         .start();
+        let key_index = key_index::KeyIndexActor::start(index, reader.clone(), config.key_index);
+        let producers = transaction::ProducerChannels::default();
+        let transactions = transaction::TransactionActor::new(
+            reader.clone(),
+            store_addr.clone(),
+            offsets_addr.clone(),
+            transaction_states,
+            producers.clone(),
+            clock,
+            config.transactions.clone(),
+            config.broker_name.clone(),
+            halves,
+        )
+        .start();
         // Arrival notices are sent with `try_send`; a subscription queued behind a full
         // mailbox would be lost, so these go first, before anyone can send.
         store_addr.do_send(message_store::SubscribeArrivals {
@@ -178,6 +249,14 @@ impl Broker {
         });
         store_addr.do_send(message_store::SubscribeArrivals {
             recipient: scheduler.clone().recipient(),
+        });
+        if config.key_index {
+            store_addr.do_send(message_store::SubscribeKeys {
+                recipient: key_index.clone().recipient(),
+            });
+        }
+        store_addr.do_send(message_store::SubscribeArrivals {
+            recipient: transactions.clone().recipient(),
         });
         tracing::info!(broker = %config.broker_name, addr = %config.listen_addr, "broker started");
         Ok(BrokerHandle::new(
@@ -187,6 +266,8 @@ impl Broker {
             reader,
             registry,
             inbox,
+            producers,
+            metrics,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,
@@ -196,6 +277,8 @@ impl Broker {
                 locks,
                 retry,
                 scheduler,
+                key_index,
+                transactions,
             },
         ))
     }

@@ -6,8 +6,8 @@
 //! group (unregister, connection closed, heartbeat expiry) releases its locks at once, so its
 //! queues do not sit idle for the rest of the minute.
 
-use crate::broker::Stop;
 use crate::logic::queue::MessageQueue;
+use crate::quit::Quit;
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -181,10 +181,12 @@ impl Handler<ReleaseClient> for QueueLocksActor {
     }
 }
 
-impl Handler<Stop> for QueueLocksActor {
+/// Stops the actor and its purge timer. Locks are not persisted: clients lock again after a
+/// restart.
+impl Handler<Quit> for QueueLocksActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

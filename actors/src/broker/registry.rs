@@ -6,32 +6,25 @@
 
 use crate::broker_api::BrokerError;
 use crate::logic::delay::{
-    retry_topic, DLQ_TOPIC_PREFIX as DLQ_PREFIX, MAX_DELAY_LEVEL,
-    RETRY_TOPIC_PREFIX as RETRY_PREFIX,
+    retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_QUEUE_NUMS, SCHEDULE_TOPIC,
 };
+use crate::logic::transaction::HALF_TOPIC;
 use skiff_storage::metadata::{
     MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ, PERM_WRITE,
 };
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
-/// Where delayed messages wait, one queue per delay level.
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-/// Number of delay levels, hence of schedule queues.
-pub const DELAY_LEVELS: u32 = MAX_DELAY_LEVEL as u32;
 /// Largest queue count an auto-created topic gets, whatever a producer asks for.
 const MAX_AUTO_CREATE_QUEUES: u32 = 1024;
-
-fn metadata_error(e: MetadataError) -> BrokerError {
-    BrokerError::Metadata(e.to_string())
-}
 
 #[derive(Clone)]
 pub(crate) struct Registry {
     store: Rc<RefCell<Option<MetadataStore>>>,
     // Every send looks its topic up; a sled read plus a checksummed decode per message was a
     // quarter of the send path. Topics only change through this registry, so the cache is exact.
-    topics: Rc<RefCell<std::collections::HashMap<String, TopicConfig>>>,
+    topics: Rc<RefCell<HashMap<String, TopicConfig>>>,
     auto_create_topic: bool,
     auto_create_group: bool,
 }
@@ -55,10 +48,10 @@ impl Registry {
         f: impl FnOnce(&MetadataStore) -> Result<T, MetadataError>,
     ) -> Result<T, BrokerError> {
         let guard = self.store.borrow();
-        let store = guard
-            .as_ref()
-            .ok_or_else(|| BrokerError::Metadata("metadata store is closed".to_string()))?;
-        f(store).map_err(metadata_error)
+        let store = guard.as_ref().ok_or(BrokerError::Closed {
+            what: "metadata store",
+        })?;
+        Ok(f(store)?)
     }
 
     pub(crate) fn topic(&self, name: &str) -> Result<Option<TopicConfig>, BrokerError> {
@@ -93,7 +86,7 @@ impl Registry {
         Ok(config)
     }
 
-    /// The topic an append goes to. System topics (schedule, retry, dead-letter) are created
+    /// The topic an append goes to. System topics (schedule, retry, dead-letter, half) are created
     /// whatever `auto_create_topic` says, because the broker itself writes to them; other topics
     /// only when auto-creation is on, with `default_queue_nums` queues (the producer's ask).
     pub(crate) fn topic_for_append(
@@ -105,10 +98,10 @@ impl Registry {
             return Ok((config, false));
         }
         let queues = if name == SCHEDULE_TOPIC {
-            DELAY_LEVELS
-        } else if name.starts_with(DLQ_PREFIX) {
+            SCHEDULE_QUEUE_NUMS
+        } else if name.starts_with(DLQ_TOPIC_PREFIX) || name == HALF_TOPIC {
             1
-        } else if let Some(group) = name.strip_prefix(RETRY_PREFIX) {
+        } else if let Some(group) = name.strip_prefix(RETRY_TOPIC_PREFIX) {
             match self.group_or_create(group)? {
                 Some(group) if group.retry_queue_nums > 0 => group.retry_queue_nums,
                 _ => 1,
@@ -176,11 +169,51 @@ impl Registry {
         Ok(Some(config))
     }
 
+    /// Admin (UPDATE_AND_CREATE_TOPIC): stores `config` as given, creating or replacing the
+    /// topic's configuration.
+    pub(crate) fn put_topic(&self, config: &TopicConfig) -> Result<(), BrokerError> {
+        self.with(|s| s.put_topic(config))?;
+        self.topics
+            .borrow_mut()
+            .insert(config.name.clone(), config.clone());
+        tracing::info!(topic = %config.name, read_queues = config.read_queue_nums, write_queues = config.write_queue_nums, perm = config.perm, "topic configured by admin request");
+        Ok(())
+    }
+
+    /// Admin (DELETE_TOPIC_IN_BROKER): forgets the topic's configuration; answers whether it
+    /// existed.
+    pub(crate) fn remove_topic(&self, name: &str) -> Result<bool, BrokerError> {
+        self.topics.borrow_mut().remove(name);
+        let removed = self.with(|s| s.remove_topic(name))?;
+        tracing::info!(topic = %name, existed = removed, "topic deleted by admin request");
+        Ok(removed)
+    }
+
+    /// Every subscription-group config, sorted by name.
+    pub(crate) fn groups(&self) -> Result<Vec<SubscriptionGroupConfig>, BrokerError> {
+        self.with(|s| s.list_subscription_groups())
+    }
+
+    /// Admin (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): stores `config`, creating or replacing it.
+    pub(crate) fn put_group(&self, config: &SubscriptionGroupConfig) -> Result<(), BrokerError> {
+        self.with(|s| s.put_subscription_group(config))?;
+        tracing::info!(group = %config.name, retry_max_times = config.retry_max_times, retry_queues = config.retry_queue_nums, "subscription group configured by admin request");
+        Ok(())
+    }
+
+    /// Admin (DELETE_SUBSCRIPTIONGROUP): forgets the group's configuration; answers whether it
+    /// existed.
+    pub(crate) fn remove_group(&self, name: &str) -> Result<bool, BrokerError> {
+        let removed = self.with(|s| s.remove_subscription_group(name))?;
+        tracing::info!(group = %name, existed = removed, "subscription group deleted by admin request");
+        Ok(removed)
+    }
+
     /// Flushes and releases the metadata store (and with it its share of the sled database).
     pub(crate) fn close(&self) -> Result<(), BrokerError> {
         let store = self.store.borrow_mut().take();
         match store {
-            Some(store) => store.flush().map_err(metadata_error),
+            Some(store) => Ok(store.flush()?),
             None => Ok(()),
         }
     }
@@ -188,5 +221,8 @@ impl Registry {
 
 /// Topics the broker writes to itself.
 pub fn is_system_topic(name: &str) -> bool {
-    name == SCHEDULE_TOPIC || name.starts_with(RETRY_PREFIX) || name.starts_with(DLQ_PREFIX)
+    name == SCHEDULE_TOPIC
+        || name == HALF_TOPIC
+        || name.starts_with(RETRY_TOPIC_PREFIX)
+        || name.starts_with(DLQ_TOPIC_PREFIX)
 }

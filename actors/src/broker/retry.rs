@@ -1,5 +1,5 @@
-//! Send-back of failed messages (CONSUMER_SEND_MSG_BACK, `reference/rocketmq-remoting.md` §4.5,
-//! `reference/offset-lifecycle.md` §1.E).
+//! Send-back of failed messages (CONSUMER_SEND_MSG_BACK, `docs/wire-protocol.md` §4.5,
+//! `docs/offset-lifecycle.md` §1.E).
 //!
 //! The consumer names the failed message by commit-log offset; the broker re-reads it, so what
 //! goes to the retry topic is exactly what was stored, whatever the client did to its copy.
@@ -9,13 +9,12 @@
 
 use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::registry::Registry;
-use crate::broker::schedule::{with_properties, without_properties};
-use crate::broker::Stop;
 use crate::broker_api::{BrokerError, SendBackRequest};
 use crate::logic::delay::{dlq_topic, retry_topic, send_back_decision, SendBackTarget};
+use crate::quit::Quit;
 use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, ORIGIN_MESSAGE_ID, RETRY_TOPIC};
-use skiff_storage::message::{MessageToAppend, StoredMessage};
+use skiff_storage::message::{with_properties, without_properties, MessageToAppend, StoredMessage};
 use skiff_storage::store::StoreReader;
 
 /// Sends a consumed-and-failed message back for a later retry (or to the dead-letter queue).
@@ -240,10 +239,12 @@ impl Handler<SendMessageBack> for RetryActor {
     }
 }
 
-impl Handler<Stop> for RetryActor {
+/// Stops the actor. Nothing is persisted here: a send-back still appending is answered by the
+/// store or fails.
+impl Handler<Quit> for RetryActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

@@ -1,38 +1,36 @@
 //! Delay scheduling (RocketMQ's `ScheduleMessageService`).
 //!
-//! A message with a delay level is not written to its topic: [`route_delayed`] diverts it to
-//! `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, recording the real topic and queue in `REAL_TOPIC` /
-//! `REAL_QID`. That makes the delay as durable as the message. The [`DelaySchedulerActor`] walks
-//! each level's queue in order with a cursor (all messages of a level share one delay, so they
-//! fall due in append order): it copies due messages to their real queue, then stores the cursor
-//! in the offset table (group `%SCHEDULE%`), and sleeps on a tokio timer until the next one is
-//! due. After a restart each level resumes from its stored cursor; due times come from the store
-//! timestamps, so time spent down counts toward the delay. A crash between the copy and the
-//! cursor commit delivers that batch twice, never zero times.
+//! A message with a delay level is not written to its topic: the message store diverts it with
+//! [`route_delayed`](crate::logic::delay::route_delayed) to [`SCHEDULE_TOPIC`], queue
+//! `level - 1`, recording the real topic and queue in `REAL_TOPIC` / `REAL_QID`. That makes the
+//! delay as durable as the message. The [`DelaySchedulerActor`] walks each level's queue in order
+//! with a cursor (all messages of a level share one delay, so they fall due in append order): it
+//! copies due messages to their real queue, then stores the cursor in the offset table (group
+//! `%SCHEDULE%`), and sleeps on a tokio timer until the next one is due. After a restart each
+//! level resumes from its stored cursor; due times come from the store timestamps, so time spent
+//! down counts toward the delay. A crash between the copy and the cursor commit delivers that
+//! batch twice, never zero times.
 
 use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, MessageStoreActor};
-use crate::broker::registry::{DELAY_LEVELS, SCHEDULE_TOPIC};
-use crate::broker::{BrokerClock, Stop};
+use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
-use crate::logic::delay::DELAY_LEVELS as DELAY_TABLE;
+use crate::logic::delay::{DELAY_LEVELS, SCHEDULE_QUEUE_NUMS};
+use crate::quit::Quit;
 use actix::prelude::*;
-use skiff_storage::message::{
-    decode_records, encode_properties, property, property::DELAY, property::REAL_QID,
-    property::REAL_TOPIC, MessageToAppend, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
-};
+use skiff_storage::message::property::{DELAY, REAL_QID, REAL_TOPIC};
+use skiff_storage::message::{decode_records, without_properties, MessageToAppend, StoredMessage};
 use skiff_storage::offset_table::{OffsetKey, OffsetTable, OffsetTableError};
 use skiff_storage::store::{ReadStatus, StoreReader};
+use std::error::Error;
 use std::time::Duration;
+
+/// The schedule topic's name, kept reachable here for callers of the old path.
+pub use crate::logic::delay::SCHEDULE_TOPIC;
 
 /// Offset-table group under which each level's delivered cursor is stored.
 pub const SCHEDULE_GROUP: &str = "%SCHEDULE%";
-
-/// Delay of a level (1-based), clamped to the defined levels.
-pub fn delay_of_level(level: u32) -> Duration {
-    DELAY_TABLE[level.clamp(1, DELAY_LEVELS) as usize - 1]
-}
 
 /// Messages read per level per step; also the batch size of one delivery append.
 const BATCH: u32 = 32;
@@ -42,74 +40,6 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Safety-net poll of idle levels, for arrival notices lost to a full mailbox.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
-/// `props` with `updates` set (replacing earlier values of those names), in wire form.
-pub fn with_properties(props: &str, updates: &[(&str, &str)]) -> String {
-    let kept: Vec<(&str, &str)> = pairs(props)
-        .filter(|(name, _)| !updates.iter().any(|(n, _)| n == name))
-        .collect();
-    let mut all = kept;
-    all.extend_from_slice(updates);
-    encode_properties(&all)
-}
-
-/// `props` without the properties named in `names`, in wire form.
-pub fn without_properties(props: &str, names: &[&str]) -> String {
-    let kept: Vec<(&str, &str)> = pairs(props).filter(|(n, _)| !names.contains(n)).collect();
-    encode_properties(&kept)
-}
-
-fn pairs(props: &str) -> impl Iterator<Item = (&str, &str)> {
-    props
-        .split(PROPERTY_SEPARATOR)
-        .filter(|seg| seg.len() >= 3)
-        .filter_map(|seg| seg.split_once(NAME_VALUE_SEPARATOR))
-}
-
-/// Transaction bits of the message sys flag; only plain and committed messages are delayed.
-const TRANSACTION_MASK: i32 = 0xC;
-const TRANSACTION_COMMIT: i32 = 0x8;
-
-/// Diverts a message carrying `DELAY` = level > 0 to the schedule topic (level above 18 counts as
-/// 18). Answers the message to append and whether it was diverted.
-pub fn route_delayed(message: MessageToAppend) -> Result<(MessageToAppend, bool), String> {
-    if message.topic == SCHEDULE_TOPIC {
-        return Ok((message, false));
-    }
-    let transaction = message.sys_flag & TRANSACTION_MASK;
-    if transaction != 0 && transaction != TRANSACTION_COMMIT {
-        return Ok((message, false));
-    }
-    let Some(raw) = property(&message.properties, DELAY) else {
-        return Ok((message, false));
-    };
-    let level: i64 = raw
-        .trim()
-        .parse()
-        .map_err(|_| format!("delay level {raw:?} is not a number"))?;
-    if level <= 0 {
-        return Ok((message, false));
-    }
-    let level = level.min(i64::from(DELAY_LEVELS)) as u32;
-    let real_queue = message.queue_id.to_string();
-    let properties = with_properties(
-        &message.properties,
-        &[
-            (DELAY, &level.to_string()),
-            (REAL_TOPIC, &message.topic),
-            (REAL_QID, &real_queue),
-        ],
-    );
-    Ok((
-        MessageToAppend {
-            topic: SCHEDULE_TOPIC.to_string(),
-            queue_id: level - 1,
-            properties,
-            ..message
-        },
-        true,
-    ))
-}
-
 /// Reads each level's stored cursor; done before the scheduler starts so that a corrupt cursor
 /// stops the broker instead of re-delivering a level from 0.
 pub(crate) fn load_cursors(
@@ -117,7 +47,7 @@ pub(crate) fn load_cursors(
     reader: &StoreReader,
 ) -> Result<Vec<u64>, OffsetTableError> {
     let key = OffsetKey::new(SCHEDULE_TOPIC, SCHEDULE_GROUP);
-    (0..DELAY_LEVELS)
+    (0..SCHEDULE_QUEUE_NUMS)
         .map(|queue_id| {
             Ok(table
                 .query(&key, queue_id)?
@@ -149,8 +79,9 @@ pub struct LevelView {
     pub busy: bool,
 }
 
-#[derive(Default)]
 struct LevelState {
+    /// The level's delay; every message of the level waits this long after it was stored.
+    delay: Duration,
     cursor: u64,
     busy: bool,
 }
@@ -184,7 +115,9 @@ impl DelaySchedulerActor {
             default_queue_nums,
             levels: cursors
                 .into_iter()
-                .map(|cursor| LevelState {
+                .zip(DELAY_LEVELS)
+                .map(|(cursor, delay)| LevelState {
+                    delay,
                     cursor,
                     busy: false,
                 })
@@ -213,21 +146,23 @@ impl DelaySchedulerActor {
         if state.busy {
             return;
         }
-        let cursor = state.cursor;
-        let read = match self.reader.read(
-            SCHEDULE_TOPIC,
-            queue_id,
-            cursor,
-            BATCH,
-            BATCH_BYTES,
-            None,
-        ) {
-            Ok(read) => read,
-            Err(e) => {
-                tracing::warn!(level, offset = cursor, error = %e, "reading delayed messages failed");
-                return self.retry_later(level, ctx);
-            }
-        };
+        let (cursor, delay) = (state.cursor, state.delay);
+        let read =
+            match self
+                .reader
+                .read(SCHEDULE_TOPIC, queue_id, cursor, BATCH, BATCH_BYTES, None)
+            {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(
+                        level,
+                        offset = cursor,
+                        error = &e as &dyn Error,
+                        "reading delayed messages failed"
+                    );
+                    return self.retry_later(level, ctx);
+                }
+            };
         match read.status {
             ReadStatus::Found => {}
             ReadStatus::NoMessageInQueue | ReadStatus::OffsetOverflowOne => return,
@@ -269,7 +204,7 @@ impl DelaySchedulerActor {
                 return self.retry_later(level, ctx);
             }
         };
-        let delay_ms = delay_of_level(level).as_millis() as i64;
+        let delay_ms = delay.as_millis() as i64;
         let now = self.clock.now_ms();
         let mut due = Vec::new();
         let mut next = cursor;
@@ -334,7 +269,11 @@ impl DelaySchedulerActor {
                         e
                         @ (BrokerError::InvalidRequest { .. } | BrokerError::TopicNotExist { .. }),
                     ) => {
-                        tracing::error!(level, error = %e, "delayed messages undeliverable, dropped");
+                        tracing::error!(
+                            level,
+                            error = &e as &dyn Error,
+                            "delayed messages undeliverable, dropped"
+                        );
                         skipped = count;
                     }
                     Err(e) => return Err(e),
@@ -365,7 +304,12 @@ impl DelaySchedulerActor {
                     act.process(level, ctx);
                 }
                 Err(e) => {
-                    tracing::warn!(level, offset = next, error = %e, "delivering delayed messages failed");
+                    tracing::warn!(
+                        level,
+                        offset = next,
+                        error = &e as &dyn Error,
+                        "delivering delayed messages failed"
+                    );
                     act.retry_later(level, ctx);
                 }
             }
@@ -373,7 +317,7 @@ impl DelaySchedulerActor {
     }
 
     fn process_idle(&mut self, ctx: &mut Context<Self>) {
-        for level in 1..=DELAY_LEVELS {
+        for level in 1..=SCHEDULE_QUEUE_NUMS {
             let state = &self.levels[level as usize - 1];
             if !state.busy && self.reader.max_offset(SCHEDULE_TOPIC, level - 1) > state.cursor {
                 self.process(level, ctx);
@@ -383,7 +327,7 @@ impl DelaySchedulerActor {
 }
 
 /// The copy of a scheduled message for its real topic and queue, original properties restored.
-fn real_message(message: &skiff_storage::message::StoredMessage) -> Option<MessageToAppend> {
+fn real_message(message: &StoredMessage) -> Option<MessageToAppend> {
     let topic = message.property(REAL_TOPIC)?.to_string();
     let queue_id = message.property(REAL_QID)?.trim().parse().ok()?;
     if topic.is_empty() || topic == SCHEDULE_TOPIC {
@@ -408,7 +352,7 @@ impl Actor for DelaySchedulerActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        for level in 1..=DELAY_LEVELS {
+        for level in 1..=SCHEDULE_QUEUE_NUMS {
             self.process(level, ctx);
         }
         ctx.run_interval(SWEEP_INTERVAL, |act, ctx| act.process_idle(ctx));
@@ -420,17 +364,19 @@ impl Handler<NotifyArrivals> for DelaySchedulerActor {
 
     fn handle(&mut self, msg: NotifyArrivals, ctx: &mut Self::Context) {
         for arrival in msg.queues {
-            if arrival.topic == SCHEDULE_TOPIC && arrival.queue_id < DELAY_LEVELS {
+            if arrival.topic == SCHEDULE_TOPIC && arrival.queue_id < SCHEDULE_QUEUE_NUMS {
                 self.process(arrival.queue_id + 1, ctx);
             }
         }
     }
 }
 
-impl Handler<Stop> for DelaySchedulerActor {
+/// Stops the actor and its timers. A delivery still running is abandoned: its cursor is not
+/// committed, so the level re-delivers that batch after a restart (twice, never zero times).
+impl Handler<Quit> for DelaySchedulerActor {
     type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

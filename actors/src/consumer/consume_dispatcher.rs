@@ -4,16 +4,18 @@
 //! applies the ackIndex rule, sends failures back to `%RETRY%group` (re-consuming locally after
 //! `local_retry_delay` when the send-back fails) and reports finished offsets to the process
 //! queue. A call running longer than `consume_timeout` is aborted and its messages sent back, so
-//! a stuck message never pins the committed offset (DESIGN rule 1). Orderly mode runs one call
-//! per request; the process queue keeps the per-queue order and locks.
+//! a stuck message never pins the committed offset (`docs/architecture.md` rule 1). Orderly mode
+//! runs one call per request; the process queue keeps the per-queue order and locks.
 
 use super::listener::{Batch, ConsumeStatus, Listener, OrderlyStatus};
 use crate::broker_api::{BrokerApi, MessageModel, SendBackRequest};
 use crate::logic::ack;
-use crate::logic::queue::MessageQueue;
+use crate::logic::delay::FIRST_RETRY_DELAY_LEVEL;
 use actix::prelude::*;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::error::Error;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -29,12 +31,11 @@ pub struct OffsetsConsumed {
     pub offsets: Vec<u64>,
 }
 
-/// Outcome of an orderly call, for the process queue to commit or roll back.
+/// Outcome of an orderly call, for the process queue to commit or roll back the batch it took.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct OrderlyConsumed {
     pub status: OrderlyStatus,
-    pub offsets: Vec<u64>,
 }
 
 /// A pulled batch for concurrent consumption.
@@ -42,7 +43,6 @@ pub struct OrderlyConsumed {
 #[rtype(result = "()")]
 pub struct ConsumeConcurrently {
     pub pq: ProcessQueueId,
-    pub queue: MessageQueue,
     pub messages: Batch,
     pub report_to: Recipient<OffsetsConsumed>,
 }
@@ -64,6 +64,14 @@ pub struct CancelQueue {
     pub pq: ProcessQueueId,
 }
 
+/// The process queue has stopped, so nothing more can arrive from it: its cancellation is
+/// forgotten once its last open work item is done.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct ForgetQueue {
+    pub pq: ProcessQueueId,
+}
+
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "DispatcherSnapshot")]
 pub struct Observe;
@@ -78,6 +86,8 @@ pub struct DispatcherSnapshot {
     pub send_back_failed: u64,
     pub local_retries: u64,
     pub timed_out: u64,
+    /// Handed-off process queues whose late batches are still being dropped.
+    pub cancelled_queues: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -120,8 +130,19 @@ pub struct ConsumeDispatcher {
     // Calls plus send-backs still open per process queue; a handoff waits for zero.
     open_work: HashMap<ProcessQueueId, usize>,
     idle_waiters: HashMap<ProcessQueueId, Vec<oneshot::Sender<()>>>,
-    cancelled: HashSet<ProcessQueueId>,
+    // Process queues being handed off: batches that arrive for them are dropped (the next owner
+    // consumes those messages). An entry lives until its process queue has stopped and its last
+    // open work item is done.
+    cancelled: HashMap<ProcessQueueId, Handoff>,
     snapshot: DispatcherSnapshot,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handoff {
+    /// The process queue may still send batches that were under way when it was cancelled.
+    Draining,
+    /// The process queue has stopped; only this dispatcher's own open work remains.
+    QueueStopped,
 }
 
 impl ConsumeDispatcher {
@@ -135,7 +156,7 @@ impl ConsumeDispatcher {
             next_call_id: 0,
             open_work: HashMap::new(),
             idle_waiters: HashMap::new(),
-            cancelled: HashSet::new(),
+            cancelled: HashMap::new(),
             snapshot: DispatcherSnapshot::default(),
         }
     }
@@ -157,6 +178,9 @@ impl ConsumeDispatcher {
             self.open_work.remove(&pq);
             for waiter in self.idle_waiters.remove(&pq).unwrap_or_default() {
                 let _ = waiter.send(());
+            }
+            if self.cancelled.get(&pq) == Some(&Handoff::QueueStopped) {
+                self.cancelled.remove(&pq);
             }
         }
     }
@@ -228,10 +252,9 @@ impl ConsumeDispatcher {
                 } else {
                     self.snapshot.consume_failed += running.messages.len() as u64;
                 }
-                let offsets = running.messages.iter().map(|m| m.queue_offset()).collect();
                 let pq = running.pq;
                 report_to
-                    .send(OrderlyConsumed { status, offsets })
+                    .send(OrderlyConsumed { status })
                     .into_actor(self)
                     .map(move |_, act, _| act.work_done(pq))
                     .spawn(ctx);
@@ -285,6 +308,7 @@ impl ConsumeDispatcher {
                     origin_msg_id: Some(message.msg_id()),
                     origin_topic: Some(message.origin_topic().to_string()),
                     max_reconsume_times: None,
+                    broker_name: Some(message.queue.broker_name.clone()),
                 })
             })
             .collect();
@@ -307,7 +331,7 @@ impl ConsumeDispatcher {
                     Err(error) => {
                         act.snapshot.send_back_failed += 1;
                         tracing::warn!(group = %act.config.group, queue = %message.queue,
-                            offset = message.queue_offset(), %error,
+                            offset = message.queue_offset(), error = &error as &dyn Error,
                             "send-back failed; consuming again locally");
                         retry_locally.push(message);
                     }
@@ -361,12 +385,14 @@ impl ConsumeDispatcher {
             .map(|message| {
                 let mut again = (*message).clone();
                 again.message.reconsume_times += 1;
-                std::sync::Arc::new(again)
+                Arc::new(again)
             })
             .collect();
         ctx.run_later(self.config.local_retry_delay, move |act, ctx| {
+            // Asked before `work_done`, which may forget a stopped queue's cancellation.
+            let cancelled = act.cancelled.contains_key(&pq);
             act.work_done(pq);
-            if act.cancelled.contains(&pq) {
+            if cancelled {
                 return;
             }
             act.enqueue(Call {
@@ -378,8 +404,8 @@ impl ConsumeDispatcher {
         });
     }
 
-    /// Aborts concurrent calls older than `consume_timeout` and sends their messages back
-    /// (delay level 3, as RocketMQ's cleanExpiredMsg) so the offset moves on.
+    /// Aborts concurrent calls older than `consume_timeout` and sends their messages back (at
+    /// the first retry level, as RocketMQ's cleanExpiredMsg) so the offset moves on.
     fn sweep_timed_out(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         let timeout = self.config.consume_timeout;
@@ -403,7 +429,14 @@ impl ConsumeDispatcher {
                     "consume timed out; sending the message back so the offset can move on");
             }
             if let Some(Reply::Concurrent(report_to)) = running.reply.take() {
-                self.settle(running.pq, Vec::new(), running.messages, 3, report_to, ctx);
+                self.settle(
+                    running.pq,
+                    Vec::new(),
+                    running.messages,
+                    FIRST_RETRY_DELAY_LEVEL,
+                    report_to,
+                    ctx,
+                );
             } else {
                 self.work_done(running.pq);
             }
@@ -438,7 +471,7 @@ impl Handler<ConsumeConcurrently> for ConsumeDispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: ConsumeConcurrently, ctx: &mut Self::Context) {
-        if self.cancelled.contains(&msg.pq) {
+        if self.cancelled.contains_key(&msg.pq) {
             // Arrived after its queue was handed off: the next owner consumes these.
             return;
         }
@@ -474,7 +507,7 @@ impl Handler<CancelQueue> for ConsumeDispatcher {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: CancelQueue, _: &mut Self::Context) -> Self::Result {
-        self.cancelled.insert(msg.pq);
+        self.cancelled.insert(msg.pq, Handoff::Draining);
         let before = self.pending.len();
         self.pending.retain(|call| call.pq != msg.pq);
         for _ in self.pending.len()..before {
@@ -491,6 +524,21 @@ impl Handler<CancelQueue> for ConsumeDispatcher {
     }
 }
 
+impl Handler<ForgetQueue> for ConsumeDispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: ForgetQueue, _: &mut Self::Context) {
+        if self.open_work.contains_key(&msg.pq) {
+            // A handoff that timed out left work running; `work_done` forgets the queue later.
+            if let Some(handoff) = self.cancelled.get_mut(&msg.pq) {
+                *handoff = Handoff::QueueStopped;
+            }
+        } else {
+            self.cancelled.remove(&msg.pq);
+        }
+    }
+}
+
 impl Handler<Observe> for ConsumeDispatcher {
     type Result = MessageResult<Observe>;
 
@@ -498,6 +546,7 @@ impl Handler<Observe> for ConsumeDispatcher {
         let mut snapshot = self.snapshot.clone();
         snapshot.pending_calls = self.pending.len();
         snapshot.running_calls = self.running.len();
+        snapshot.cancelled_queues = self.cancelled.len();
         MessageResult(snapshot)
     }
 }

@@ -1,9 +1,9 @@
 //! What the user's code sees: received messages, listener kinds and their outcomes.
 
 use crate::logic::queue::MessageQueue;
+use crate::LocalFuture;
 use skiff_storage::message::{self, property, StoredMessage};
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -80,7 +80,6 @@ pub enum OrderlyStatus {
 }
 
 pub type Batch = Vec<Arc<ReceivedMessage>>;
-type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
 /// The user's code. Listeners are async so a slow or stuck one never blocks the arbiter; a
 /// panicking listener counts as "reconsume later", as an exception does in RocketMQ.

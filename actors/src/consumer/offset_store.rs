@@ -2,14 +2,17 @@
 //!
 //! Clustering consumers keep offsets on the broker; broadcasting consumers keep them in a local
 //! sled tree. A read error is never turned into "not found": that is how RocketMQ rolled offsets
-//! back (offset-lifecycle §2, #2708), so callers get the two apart and skip the queue on error.
+//! back (`docs/offset-lifecycle.md` §2, RocketMQ #2708), so callers get the two apart and skip
+//! the queue on error.
 
-use crate::broker_api::{BrokerApi, BrokerError};
+use crate::broker_api::{BrokerApi, BrokerError, OffsetUpdate};
 use crate::logic::queue::MessageQueue;
 use crate::persister::PersistNow;
+use crate::LocalFuture;
 use actix::prelude::*;
 use skiff_storage::offset_table::{OffsetKey, OffsetTable, OffsetTableError};
 use std::collections::BTreeMap;
+use std::error::Error;
 use std::rc::Rc;
 
 /// Where a read looks (RocketMQ's ReadOffsetType).
@@ -28,17 +31,34 @@ pub enum OffsetRead {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OffsetStoreError {
-    #[error("broker offset request for {queue} failed: {source}")]
+    #[error("broker offset request for {queue} failed")]
     Broker {
+        /// The queue, as `topic:broker:queue_id`.
         queue: String,
         #[source]
         source: BrokerError,
     },
-    #[error("local offset store failed for {queue}: {source}")]
+    #[error("local offset store failed for {queue}")]
     Local {
+        /// The queue, as `topic:broker:queue_id`.
         queue: String,
         #[source]
         source: OffsetTableError,
+    },
+    #[error("flushing the local offset store of group {group} failed")]
+    LocalFlush {
+        group: String,
+        #[source]
+        source: OffsetTableError,
+    },
+    /// A persist of every cached offset in which `failed` writes failed (each one is logged);
+    /// the first failure is the source.
+    #[error("{failed} offset writes of group {group} failed")]
+    Persist {
+        group: String,
+        failed: usize,
+        #[source]
+        first: Box<OffsetStoreError>,
     },
 }
 
@@ -51,7 +71,7 @@ pub enum OffsetBackend {
 }
 
 /// Sets the cached offset. With `increase_only` a lower offset is ignored; orderly commits and
-/// explicit resets pass `false`, and a lowering is logged (DESIGN rule 3).
+/// explicit resets pass `false`, and a lowering is logged (`docs/architecture.md` rule 3).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct UpdateOffset {
@@ -67,13 +87,13 @@ pub struct ReadOffset {
     pub from: ReadFrom,
 }
 
-/// Persists one queue's cached offset; `acknowledged` waits for the broker's answer (graceful
-/// handoff) instead of RocketMQ's oneway update.
+/// Persists one queue's cached offset; [`OffsetUpdate::Acknowledged`] waits for the broker's
+/// answer (graceful handoff) instead of RocketMQ's oneway update.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<(), OffsetStoreError>")]
 pub struct PersistQueue {
     pub queue: MessageQueue,
-    pub acknowledged: bool,
+    pub update: OffsetUpdate,
 }
 
 /// Forgets a queue after it was released.
@@ -97,7 +117,7 @@ pub struct OffsetStoreSnapshot {
 
 pub struct OffsetStore {
     group: String,
-    backend: Rc<std::cell::RefCell<OffsetBackend>>,
+    backend: OffsetBackend,
     offsets: BTreeMap<MessageQueue, u64>,
     snapshot: OffsetStoreSnapshot,
 }
@@ -106,7 +126,7 @@ impl OffsetStore {
     pub fn new(group: impl Into<String>, backend: OffsetBackend) -> Self {
         OffsetStore {
             group: group.into(),
-            backend: Rc::new(std::cell::RefCell::new(backend)),
+            backend,
             offsets: BTreeMap::new(),
             snapshot: OffsetStoreSnapshot::default(),
         }
@@ -118,18 +138,15 @@ impl OffsetStore {
 
     /// Stores one offset in the backend. Local writes are synchronous; broker writes are not.
     fn write_backend(
-        &self,
+        &mut self,
         queue: MessageQueue,
         offset: u64,
-        acknowledged: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), OffsetStoreError>>>> {
+        update: OffsetUpdate,
+    ) -> LocalFuture<Result<(), OffsetStoreError>> {
         let key = self.key(&queue);
-        let group = self.group.clone();
-        let backend = self.backend.clone();
-        let mut guard = backend.borrow_mut();
-        match &mut *guard {
+        match &mut self.backend {
             OffsetBackend::Broker(broker) => {
-                let call = broker.update_offset(&group, &queue, offset, acknowledged);
+                let call = broker.update_offset(self.group.clone(), queue.clone(), offset, update);
                 Box::pin(async move {
                     call.await.map_err(|source| OffsetStoreError::Broker {
                         queue: queue.to_string(),
@@ -148,6 +165,47 @@ impl OffsetStore {
                 Box::pin(std::future::ready(result))
             }
         }
+    }
+
+    /// Reads one stored offset from the backend, past the cache.
+    fn read_backend(
+        &self,
+        queue: &MessageQueue,
+    ) -> LocalFuture<Result<Option<u64>, OffsetStoreError>> {
+        match &self.backend {
+            OffsetBackend::Broker(broker) => {
+                let call = broker.query_offset(self.group.clone(), queue.clone());
+                let name = queue.to_string();
+                Box::pin(async move {
+                    call.await.map_err(|source| OffsetStoreError::Broker {
+                        queue: name,
+                        source,
+                    })
+                })
+            }
+            OffsetBackend::Local(table) => {
+                let result = table
+                    .query(&self.key(queue), queue.queue_id)
+                    .map_err(|source| OffsetStoreError::Local {
+                        queue: queue.to_string(),
+                        source,
+                    });
+                Box::pin(std::future::ready(result))
+            }
+        }
+    }
+
+    /// Makes a local table's writes durable; the broker backend has nothing to flush here.
+    fn flush_local(&mut self) -> Result<(), OffsetStoreError> {
+        if let OffsetBackend::Local(table) = &mut self.backend {
+            table
+                .flush()
+                .map_err(|source| OffsetStoreError::LocalFlush {
+                    group: self.group.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
     }
 }
 
@@ -192,28 +250,7 @@ impl Handler<ReadOffset> for OffsetStore {
             }
         }
         let queue = msg.queue;
-        let read: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-            match &*self.backend.borrow() {
-                OffsetBackend::Broker(broker) => {
-                    let call = broker.query_offset(&self.group, &queue);
-                    let name = queue.to_string();
-                    Box::pin(async move {
-                        call.await.map_err(|source| OffsetStoreError::Broker {
-                            queue: name,
-                            source,
-                        })
-                    })
-                }
-                OffsetBackend::Local(table) => {
-                    let result = table
-                        .query(&self.key(&queue), queue.queue_id)
-                        .map_err(|source| OffsetStoreError::Local {
-                            queue: queue.to_string(),
-                            source,
-                        });
-                    Box::pin(std::future::ready(result))
-                }
-            };
+        let read = self.read_backend(&queue);
         Box::pin(read.into_actor(self).map(move |result, act, _| {
             let stored = result?;
             Ok(match stored {
@@ -235,7 +272,7 @@ impl Handler<PersistQueue> for OffsetStore {
         let Some(offset) = self.offsets.get(&msg.queue).copied() else {
             return Box::pin(std::future::ready(Ok(())));
         };
-        let write = self.write_backend(msg.queue, offset, msg.acknowledged);
+        let write = self.write_backend(msg.queue, offset, msg.update);
         let flush = self.flush_local();
         Box::pin(async move {
             write.await?;
@@ -244,51 +281,51 @@ impl Handler<PersistQueue> for OffsetStore {
     }
 }
 
-impl OffsetStore {
-    fn flush_local(&self) -> Result<(), OffsetStoreError> {
-        if let OffsetBackend::Local(table) = &mut *self.backend.borrow_mut() {
-            table.flush().map_err(|source| OffsetStoreError::Local {
-                queue: format!("group {}", self.group),
-                source,
-            })?;
-        }
-        Ok(())
-    }
-}
+impl Handler<PersistNow<OffsetStoreError>> for OffsetStore {
+    type Result = ResponseActFuture<Self, Result<(), OffsetStoreError>>;
 
-impl Handler<PersistNow> for OffsetStore {
-    type Result = ResponseActFuture<Self, Result<(), String>>;
-
-    fn handle(&mut self, _: PersistNow, _: &mut Self::Context) -> Self::Result {
-        let acknowledged = matches!(&*self.backend.borrow(), OffsetBackend::Local(_));
-        let writes: Vec<_> = self
+    fn handle(&mut self, _: PersistNow<OffsetStoreError>, _: &mut Self::Context) -> Self::Result {
+        let cached: Vec<(MessageQueue, u64)> = self
             .offsets
             .iter()
-            .map(|(queue, offset)| self.write_backend(queue.clone(), *offset, acknowledged))
+            .map(|(queue, offset)| (queue.clone(), *offset))
+            .collect();
+        let writes: Vec<_> = cached
+            .into_iter()
+            .map(|(queue, offset)| self.write_backend(queue, offset, OffsetUpdate::Oneway))
             .collect();
         let flush = self.flush_local();
+        let group = self.group.clone();
         Box::pin(
             async move {
                 let mut failures = Vec::new();
                 for write in writes {
                     if let Err(error) = write.await {
-                        failures.push(error.to_string());
+                        failures.push(error);
                     }
                 }
                 if let Err(error) = flush {
-                    failures.push(error.to_string());
+                    failures.push(error);
                 }
                 failures
             }
             .into_actor(self)
-            .map(|failures, act, _| {
+            .map(move |failures, act, _| {
                 act.snapshot.persist_rounds += 1;
-                if failures.is_empty() {
-                    Ok(())
-                } else {
-                    act.snapshot.persist_failures += 1;
-                    Err(failures.join("; "))
+                let failed = failures.len();
+                let mut failures = failures.into_iter();
+                let Some(first) = failures.next() else {
+                    return Ok(());
+                };
+                act.snapshot.persist_failures += 1;
+                for error in failures {
+                    tracing::warn!(%group, error = &error as &dyn Error, "offset write failed");
                 }
+                Err(OffsetStoreError::Persist {
+                    group,
+                    failed,
+                    first: Box::new(first),
+                })
             }),
         )
     }

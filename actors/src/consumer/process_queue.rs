@@ -2,25 +2,30 @@
 //!
 //! It pulls (long polling, piggybacked commit), applies flow control, keeps in-flight messages
 //! ordered by queue offset and commits only up to the smallest offset still in flight, so a crash
-//! re-delivers and never loses. On revoke or shutdown it hands the queue off gracefully
-//! (DESIGN rule 2): no new batches, wait up to `handoff_timeout` for running work, then an
-//! acknowledged persist of the final offset before the queue is released.
+//! re-delivers and never loses. On revoke or shutdown ([`Quit`]) it hands the queue off
+//! gracefully (`docs/architecture.md` rule 2): no new batches, wait up to `handoff_timeout` for
+//! running work, then an acknowledged persist of the final offset before the queue is released.
 
 use super::consume_dispatcher::{
-    CancelQueue, ConsumeConcurrently, ConsumeDispatcher, ConsumeOrderly, OffsetsConsumed,
-    OrderlyConsumed, ProcessQueueId,
+    CancelQueue, ConsumeConcurrently, ConsumeDispatcher, ConsumeOrderly, ForgetQueue,
+    OffsetsConsumed, OrderlyConsumed, ProcessQueueId,
 };
 use super::listener::{OrderlyStatus, ReceivedMessage};
 use super::offset_store::{OffsetStore, PersistQueue, RemoveQueue, UpdateOffset};
-use crate::broker_api::{BrokerApi, MessageModel, PullRequest, PullResponse, PullStatus};
+use crate::broker_api::{
+    BrokerApi, MessageModel, OffsetUpdate, PullRequest, PullResponse, PullStatus,
+};
 use crate::logic::filter::Subscription;
 use crate::logic::inflight::{FlowLimits, InFlight, Pulled};
 use crate::logic::queue::MessageQueue;
+use crate::quit::Quit;
 use actix::prelude::*;
 use skiff_storage::message::decode_records;
+use std::error::Error;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Clone, Debug)]
 pub struct ProcessQueueConfig {
@@ -49,13 +54,9 @@ pub struct SetLocked {
     pub locked: bool,
 }
 
-/// Gracefully hands the queue off; answers the offset it persisted.
-#[derive(Message, Debug, Clone, Copy)]
-#[rtype(result = "ReleaseOutcome")]
-pub struct Release;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReleaseOutcome {
+/// What a process queue answers to [`Quit`]: the offset its handoff persisted.
+pub struct HandoffOutcome {
     pub final_offset: Option<u64>,
     pub persisted: bool,
     /// In-flight work was still running when `handoff_timeout` expired.
@@ -75,7 +76,8 @@ pub struct ProcessQueueSnapshot {
     pub in_flight_bytes: u64,
     pub span: u64,
     pub smallest_in_flight: Option<u64>,
-    pub last_consume_ms: Option<i64>,
+    /// When a listener call of this queue last finished (tokio time).
+    pub last_consume: Option<Instant>,
     pub locked: bool,
     pub draining: bool,
     pub pulls: u64,
@@ -97,40 +99,47 @@ pub struct ProcessQueue {
     pulling: bool,
     orderly_consuming: bool,
     draining: bool,
-    last_consume_ms: Option<i64>,
+    last_consume: Option<Instant>,
     pulls: u64,
     flow_controlled: u64,
 }
 
+/// What a process queue starts from: the queue and its position, and the consumer's shared
+/// settings and actors.
+pub struct ProcessQueueSetup {
+    /// This instance; a queue assigned again gets a new one.
+    pub id: ProcessQueueId,
+    pub queue: MessageQueue,
+    /// Offset of the first pull.
+    pub start_offset: u64,
+    pub config: ProcessQueueConfig,
+    pub subscription: Subscription,
+    pub broker: Rc<dyn BrokerApi>,
+    pub dispatcher: Addr<ConsumeDispatcher>,
+    pub offset_store: Addr<OffsetStore>,
+}
+
 impl ProcessQueue {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        id: ProcessQueueId,
-        queue: MessageQueue,
-        start_offset: u64,
-        config: ProcessQueueConfig,
-        subscription: Subscription,
-        broker: Rc<dyn BrokerApi>,
-        dispatcher: Addr<ConsumeDispatcher>,
-        offset_store: Addr<OffsetStore>,
-        locked: bool,
-    ) -> Self {
+    /// A process queue that may pull and consume at once: the coordinator starts one only after
+    /// it holds the queue's broker lock, or when the consumer needs none. [`SetLocked`] withdraws
+    /// the lock when a relock finds it lost.
+    pub fn new(setup: ProcessQueueSetup) -> Self {
         ProcessQueue {
-            id,
-            queue,
-            config,
-            subscription,
-            broker,
-            dispatcher,
-            offset_store,
+            id: setup.id,
+            queue: setup.queue,
+            config: setup.config,
+            subscription: setup.subscription,
+            broker: setup.broker,
+            dispatcher: setup.dispatcher,
+            offset_store: setup.offset_store,
             in_flight: InFlight::new(),
-            next_offset: start_offset,
+            next_offset: setup.start_offset,
             committed: None,
-            locked,
+            locked: true,
             pulling: false,
             orderly_consuming: false,
             draining: false,
-            last_consume_ms: None,
+            last_consume: None,
             pulls: 0,
             flow_controlled: 0,
         }
@@ -159,12 +168,14 @@ impl ProcessQueue {
         let request = PullRequest {
             group: self.config.group.clone(),
             topic: self.queue.topic.clone(),
+            broker_name: self.queue.broker_name.clone(),
             queue_id: self.queue.queue_id,
             queue_offset: self.next_offset,
             max_messages: self.config.pull_batch_size,
             commit_offset,
             suspend_timeout: Some(self.config.suspend_timeout),
             subscription: Some(self.subscription.expression.clone()),
+            expression_type: self.subscription.expression_type,
         };
         self.broker
             .pull(request)
@@ -175,7 +186,7 @@ impl ProcessQueue {
                     Ok(response) => act.on_pull(response, ctx),
                     Err(error) => {
                         tracing::warn!(group = %act.config.group, queue = %act.queue,
-                            offset = act.next_offset, %error, "pull failed; retrying later");
+                            offset = act.next_offset, error = &error as &dyn Error, "pull failed; retrying later");
                         ctx.run_later(act.config.pull_error_delay, |act, ctx| act.pull(ctx));
                     }
                 }
@@ -201,14 +212,9 @@ impl ProcessQueue {
                 self.next_offset = response.next_begin_offset;
                 let batch: Vec<Arc<ReceivedMessage>> = messages
                     .into_iter()
-                    // The broker filters by tag hash only; re-check the exact tag here.
-                    .filter(|message| {
-                        self.subscription
-                            .matches_tag(skiff_storage::message::property(
-                                &message.properties,
-                                skiff_storage::message::property::TAGS,
-                            ))
-                    })
+                    // The broker filters tags by hash only, and a broker may not evaluate
+                    // SQL92 as skiff does; re-check the exact tag or the selector here.
+                    .filter(|message| self.subscription.matches_properties(&message.properties))
                     .map(|message| {
                         Arc::new(ReceivedMessage {
                             queue: self.queue.clone(),
@@ -218,16 +224,16 @@ impl ProcessQueue {
                     .collect();
                 self.accept(batch, ctx);
             }
-            PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
+            PullStatus::NoNewMessage(_) | PullStatus::NoMatchedMessage => {
                 self.next_offset = response.next_begin_offset;
                 // Nothing cached: the offset may move past filtered-out or empty ranges.
                 if self.in_flight.is_empty() {
                     self.commit(response.next_begin_offset, true);
                 }
             }
-            PullStatus::OffsetIllegal => {
+            PullStatus::OffsetMoved(reason) => {
                 tracing::warn!(group = %self.config.group, queue = %self.queue,
-                    offset = self.next_offset, corrected = response.next_begin_offset,
+                    offset = self.next_offset, corrected = response.next_begin_offset, ?reason,
                     "pull offset illegal; moving to the broker's offset");
                 // Work still in flight belongs to the old position and must not commit now.
                 self.in_flight = InFlight::new();
@@ -235,7 +241,7 @@ impl ProcessQueue {
                 self.commit(response.next_begin_offset, false);
                 self.offset_store.do_send(PersistQueue {
                     queue: self.queue.clone(),
-                    acknowledged: false,
+                    update: OffsetUpdate::Oneway,
                 });
             }
         }
@@ -261,7 +267,6 @@ impl ProcessQueue {
         } else {
             let batch = ConsumeConcurrently {
                 pq: self.id,
-                queue: self.queue.clone(),
                 messages: fresh,
                 report_to: ctx.address().recipient(),
             };
@@ -275,7 +280,7 @@ impl ProcessQueue {
         }
         let taken: Vec<Arc<ReceivedMessage>> = self
             .in_flight
-            .take(self.config.consume_batch_size.max(1), now_ms() as u64)
+            .take(self.config.consume_batch_size.max(1))
             .into_iter()
             .map(|(_, message)| message)
             .collect();
@@ -310,10 +315,11 @@ impl ProcessQueue {
             .spawn(ctx);
     }
 
+    /// Reports a commit offset to the offset store, which alone applies `increase_only`. Every
+    /// increase-only offset this queue reports is at least the last one it reported (removals
+    /// report a never-decreasing offset, and a pull's next offset is never below what was
+    /// consumed), so `committed`, piggybacked on the next pull, stays what the store caches.
     fn commit(&mut self, offset: u64, increase_only: bool) {
-        if increase_only && self.committed.is_some_and(|current| offset <= current) {
-            return;
-        }
         self.committed = Some(offset);
         self.offset_store.do_send(UpdateOffset {
             queue: self.queue.clone(),
@@ -328,13 +334,6 @@ impl ProcessQueue {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl Actor for ProcessQueue {
     type Context = Context<Self>;
 
@@ -342,13 +341,19 @@ impl Actor for ProcessQueue {
         ctx.set_mailbox_capacity(1024);
         self.pull(ctx);
     }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // The dispatcher drops this queue's late batches until it hears that nothing more can
+        // come from here.
+        self.dispatcher.do_send(ForgetQueue { pq: self.id });
+    }
 }
 
 impl Handler<OffsetsConsumed> for ProcessQueue {
     type Result = ();
 
     fn handle(&mut self, msg: OffsetsConsumed, ctx: &mut Self::Context) {
-        self.last_consume_ms = Some(now_ms());
+        self.last_consume = Some(Instant::now());
         if let Some(offset) = self.in_flight.remove(&msg.offsets).commit_offset {
             self.commit(offset, true);
         }
@@ -362,7 +367,7 @@ impl Handler<OrderlyConsumed> for ProcessQueue {
 
     fn handle(&mut self, msg: OrderlyConsumed, ctx: &mut Self::Context) {
         self.orderly_consuming = false;
-        self.last_consume_ms = Some(now_ms());
+        self.last_consume = Some(Instant::now());
         match msg.status {
             OrderlyStatus::Success => {
                 if let Some(offset) = self.in_flight.commit() {
@@ -395,10 +400,12 @@ impl Handler<SetLocked> for ProcessQueue {
     }
 }
 
-impl Handler<Release> for ProcessQueue {
-    type Result = ResponseActFuture<Self, ReleaseOutcome>;
+/// The graceful handoff of the queue, on revoke as on shutdown: no new batches, running work
+/// awaited up to `handoff_timeout`, then an acknowledged persist of the final offset, then stop.
+impl Handler<Quit<HandoffOutcome>> for ProcessQueue {
+    type Result = ResponseActFuture<Self, HandoffOutcome>;
 
-    fn handle(&mut self, _: Release, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Quit<HandoffOutcome>, _: &mut Self::Context) -> Self::Result {
         self.draining = true;
         let drained = self.dispatcher.send(CancelQueue { pq: self.id });
         let handoff_timeout = self.config.handoff_timeout;
@@ -419,7 +426,7 @@ impl Handler<Release> for ProcessQueue {
                 let queue = act.queue.clone();
                 let persist = act.offset_store.send(PersistQueue {
                     queue: queue.clone(),
-                    acknowledged: true,
+                    update: OffsetUpdate::Acknowledged,
                 });
                 let store = act.offset_store.clone();
                 let group = act.config.group.clone();
@@ -427,7 +434,7 @@ impl Handler<Release> for ProcessQueue {
                     let persisted = match persist.await {
                         Ok(Ok(())) => true,
                         Ok(Err(error)) => {
-                            tracing::error!(%group, %queue, offset = final_offset, %error,
+                            tracing::error!(%group, %queue, offset = final_offset, error = &error as &dyn Error,
                                     "final offset persist failed at handoff");
                             false
                         }
@@ -438,7 +445,7 @@ impl Handler<Release> for ProcessQueue {
                         }
                     };
                     let _ = store.send(RemoveQueue { queue }).await;
-                    ReleaseOutcome {
+                    HandoffOutcome {
                         final_offset: Some(final_offset),
                         persisted,
                         timed_out,
@@ -469,7 +476,7 @@ impl Handler<Observe> for ProcessQueue {
             in_flight_bytes: self.in_flight.bytes(),
             span: self.in_flight.span(),
             smallest_in_flight: self.in_flight.first_offset(),
-            last_consume_ms: self.last_consume_ms,
+            last_consume: self.last_consume,
             locked: self.locked,
             draining: self.draining,
             pulls: self.pulls,

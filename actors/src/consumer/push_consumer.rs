@@ -3,20 +3,26 @@
 
 use super::consume_dispatcher::{self, ConsumeDispatcher, DispatcherConfig, DispatcherSnapshot};
 use super::listener::Listener;
-use super::offset_store::{self, OffsetBackend, OffsetStore, OffsetStoreSnapshot};
+use super::offset_store::{
+    self, OffsetBackend, OffsetStore, OffsetStoreError, OffsetStoreSnapshot,
+};
 use super::process_queue::{ProcessQueueConfig, ProcessQueueSnapshot};
 use super::rebalance_coordinator::{
-    self, CoordinatorConfig, CoordinatorSnapshot, ObserveQueues, RebalanceCoordinator, Shutdown,
+    self, CoordinatorConfig, CoordinatorSnapshot, ObserveQueues, RebalanceCoordinator,
 };
+use crate::broker_api::InvalidSelector;
 use crate::broker_api::{BrokerApi, MessageModel};
 use crate::logic::allocate::AllocateStrategy;
 use crate::logic::delay::retry_topic;
-use crate::logic::filter::Subscription;
+use crate::logic::filter::{ExpressionType, Subscription};
 use crate::logic::inflight::FlowLimits;
 use crate::logic::pull_from_where::ConsumeFromWhere;
-use crate::persister::{Persister, StopPersister};
+use crate::persister::{PersistError, Persister};
+use crate::quit::Quit;
 use actix::prelude::*;
-use skiff_storage::offset_table::SledOffsetTable;
+use skiff_storage::clock::epoch_millis;
+use skiff_storage::offset_table::{OffsetTableError, SledOffsetTable};
+use std::error::Error;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,22 +34,34 @@ pub enum ConsumerError {
     NoListener { group: String },
     #[error("consumer of group {group} subscribes to nothing")]
     NoSubscription { group: String },
+    /// SUBSCRIPTION_PARSE_FAILED on a Java broker: refused before anything starts.
+    #[error("consumer of group {group} subscribes to topic {topic} with an invalid selector")]
+    InvalidSubscription {
+        group: String,
+        topic: String,
+        #[source]
+        source: Box<InvalidSelector>,
+    },
     #[error("broadcasting consumer of group {group} needs a local offset directory")]
     NoLocalOffsetDir { group: String },
-    #[error("local offset store at {path} failed to open: {source}")]
+    #[error("local offset store at {path} failed to open")]
     LocalOffsets {
         path: PathBuf,
         #[source]
-        source: skiff_storage::offset_table::OffsetTableError,
+        source: OffsetTableError,
     },
-    #[error("consumer actor {actor} is unavailable: {source}")]
+    #[error("consumer actor {actor} is unavailable")]
     Mailbox {
         actor: &'static str,
         #[source]
         source: actix::MailboxError,
     },
-    #[error("final offset persist of group {group} failed: {reason}")]
-    FinalPersist { group: String, reason: String },
+    #[error("final offset persist of group {group} failed")]
+    FinalPersist {
+        group: String,
+        #[source]
+        source: Box<PersistError<OffsetStoreError>>,
+    },
 }
 
 /// Every knob of a push consumer, with RocketMQ's defaults.
@@ -61,7 +79,8 @@ pub struct PushConsumerConfig {
     /// Listener calls running at once (RocketMQ `consumeThreadMax`, 20).
     pub max_concurrency: usize,
     pub flow_limits: FlowLimits,
-    /// A message consuming longer than this is sent back (DESIGN rule 1; RocketMQ 15 min).
+    /// A message consuming longer than this is sent back (`docs/architecture.md` rule 1;
+    /// RocketMQ 15 min).
     pub consume_timeout: Duration,
     /// How long a revoked queue waits for running work before its final persist.
     pub handoff_timeout: Duration,
@@ -78,6 +97,21 @@ pub struct PushConsumerConfig {
 }
 
 static CLIENT_SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// Pause before a rebalance round that could not finish is run again (a lock still held by the
+/// previous owner, a failed offset read).
+const UNBALANCED_RETRY: Duration = Duration::from_secs(1);
+/// How often held queue locks are renewed (RocketMQ's `lockInterval`, 20 s; the broker lets a
+/// lock lapse after 60 s).
+const RELOCK_INTERVAL: Duration = Duration::from_secs(20);
+/// Pause before pulling again while flow control holds (RocketMQ: 50 ms).
+const FLOW_CONTROL_DELAY: Duration = Duration::from_millis(50);
+/// Pause before pulling again after a failed pull (RocketMQ's
+/// `pullTimeDelayMillsWhenException`, 3 s).
+const PULL_ERROR_DELAY: Duration = Duration::from_secs(3);
+/// Pause before an orderly batch is retried after SUSPEND_CURRENT_QUEUE_A_MOMENT (RocketMQ's
+/// `suspendCurrentQueueTimeMillis`, 1 s).
+const SUSPEND_DELAY: Duration = Duration::from_secs(1);
 
 impl PushConsumerConfig {
     pub fn new(group: impl Into<String>) -> Self {
@@ -117,7 +151,7 @@ impl PushConsumerConfig {
 /// listener, start against a broker.
 pub struct PushConsumerBuilder {
     config: PushConsumerConfig,
-    subscriptions: Vec<(String, String)>,
+    subscriptions: Vec<(String, ExpressionType, String)>,
     listener: Option<Listener>,
 }
 
@@ -130,8 +164,23 @@ impl PushConsumerBuilder {
         }
     }
 
+    /// Subscribes to `topic` with a tag expression: `*`, or `TagA || TagB`.
     pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.subscriptions.push((topic.into(), expression.into()));
+        self.subscriptions
+            .push((topic.into(), ExpressionType::Tag, expression.into()));
+        self
+    }
+
+    /// Subscribes to `topic` with a SQL92 selector over message properties and `TAGS`, such as
+    /// `a > 5 AND TAGS IN ('TagA', 'TagB')` (RocketMQ's `MessageSelector.bySql`). A malformed
+    /// selector makes [`PushConsumerBuilder::start`] fail.
+    pub fn subscribe_sql92(
+        mut self,
+        topic: impl Into<String>,
+        selector: impl Into<String>,
+    ) -> Self {
+        self.subscriptions
+            .push((topic.into(), ExpressionType::Sql92, selector.into()));
         self
     }
 
@@ -170,17 +219,26 @@ impl PushConsumerBuilder {
         if self.subscriptions.is_empty() {
             return Err(ConsumerError::NoSubscription { group });
         }
-        let sub_version = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let sub_version = epoch_millis();
         let mut subscriptions: Vec<Subscription> = self
             .subscriptions
             .iter()
-            .map(|(topic, expression)| Subscription::parse(topic, expression, sub_version))
-            .collect();
+            .map(|(topic, expression_type, expression)| {
+                Subscription::new(topic, *expression_type, expression, sub_version).map_err(
+                    |error| ConsumerError::InvalidSubscription {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        source: Box::new(InvalidSelector {
+                            expression: expression.clone(),
+                            error,
+                        }),
+                    },
+                )
+            })
+            .collect::<Result<_, _>>()?;
         if config.message_model == MessageModel::Clustering {
-            // Clustering consumers receive their group's retries (offset-lifecycle B.6).
+            // Clustering consumers receive their group's retries
+            // (`docs/offset-lifecycle.md` §1.B.6).
             subscriptions.push(Subscription::parse(retry_topic(&group), "*", sub_version));
         }
         let backend = match config.message_model {
@@ -225,9 +283,9 @@ impl PushConsumerBuilder {
                 consume_from: config.consume_from,
                 strategy: config.strategy,
                 rebalance_interval: config.rebalance_interval,
-                unbalanced_retry: Duration::from_secs(1),
+                unbalanced_retry: UNBALANCED_RETRY,
                 heartbeat_interval: config.heartbeat_interval,
-                relock_interval: Duration::from_secs(20),
+                relock_interval: RELOCK_INTERVAL,
                 exclusive_queues: config.exclusive_queues,
                 process_queue: ProcessQueueConfig {
                     group: group.clone(),
@@ -243,21 +301,22 @@ impl PushConsumerBuilder {
                     } else {
                         config.flow_limits
                     },
-                    flow_control_delay: Duration::from_millis(50),
-                    pull_error_delay: Duration::from_secs(3),
+                    flow_control_delay: FLOW_CONTROL_DELAY,
+                    pull_error_delay: PULL_ERROR_DELAY,
                     handoff_timeout: config.handoff_timeout,
                     consume_batch_size: config.consume_batch_size.max(1),
-                    suspend_delay: Duration::from_secs(1),
+                    suspend_delay: SUSPEND_DELAY,
                 },
             },
             subscriptions,
-            broker,
+            broker.clone(),
             dispatcher.clone(),
             offset_store.clone(),
         )
         .start();
         Ok(PushConsumer {
             config,
+            broker,
             coordinator,
             dispatcher,
             offset_store,
@@ -269,10 +328,11 @@ impl PushConsumerBuilder {
 /// A running push consumer.
 pub struct PushConsumer {
     config: PushConsumerConfig,
+    broker: Rc<dyn BrokerApi>,
     coordinator: Addr<RebalanceCoordinator>,
     dispatcher: Addr<ConsumeDispatcher>,
     offset_store: Addr<OffsetStore>,
-    persister: Addr<Persister>,
+    persister: Addr<Persister<OffsetStoreError>>,
 }
 
 /// A plain view of a consumer for tests and progress display.
@@ -333,20 +393,31 @@ impl PushConsumer {
     pub async fn shutdown(self) -> Result<(), ConsumerError> {
         let group = self.config.group.clone();
         self.coordinator
-            .send(Shutdown)
+            .send(Quit::new())
             .await
             .map_err(|source| ConsumerError::Mailbox {
                 actor: "rebalance coordinator",
                 source,
             })?;
-        let persisted =
-            self.persister
-                .send(StopPersister)
-                .await
-                .map_err(|source| ConsumerError::Mailbox {
-                    actor: "persister",
-                    source,
-                })?;
-        persisted.map_err(|reason| ConsumerError::FinalPersist { group, reason })
+        let persisted = self.persister.send(Quit::new()).await;
+        // Last, as RocketMQ does (persist, then unregister): the other members rebalance when
+        // this client leaves, and must find every offset it consumed already stored, including
+        // those of a queue whose handoff could not persist.
+        if let Err(error) = self
+            .broker
+            .unregister(self.client_id().to_owned(), group.clone())
+            .await
+        {
+            tracing::warn!(%group, error = &error as &dyn Error, "unregister at shutdown failed");
+        }
+        persisted
+            .map_err(|source| ConsumerError::Mailbox {
+                actor: "persister",
+                source,
+            })?
+            .map_err(|source| ConsumerError::FinalPersist {
+                group,
+                source: Box::new(source),
+            })
     }
 }

@@ -10,13 +10,16 @@
 //! is what makes a clean rebalance re-deliver nothing).
 
 use super::consume_dispatcher::ConsumeDispatcher;
-use super::offset_store::{OffsetRead, OffsetStore, ReadFrom, ReadOffset, RemoveQueue};
+use super::offset_store::{
+    OffsetRead, OffsetStore, OffsetStoreError, ReadFrom, ReadOffset, RemoveQueue,
+};
 use super::process_queue::{
-    self, ProcessQueue, ProcessQueueConfig, ProcessQueueSnapshot, Release, SetLocked,
+    self, HandoffOutcome, ProcessQueue, ProcessQueueConfig, ProcessQueueSetup,
+    ProcessQueueSnapshot, SetLocked,
 };
 use crate::broker_api::{
-    BrokerApi, BrokerError, ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel,
-    SubscriptionEntry,
+    BrokerApi, BrokerError, BrokerFuture, ConsumeType, ConsumerHeartbeat, ConsumerNotifier,
+    MessageModel, SubscriptionEntry,
 };
 use crate::logic::allocate::{allocate, rebalance_diff, AllocateStrategy};
 use crate::logic::filter::Subscription;
@@ -24,9 +27,12 @@ use crate::logic::pull_from_where::{
     compute_pull_from as decide_pull_from, ConsumeFromWhere, PullFrom, StoredOffset,
 };
 use crate::logic::queue::MessageQueue;
+use crate::quit::Quit;
+use crate::LocalFuture;
 use actix::prelude::*;
 use skiff_storage::store::BoundaryType;
 use std::collections::{BTreeMap, BTreeSet};
+use std::error::Error;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,11 +57,6 @@ pub struct CoordinatorConfig {
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]
 pub struct Rebalance;
-
-/// Hands every queue off, unlocks, unregisters, stops.
-#[derive(Message, Debug, Clone, Copy)]
-#[rtype(result = "()")]
-pub struct Shutdown;
 
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "CoordinatorSnapshot")]
@@ -134,12 +135,13 @@ impl RebalanceCoordinator {
             group: self.config.group.clone(),
             consume_type: ConsumeType::Passively,
             message_model: self.config.message_model,
-            consume_from_where: rocketmq_consume_from_name(self.config.consume_from).to_string(),
+            consume_from_where: self.config.consume_from.rocketmq_name().to_string(),
             subscriptions: self
                 .subscriptions
                 .iter()
                 .map(|subscription| SubscriptionEntry {
                     topic: subscription.topic.clone(),
+                    expression_type: subscription.expression_type,
                     expression: subscription.expression.clone(),
                     sub_version: subscription.sub_version,
                 })
@@ -147,7 +149,7 @@ impl RebalanceCoordinator {
         }
     }
 
-    fn heartbeat(&self, ctx: &mut Context<Self>) -> crate::broker_api::BrokerFuture<()> {
+    fn heartbeat(&self, ctx: &mut Context<Self>) -> BrokerFuture<()> {
         let notifier: Arc<dyn ConsumerNotifier> = Arc::new(CoordinatorNotifier(ctx.address()));
         self.broker.heartbeat(self.heartbeat_data(), notifier)
     }
@@ -203,17 +205,16 @@ impl RebalanceCoordinator {
         };
         self.next_pq_id += 1;
         tracing::info!(group = %self.config.group, %queue, offset, "queue assigned");
-        let pq = ProcessQueue::new(
-            self.next_pq_id,
-            queue.clone(),
-            offset,
-            self.config.process_queue.clone(),
+        let pq = ProcessQueue::new(ProcessQueueSetup {
+            id: self.next_pq_id,
+            queue: queue.clone(),
+            start_offset: offset,
+            config: self.config.process_queue.clone(),
             subscription,
-            self.broker.clone(),
-            self.dispatcher.clone(),
-            self.offset_store.clone(),
-            true,
-        )
+            broker: self.broker.clone(),
+            dispatcher: self.dispatcher.clone(),
+            offset_store: self.offset_store.clone(),
+        })
         .start();
         self.queues.insert(queue, pq);
     }
@@ -231,17 +232,12 @@ impl RebalanceCoordinator {
             };
             let mut by_topic: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
             for topic in topics {
-                match broker.route(&topic).await {
+                match broker.route(topic.clone()).await {
                     Ok(route) => {
-                        let queues = (0..route.read_queue_nums)
-                            .map(|queue_id| {
-                                MessageQueue::new(&route.topic, &route.broker_name, queue_id)
-                            })
-                            .collect();
-                        by_topic.insert(topic, queues);
+                        by_topic.insert(topic, route.read_queues());
                     }
                     Err(error) => {
-                        tracing::warn!(group = %config.group, %topic, %error,
+                        tracing::warn!(group = %config.group, %topic, error = &error as &dyn Error,
                             "no route for a subscribed topic this round");
                         plan.complete = false;
                         plan.failed_topics.insert(topic);
@@ -251,10 +247,10 @@ impl RebalanceCoordinator {
             let wanted = match config.message_model {
                 MessageModel::Broadcasting => by_topic.into_values().flatten().collect(),
                 MessageModel::Clustering => {
-                    let members = match broker.consumer_list(&config.group).await {
+                    let members = match broker.consumer_list(config.group.clone()).await {
                         Ok(members) => members,
                         Err(error) => {
-                            tracing::warn!(group = %config.group, %error,
+                            tracing::warn!(group = %config.group, error = &error as &dyn Error,
                                 "consumer list unavailable; keeping the current queues");
                             plan.complete = false;
                             return plan;
@@ -300,7 +296,7 @@ impl RebalanceCoordinator {
             .filter_map(|queue| {
                 self.queues
                     .remove(queue)
-                    .map(|pq| (queue.clone(), pq.send(Release)))
+                    .map(|pq| (queue.clone(), pq.send(Quit::new())))
             })
             .collect();
         self.snapshot.assigned = self.queues.keys().cloned().collect();
@@ -317,7 +313,7 @@ impl RebalanceCoordinator {
 
     fn release(
         &mut self,
-        releases: Vec<(MessageQueue, Request<ProcessQueue, Release>)>,
+        releases: Vec<(MessageQueue, Request<ProcessQueue, Quit<HandoffOutcome>>)>,
     ) -> LocalFuture<()> {
         self.snapshot.handoffs += releases.len() as u64;
         let broker = self.broker.clone();
@@ -326,7 +322,7 @@ impl RebalanceCoordinator {
         let locks = self.locks_queues();
         Box::pin(async move {
             let mut released = Vec::new();
-            // `send` already queued every Release, so the handoffs run side by side; awaiting
+            // `send` already queued every Quit, so the handoffs run side by side; awaiting
             // them in turn only collects the outcomes.
             for (queue, release) in releases {
                 match release.await {
@@ -341,8 +337,11 @@ impl RebalanceCoordinator {
                 released.push(queue);
             }
             if locks && !released.is_empty() {
-                if let Err(error) = broker.unlock_batch(&group, &client_id, released).await {
-                    tracing::warn!(%group, %error, "unlock after handoff failed; the locks expire");
+                if let Err(error) = broker
+                    .unlock_queues(group.clone(), client_id, released)
+                    .await
+                {
+                    tracing::warn!(%group, error = &error as &dyn Error, "unlock after handoff failed; the locks expire");
                 }
             }
         })
@@ -367,7 +366,7 @@ impl RebalanceCoordinator {
             let mut all_started = true;
             let startable = if locks {
                 match broker
-                    .lock_batch(&group, &client_id, to_start.clone())
+                    .lock_queues(group.clone(), client_id.clone(), to_start.clone())
                     .await
                 {
                     Ok(locked) => {
@@ -378,7 +377,7 @@ impl RebalanceCoordinator {
                         locked
                     }
                     Err(error) => {
-                        tracing::warn!(%group, %error, "lock request failed; retrying");
+                        tracing::warn!(%group, error = &error as &dyn Error, "lock request failed; retrying");
                         return (Vec::new(), false);
                     }
                 }
@@ -395,13 +394,15 @@ impl RebalanceCoordinator {
                     .await;
                 match compute_pull_from(&*broker, &offset_store, &queue, consume_from).await {
                     Ok(offset) => positioned.push((queue, offset)),
-                    Err(reason) => {
-                        // Never reset on an error: skip the queue this round (offset-lifecycle B.5).
-                        tracing::warn!(%group, %queue, %reason,
+                    Err(error) => {
+                        // Never reset on an error: skip the queue this round (§1.B.5).
+                        tracing::warn!(%group, %queue, error = &error as &dyn Error,
                             "cannot read the offset; skipping the queue this round");
                         all_started = false;
                         if locks {
-                            let _ = broker.unlock_batch(&group, &client_id, vec![queue]).await;
+                            let _ = broker
+                                .unlock_queues(group.clone(), client_id.clone(), vec![queue])
+                                .await;
                         }
                     }
                 }
@@ -415,9 +416,11 @@ impl RebalanceCoordinator {
             return;
         }
         let queues: Vec<MessageQueue> = self.queues.keys().cloned().collect();
-        let request = self
-            .broker
-            .lock_batch(&self.config.group, &self.config.client_id, queues);
+        let request = self.broker.lock_queues(
+            self.config.group.clone(),
+            self.config.client_id.clone(),
+            queues,
+        );
         request
             .into_actor(self)
             .map(|result, act, _| match result {
@@ -432,7 +435,7 @@ impl RebalanceCoordinator {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(group = %act.config.group, %error, "relock failed");
+                    tracing::warn!(group = %act.config.group, error = &error as &dyn Error, "relock failed");
                 }
             })
             .spawn(ctx);
@@ -444,23 +447,12 @@ impl RebalanceCoordinator {
             .into_actor(self)
             .map(|result, act, _| {
                 if let Err(error) = result {
-                    tracing::warn!(group = %act.config.group, %error, "heartbeat failed");
+                    tracing::warn!(group = %act.config.group, error = &error as &dyn Error, "heartbeat failed");
                 }
             })
             .spawn(ctx);
     }
 }
-
-/// RocketMQ's ConsumeFromWhere names, as heartbeats carry them.
-fn rocketmq_consume_from_name(from: ConsumeFromWhere) -> &'static str {
-    match from {
-        ConsumeFromWhere::LastOffset => "CONSUME_FROM_LAST_OFFSET",
-        ConsumeFromWhere::FirstOffset => "CONSUME_FROM_FIRST_OFFSET",
-        ConsumeFromWhere::Timestamp(_) => "CONSUME_FROM_TIMESTAMP",
-    }
-}
-
-type LocalFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
 
 struct Plan {
     /// `None` when the member list was unavailable: change nothing this round.
@@ -474,34 +466,47 @@ struct RoundStep {
     complete: bool,
 }
 
-/// Where a newly assigned queue starts (offset-lifecycle B.5).
+/// Why a newly assigned queue could not be positioned this round.
+#[derive(Debug, thiserror::Error)]
+enum PositionError {
+    #[error("reading the stored offset failed")]
+    ReadOffset(#[source] OffsetStoreError),
+    #[error("the offset store is unavailable")]
+    OffsetStoreUnavailable(#[source] MailboxError),
+    #[error("asking the broker where the queue starts failed")]
+    Broker(#[source] BrokerError),
+}
+
+/// Where a newly assigned queue starts (`docs/offset-lifecycle.md` §1.B.5).
 async fn compute_pull_from(
     broker: &dyn BrokerApi,
     offset_store: &Addr<OffsetStore>,
     queue: &MessageQueue,
     consume_from: ConsumeFromWhere,
-) -> Result<u64, String> {
-    let stored = match offset_store
+) -> Result<u64, PositionError> {
+    let read = offset_store
         .send(ReadOffset {
             queue: queue.clone(),
             from: ReadFrom::Store,
         })
-        .await
-    {
-        Ok(Ok(OffsetRead::Found(offset))) => (StoredOffset::Found(offset), None),
-        Ok(Ok(OffsetRead::NotFound)) => (StoredOffset::NotFound, None),
-        Ok(Err(error)) => (StoredOffset::Error, Some(error.to_string())),
-        Err(error) => (StoredOffset::Error, Some(error.to_string())),
+        .await;
+    let stored = match read {
+        Ok(Ok(OffsetRead::Found(offset))) => StoredOffset::Found(offset),
+        Ok(Ok(OffsetRead::NotFound)) => StoredOffset::NotFound,
+        Ok(Err(error)) => StoredOffset::Error(PositionError::ReadOffset(error)),
+        Err(error) => StoredOffset::Error(PositionError::OffsetStoreUnavailable(error)),
     };
-    let broker_error = |error: BrokerError| error.to_string();
-    match decide_pull_from(consume_from, stored.0, &queue.topic) {
+    match decide_pull_from(consume_from, stored, &queue.topic) {
         PullFrom::Offset(offset) => Ok(offset),
-        PullFrom::MaxOffset => broker.max_offset(queue).await.map_err(broker_error),
-        PullFrom::SearchTimestamp(timestamp) => broker
-            .search_offset(queue, timestamp, BoundaryType::Lower)
+        PullFrom::MaxOffset => broker
+            .max_offset(queue.clone())
             .await
-            .map_err(broker_error),
-        PullFrom::Skip => Err(stored.1.unwrap_or_else(|| "offset read failed".to_string())),
+            .map_err(PositionError::Broker),
+        PullFrom::SearchTimestamp(timestamp) => broker
+            .search_offset(queue.clone(), timestamp, BoundaryType::Lower)
+            .await
+            .map_err(PositionError::Broker),
+        PullFrom::Skip(error) => Err(error),
     }
 }
 
@@ -515,7 +520,7 @@ impl Actor for RebalanceCoordinator {
             .into_actor(self)
             .map(|result, act, ctx| {
                 if let Err(error) = result {
-                    tracing::warn!(group = %act.config.group, %error, "first heartbeat failed");
+                    tracing::warn!(group = %act.config.group, error = &error as &dyn Error, "first heartbeat failed");
                 }
                 act.start_round(ctx);
             })
@@ -538,38 +543,22 @@ impl Handler<Rebalance> for RebalanceCoordinator {
     }
 }
 
-impl Handler<Shutdown> for RebalanceCoordinator {
+/// Stops rebalancing, hands every queue off (each persists its final offset), unlocks them and
+/// stops. Unregistering is left to the push consumer, after its last persist.
+impl Handler<Quit> for RebalanceCoordinator {
     type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Quit, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
         let releases: Vec<_> = std::mem::take(&mut self.queues)
             .into_iter()
-            .map(|(queue, pq)| (queue.clone(), pq.send(Release)))
+            .map(|(queue, pq)| (queue.clone(), pq.send(Quit::new())))
             .collect();
-        let release_all = self.release(releases);
-        let unregister = {
-            let broker = self.broker.clone();
-            let client_id = self.config.client_id.clone();
-            let group = self.config.group.clone();
-            async move {
-                if let Err(error) = broker.unregister(&client_id, &group).await {
-                    tracing::warn!(%group, %error, "unregister at shutdown failed");
-                }
-            }
-        };
-        Box::pin(
-            async move {
-                release_all.await;
-                unregister.await;
-            }
-            .into_actor(self)
-            .map(|_, act, ctx| {
-                act.snapshot.assigned.clear();
-                act.snapshot.shut_down = true;
-                ctx.stop();
-            }),
-        )
+        Box::pin(self.release(releases).into_actor(self).map(|_, act, ctx| {
+            act.snapshot.assigned.clear();
+            act.snapshot.shut_down = true;
+            ctx.stop();
+        }))
     }
 }
 

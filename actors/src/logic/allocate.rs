@@ -233,51 +233,31 @@ mod tests {
     }
 
     #[test]
-    fn averagely_gives_contiguous_ranges() {
-        let qs = queues(8);
-        let cs = clients(2);
-        assert_eq!(
-            ids(&allocate(AllocateStrategy::Averagely, "c0", &qs, &cs)),
-            [0, 1, 2, 3]
-        );
-        assert_eq!(
-            ids(&allocate(AllocateStrategy::Averagely, "c1", &qs, &cs)),
-            [4, 5, 6, 7]
-        );
-    }
-
-    #[test]
-    fn averagely_gives_first_mod_clients_one_extra() {
-        // 8 queues over 3 members: 3, 3, 2 (the example in RocketMQ's docs).
-        let qs = queues(8);
-        let cs = clients(3);
-        let got: Vec<Vec<u32>> = cs
-            .iter()
-            .map(|c| ids(&allocate(AllocateStrategy::Averagely, c, &qs, &cs)))
-            .collect();
-        assert_eq!(got, vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7]]);
-    }
-
-    #[test]
-    fn averagely_with_more_clients_than_queues_leaves_the_last_clients_idle() {
-        let qs = queues(2);
-        let cs = clients(4);
-        let got: Vec<Vec<u32>> = cs
-            .iter()
-            .map(|c| ids(&allocate(AllocateStrategy::Averagely, c, &qs, &cs)))
-            .collect();
-        assert_eq!(got, vec![vec![0], vec![1], vec![], vec![]]);
-    }
-
-    #[test]
-    fn averagely_by_circle_deals_round_robin() {
-        let qs = queues(8);
-        let cs = clients(3);
-        let got: Vec<Vec<u32>> = cs
-            .iter()
-            .map(|c| ids(&allocate(AllocateStrategy::AveragelyByCircle, c, &qs, &cs)))
-            .collect();
-        assert_eq!(got, vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+    fn averagely_strategies_split_queues_as_rocketmq_does() {
+        use AllocateStrategy::{Averagely, AveragelyByCircle};
+        // (strategy, queues, clients, queue ids each client gets, in client order)
+        let table: [(AllocateStrategy, u32, usize, &[&[u32]]); 6] = [
+            (Averagely, 8, 2, &[&[0, 1, 2, 3], &[4, 5, 6, 7]]),
+            // The first `queues % clients` members get one extra (the example in RocketMQ's docs).
+            (Averagely, 8, 3, &[&[0, 1, 2], &[3, 4, 5], &[6, 7]]),
+            // More members than queues: the last ones stay idle.
+            (Averagely, 2, 4, &[&[0], &[1], &[], &[]]),
+            (AveragelyByCircle, 8, 3, &[&[0, 3, 6], &[1, 4, 7], &[2, 5]]),
+            (AveragelyByCircle, 2, 4, &[&[0], &[1], &[], &[]]),
+            (AveragelyByCircle, 4, 1, &[&[0, 1, 2, 3]]),
+        ];
+        for (strategy, queue_count, client_count, expected) in table {
+            let qs = queues(queue_count);
+            let cs = clients(client_count);
+            let got: Vec<Vec<u32>> = cs
+                .iter()
+                .map(|c| ids(&allocate(strategy, c, &qs, &cs)))
+                .collect();
+            assert_eq!(
+                got, expected,
+                "{strategy:?}: {queue_count} queues over {client_count} clients"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! Delay levels, the broker's send-back decision for a failed message, and the retry / dead-letter
-//! topic names.
+//! Delay levels, where a delayed message waits, the broker's send-back decision for a failed
+//! message, and the retry / dead-letter topic names.
 
+use skiff_storage::message::property::{DELAY, REAL_QID, REAL_TOPIC};
+use skiff_storage::message::{property, with_properties, MessageToAppend};
+use std::num::ParseIntError;
 use std::time::Duration;
 
 /// RocketMQ's default `messageDelayLevel`: `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m
@@ -27,7 +30,13 @@ pub const DELAY_LEVELS: [Duration; 18] = [
 ];
 
 /// The highest level; higher requested levels are lowered to it (as the store does).
-pub const MAX_DELAY_LEVEL: u8 = 18;
+pub const MAX_DELAY_LEVEL: u8 = DELAY_LEVELS.len() as u8;
+
+/// Where delayed messages wait (RocketMQ's `ScheduleMessageService`): level `n` in queue `n - 1`.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// Queues of [`SCHEDULE_TOPIC`]: one per delay level.
+pub const SCHEDULE_QUEUE_NUMS: u32 = MAX_DELAY_LEVEL as u32;
 
 /// The first retry's level: a failed message first comes back after 10 s, then 30 s, 1 m, ...
 /// (level `3 + reconsume_times`).
@@ -45,6 +54,77 @@ pub fn delay_of_level(level: i32) -> Option<Duration> {
         .ok()
         .and_then(|l| l.checked_sub(1))
         .and_then(|i| DELAY_LEVELS.get(i).copied())
+}
+
+/// Transaction bits of the message sys flag; only plain and committed messages are delayed.
+const TRANSACTION_MASK: i32 = 0xC;
+const TRANSACTION_COMMIT: i32 = 0x8;
+
+/// A `DELAY` property the store cannot read as a level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("delay level {value:?} is not a number")]
+pub struct InvalidDelayLevel {
+    pub value: String,
+    #[source]
+    source: ParseIntError,
+}
+
+/// What [`route_delayed`] makes of a message about to be appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub message: MessageToAppend,
+    /// The message now goes to [`SCHEDULE_TOPIC`] instead of its own topic.
+    pub delayed: bool,
+}
+
+/// Diverts a message carrying `DELAY` = level > 0 to [`SCHEDULE_TOPIC`], queue `level - 1`
+/// (a level above 18 counts as 18), recording its real topic and queue in `REAL_TOPIC` /
+/// `REAL_QID`; that makes the delay as durable as the message. Messages already in the schedule
+/// topic, prepared or rolled-back transaction messages and level 0 pass unchanged.
+pub fn route_delayed(message: MessageToAppend) -> Result<Routed, InvalidDelayLevel> {
+    let as_is = |message| {
+        Ok(Routed {
+            message,
+            delayed: false,
+        })
+    };
+    // A half message waits for its commit, not for a delay (Java's client drops DELAY from it).
+    if message.topic == SCHEDULE_TOPIC || message.topic == crate::logic::transaction::HALF_TOPIC {
+        return as_is(message);
+    }
+    let transaction = message.sys_flag & TRANSACTION_MASK;
+    if transaction != 0 && transaction != TRANSACTION_COMMIT {
+        return as_is(message);
+    }
+    let Some(raw) = property(&message.properties, DELAY) else {
+        return as_is(message);
+    };
+    let level: i64 = raw.trim().parse().map_err(|source| InvalidDelayLevel {
+        value: raw.to_string(),
+        source,
+    })?;
+    if level <= 0 {
+        return as_is(message);
+    }
+    let level = level.min(i64::from(SCHEDULE_QUEUE_NUMS)) as u32;
+    let real_queue = message.queue_id.to_string();
+    let properties = with_properties(
+        &message.properties,
+        &[
+            (DELAY, &level.to_string()),
+            (REAL_TOPIC, &message.topic),
+            (REAL_QID, &real_queue),
+        ],
+    );
+    Ok(Routed {
+        message: MessageToAppend {
+            topic: SCHEDULE_TOPIC.to_string(),
+            queue_id: level - 1,
+            properties,
+            ..message
+        },
+        delayed: true,
+    })
 }
 
 /// Where the broker puts a message a consumer sends back.
@@ -119,6 +199,74 @@ pub fn is_dlq_topic(topic: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use skiff_storage::message::encode_properties;
+    use std::net::SocketAddr;
+
+    fn to_append(topic: &str, queue_id: u32, properties: &[(&str, &str)]) -> MessageToAppend {
+        MessageToAppend {
+            topic: topic.to_string(),
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            properties: encode_properties(properties),
+            body: Bytes::from_static(b"m"),
+        }
+    }
+
+    #[test]
+    fn a_delayed_message_waits_in_its_level_queue_of_the_schedule_topic() {
+        let routed = route_delayed(to_append("T", 2, &[("TAGS", "a"), (DELAY, "3")])).unwrap();
+        assert!(routed.delayed);
+        assert_eq!(routed.message.topic, SCHEDULE_TOPIC);
+        assert_eq!(routed.message.queue_id, 2);
+        assert_eq!(
+            routed.message.properties,
+            encode_properties(&[
+                ("TAGS", "a"),
+                (DELAY, "3"),
+                (REAL_TOPIC, "T"),
+                (REAL_QID, "2")
+            ])
+        );
+    }
+
+    #[test]
+    fn a_delay_level_above_18_counts_as_18() {
+        let routed = route_delayed(to_append("T", 0, &[(DELAY, " 40 ")])).unwrap();
+        assert_eq!(routed.message.queue_id, 17);
+        assert_eq!(property(&routed.message.properties, DELAY), Some("18"));
+    }
+
+    #[test]
+    fn undelayed_messages_pass_unchanged() {
+        let prepared = MessageToAppend {
+            sys_flag: 0x4,
+            ..to_append("T", 0, &[(DELAY, "3")])
+        };
+        for message in [
+            to_append("T", 1, &[("TAGS", "a")]),
+            to_append("T", 1, &[(DELAY, "0")]),
+            to_append("T", 1, &[(DELAY, "-2")]),
+            to_append(SCHEDULE_TOPIC, 1, &[(DELAY, "3")]),
+            prepared,
+        ] {
+            let routed = route_delayed(message.clone()).unwrap();
+            assert!(!routed.delayed);
+            assert_eq!(routed.message, message);
+        }
+    }
+
+    #[test]
+    fn a_delay_level_that_is_not_a_number_is_an_error() {
+        let error = route_delayed(to_append("T", 0, &[(DELAY, "soon")])).unwrap_err();
+        assert_eq!(error.value, "soon");
+        assert_eq!(error.to_string(), "delay level \"soon\" is not a number");
+    }
 
     #[test]
     fn delay_levels_are_rocketmq_defaults() {
@@ -217,9 +365,9 @@ mod tests {
     fn retry_and_dlq_topic_names() {
         assert_eq!(retry_topic("g1"), "%RETRY%g1");
         assert_eq!(dlq_topic("g1"), "%DLQ%g1");
-        assert!(is_retry_topic("%RETRY%g1"));
+        assert!(is_retry_topic(&retry_topic("g1")));
         assert!(!is_retry_topic("orders"));
-        assert!(!is_retry_topic("%DLQ%g1"));
-        assert!(is_dlq_topic("%DLQ%g1"));
+        assert!(!is_retry_topic(&dlq_topic("g1")));
+        assert!(is_dlq_topic(&dlq_topic("g1")));
     }
 }

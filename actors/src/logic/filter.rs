@@ -1,20 +1,62 @@
-//! Tag subscriptions (RocketMQ `FilterAPI` / `SubscriptionData`, expression type TAG).
+//! Subscriptions (RocketMQ `FilterAPI` / `SubscriptionData`): a tag expression (type TAG) or a
+//! SQL92 selector over message properties (type SQL92, [`crate::logic::sql92`]).
 //!
-//! A subscription is matched twice: the broker compares the tag hash stored in each consume-queue
-//! entry against the subscription's hash set (cheap, no commit-log read, but hashes can collide),
-//! and the consumer re-checks the exact tag string of every message it receives.
+//! A subscription is matched twice. For tags the broker compares the tag hash stored in each
+//! consume-queue entry against the subscription's hash set (cheap, no commit-log read, but hashes
+//! can collide), and the consumer re-checks the exact tag string of every message it receives.
+//! For SQL92 the broker evaluates the selector over each record's properties, and the consumer
+//! evaluates it again (a broker that does not filter, or filters differently, is caught there).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use skiff_storage::message::property::TAGS;
+
+use crate::logic::sql92::{Selector, Sql92Error};
+
+/// How a subscription's expression is read (`expressionType` on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExpressionType {
+    /// `*` or `TagA || TagB`.
+    #[default]
+    Tag,
+    /// A SQL92 selector over message properties.
+    Sql92,
+}
+
+impl ExpressionType {
+    /// The wire name, `TAG` or `SQL92`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpressionType::Tag => "TAG",
+            ExpressionType::Sql92 => "SQL92",
+        }
+    }
+
+    /// Reads a wire name, in any case as Java's `ExpressionType` does; `None` for other types.
+    pub fn from_wire(name: &str) -> Option<ExpressionType> {
+        if name.eq_ignore_ascii_case("TAG") {
+            Some(ExpressionType::Tag)
+        } else if name.eq_ignore_ascii_case("SQL92") {
+            Some(ExpressionType::Sql92)
+        } else {
+            None
+        }
+    }
+}
 
 /// The "everything" expression.
 pub const SUB_ALL: &str = "*";
 
 /// What a consumer subscribed to on one topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Subscription {
     pub topic: String,
+    pub expression_type: ExpressionType,
     /// The expression as stored and sent in heartbeats (`subString`): `*` for all.
     pub expression: String,
+    /// The compiled selector of a SQL92 subscription.
+    pub selector: Option<Arc<Selector>>,
     /// The tags of a `"A || B"` expression; empty for `*`.
     pub tags: BTreeSet<String>,
     /// [`tag_code`] of each tag, what the broker matches against.
@@ -24,7 +66,42 @@ pub struct Subscription {
     pub sub_version: i64,
 }
 
+// Selectors hold no NaN (float literals are positive and finite), so equality is reflexive.
+impl Eq for Subscription {}
+
 impl Subscription {
+    /// A subscription of either type; a SQL92 expression that does not parse is an error.
+    pub fn new(
+        topic: impl Into<String>,
+        expression_type: ExpressionType,
+        expression: &str,
+        sub_version: i64,
+    ) -> Result<Subscription, Sql92Error> {
+        match expression_type {
+            ExpressionType::Tag => Ok(Subscription::parse(topic, expression, sub_version)),
+            ExpressionType::Sql92 => Subscription::sql92(topic, expression, sub_version),
+        }
+    }
+
+    /// A SQL92 subscription: the expression is compiled now, so a malformed one is refused at
+    /// subscribe time.
+    pub fn sql92(
+        topic: impl Into<String>,
+        expression: &str,
+        sub_version: i64,
+    ) -> Result<Subscription, Sql92Error> {
+        let selector = Selector::parse(expression)?;
+        Ok(Subscription {
+            topic: topic.into(),
+            expression_type: ExpressionType::Sql92,
+            expression: expression.to_string(),
+            selector: Some(Arc::new(selector)),
+            tags: BTreeSet::new(),
+            tag_codes: BTreeSet::new(),
+            sub_version,
+        })
+    }
+
     /// Parse a tag expression. Empty, blank or `*` means every message; otherwise the expression
     /// is split on `||`, each tag trimmed, and empty tags dropped (`"A || B ||"` is `{A, B}`).
     ///
@@ -36,7 +113,9 @@ impl Subscription {
         if trimmed.is_empty() || trimmed == SUB_ALL {
             return Subscription {
                 topic: topic.into(),
+                expression_type: ExpressionType::Tag,
                 expression: SUB_ALL.to_string(),
+                selector: None,
                 tags: BTreeSet::new(),
                 tag_codes: BTreeSet::new(),
                 sub_version,
@@ -51,7 +130,9 @@ impl Subscription {
         let tag_codes = tags.iter().map(|t| tag_code(t)).collect();
         Subscription {
             topic: topic.into(),
+            expression_type: ExpressionType::Tag,
             expression: expression.to_string(),
+            selector: None,
             tags,
             tag_codes,
             sub_version,
@@ -59,14 +140,29 @@ impl Subscription {
     }
 
     pub fn is_all(&self) -> bool {
-        self.expression == SUB_ALL
+        self.expression_type == ExpressionType::Tag && self.expression == SUB_ALL
     }
 
     /// Broker side: does a consume-queue entry with this tag code match? Only the low 32 bits are
     /// compared, as Java's `codeSet.contains(tagsCode.intValue())` does (the 8-byte consume-queue
-    /// field holds a 32-bit `String.hashCode`).
+    /// field holds a 32-bit `String.hashCode`). A SQL92 subscription passes every entry here and
+    /// is decided on the record's properties ([`Subscription::matches_properties`]).
     pub fn matches_tag_code(&self, code: i64) -> bool {
-        self.is_all() || self.tag_codes.contains(&i64::from(code as i32))
+        match self.expression_type {
+            ExpressionType::Tag => {
+                self.is_all() || self.tag_codes.contains(&i64::from(code as i32))
+            }
+            ExpressionType::Sql92 => true,
+        }
+    }
+
+    /// Does a message with these properties (stored wire form) match? For tags this is the
+    /// exact tag check, for SQL92 the selector.
+    pub fn matches_properties(&self, properties: &str) -> bool {
+        match &self.selector {
+            Some(selector) => selector.matches(properties),
+            None => self.matches_tag(skiff_storage::message::property(properties, TAGS)),
+        }
     }
 
     /// Consumer side: the exact re-check after the broker's hash match. A message without a tag
@@ -175,6 +271,36 @@ mod tests {
         assert!(sub.matches_tag_code(code));
         // The same 32 bits zero-extended (how a reader could see a u32 field) still match.
         assert!(sub.matches_tag_code(i64::from(code as u32)));
+    }
+
+    #[test]
+    fn sql92_subscriptions_match_on_properties_not_tag_codes() {
+        let sub = Subscription::new("t", ExpressionType::Sql92, "a > 5 AND TAGS = 'TagA'", 3)
+            .expect("valid selector");
+        assert!(!sub.is_all());
+        assert!(
+            sub.matches_tag_code(tag_code("TagB")),
+            "decided on properties"
+        );
+        assert!(sub.matches_properties("a\u{1}6\u{2}TAGS\u{1}TagA\u{2}"));
+        assert!(!sub.matches_properties("a\u{1}6\u{2}TAGS\u{1}TagB\u{2}"));
+        assert!(!sub.matches_properties("TAGS\u{1}TagA\u{2}"));
+        assert!(Subscription::new("t", ExpressionType::Sql92, "a >", 3).is_err());
+        // The tag path still reads TAGS out of the properties.
+        let tags = Subscription::new("t", ExpressionType::Tag, "TagA", 3).expect("tags parse");
+        assert!(tags.matches_properties("TAGS\u{1}TagA\u{2}"));
+        assert!(!tags.matches_properties("a\u{1}1\u{2}"));
+    }
+
+    #[test]
+    fn expression_type_names_read_in_any_case() {
+        assert_eq!(
+            ExpressionType::from_wire("sql92"),
+            Some(ExpressionType::Sql92)
+        );
+        assert_eq!(ExpressionType::from_wire("TAG"), Some(ExpressionType::Tag));
+        assert_eq!(ExpressionType::from_wire("CLASS"), None);
+        assert_eq!(ExpressionType::Sql92.as_str(), "SQL92");
     }
 
     #[test]

@@ -11,27 +11,6 @@
 //! already-committed offset.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
-
-/// A point in time given by the caller; this module never reads a clock, so the actors can use
-/// tokio's paused clock in tests (`tokio::time::Instant::into_std`) or plain milliseconds.
-pub trait Moment: Copy {
-    /// Time from `earlier` to `self`, or zero if `earlier` is later.
-    fn saturating_since(self, earlier: Self) -> Duration;
-}
-
-/// Milliseconds on any monotonic scale.
-impl Moment for u64 {
-    fn saturating_since(self, earlier: Self) -> Duration {
-        Duration::from_millis(self.saturating_sub(earlier))
-    }
-}
-
-impl Moment for Instant {
-    fn saturating_since(self, earlier: Self) -> Duration {
-        self.saturating_duration_since(earlier)
-    }
-}
 
 /// One message as it comes off a pull: its queue offset, its body size (what the byte limit
 /// counts, like RocketMQ's `msgSize`) and whatever the actor keeps for consuming it.
@@ -43,12 +22,9 @@ pub struct Pulled<T> {
 }
 
 #[derive(Debug, Clone)]
-struct Entry<T, I> {
+struct Entry<T> {
     payload: T,
     body_size: u64,
-    /// Set when the caller hands the message to a listener; messages still waiting for a
-    /// consume slot are not "stuck" and never expire.
-    consume_started: Option<I>,
 }
 
 /// Result of [`InFlight::remove`].
@@ -109,22 +85,26 @@ pub enum FlowControlReason {
 
 /// Messages held by one process queue, by queue offset.
 ///
-/// Concurrent mode uses `put`, `mark_consume_started`, `remove` and `expired`. Orderly mode uses
-/// `put`, then `take` / `commit` / `rollback` / `make_consume_again`: taken messages move to a
-/// consuming set and stay counted (count, bytes, span) until committed, as in RocketMQ.
+/// Concurrent mode uses `put` and `remove`. Orderly mode uses `put`, then `take` / `commit` /
+/// `rollback`: taken messages move to a consuming set and stay counted (count, bytes, span)
+/// until committed, as in RocketMQ.
+///
+/// A stuck message (`docs/architecture.md` rule 1) is not this module's business: the consume
+/// dispatcher aborts a listener call past the consume timeout and sends its messages back, and
+/// they are then removed here like any consumed message, so the commit offset moves past them.
 #[derive(Debug, Clone)]
-pub struct InFlight<T, I = u64> {
+pub struct InFlight<T> {
     /// Held and not taken.
-    pending: BTreeMap<u64, Entry<T, I>>,
+    pending: BTreeMap<u64, Entry<T>>,
     /// Orderly: taken by `take`, not yet committed.
-    taken: BTreeMap<u64, Entry<T, I>>,
+    taken: BTreeMap<u64, Entry<T>>,
     bytes: u64,
     /// Highest offset ever put; survives the queue becoming empty, so the commit offset can move
     /// past the last consumed message.
     max_offset: Option<u64>,
 }
 
-impl<T, I> Default for InFlight<T, I> {
+impl<T> Default for InFlight<T> {
     fn default() -> Self {
         InFlight {
             pending: BTreeMap::new(),
@@ -135,7 +115,7 @@ impl<T, I> Default for InFlight<T, I> {
     }
 }
 
-impl<T, I: Moment> InFlight<T, I> {
+impl<T> InFlight<T> {
     pub fn new() -> Self {
         Self::default()
     }
@@ -155,7 +135,6 @@ impl<T, I: Moment> InFlight<T, I> {
                 Entry {
                     payload: msg.payload,
                     body_size: msg.body_size,
-                    consume_started: None,
                 },
             );
             added += 1;
@@ -163,7 +142,7 @@ impl<T, I: Moment> InFlight<T, I> {
         added
     }
 
-    /// Drop consumed (or sent-back, or expired) messages and say what may be committed.
+    /// Drop consumed (or sent-back) messages and say what may be committed.
     /// RocketMQ's `removeMessage`: see [`RemoveOutcome::commit_offset`].
     pub fn remove(&mut self, offsets: &[u64]) -> RemoveOutcome {
         if self.is_empty() {
@@ -189,48 +168,11 @@ impl<T, I: Moment> InFlight<T, I> {
         }
     }
 
-    /// The offset that is safe to commit now, without removing anything: the smallest held
-    /// offset, or the highest offset ever put + 1, or `None` if nothing was ever put. This is what
-    /// a graceful handoff persists.
-    pub fn next_commit_offset(&self) -> Option<u64> {
+    /// The smallest held offset, or the highest offset ever put + 1, or `None` if nothing was
+    /// ever put.
+    fn next_commit_offset(&self) -> Option<u64> {
         self.first_offset()
             .or_else(|| self.max_offset.map(|m| m + 1))
-    }
-
-    /// Record that the listener started on these messages (unknown offsets are ignored).
-    /// Returns how many were marked.
-    pub fn mark_consume_started(&mut self, offsets: &[u64], at: I) -> usize {
-        let mut marked = 0;
-        for offset in offsets {
-            let entry = self
-                .pending
-                .get_mut(offset)
-                .or_else(|| self.taken.get_mut(offset));
-            if let Some(entry) = entry {
-                entry.consume_started = Some(at);
-                marked += 1;
-            }
-        }
-        marked
-    }
-
-    /// Offsets, ascending, whose consume started more than `consume_timeout` before `now`.
-    /// Skiff rule 1 ("a stuck message never pins the offset"): the caller sends these back to the
-    /// retry topic and removes them. Unlike RocketMQ's `cleanExpiredMsg`, which only looks at the
-    /// head message, every held message is checked.
-    pub fn expired(&self, now: I, consume_timeout: Duration) -> Vec<u64> {
-        let mut out: Vec<u64> = self
-            .pending
-            .iter()
-            .chain(self.taken.iter())
-            .filter(|(_, e)| {
-                e.consume_started
-                    .is_some_and(|start| now.saturating_since(start) > consume_timeout)
-            })
-            .map(|(offset, _)| *offset)
-            .collect();
-        out.sort_unstable();
-        out
     }
 
     /// The first exceeded threshold, checked in RocketMQ's order (count, size, span); `None`
@@ -258,18 +200,17 @@ impl<T, I: Moment> InFlight<T, I> {
         None
     }
 
-    /// Orderly: move up to `n` of the lowest pending messages to the consuming set, marking their
-    /// consume start, and return them (payloads cloned: store an `Arc` as `T`).
-    pub fn take(&mut self, n: usize, now: I) -> Vec<(u64, T)>
+    /// Orderly: move up to `n` of the lowest pending messages to the consuming set and return
+    /// them (payloads cloned: store an `Arc` as `T`).
+    pub fn take(&mut self, n: usize) -> Vec<(u64, T)>
     where
         T: Clone,
     {
         let mut out = Vec::with_capacity(n.min(self.pending.len()));
         while out.len() < n {
-            let Some((offset, mut entry)) = self.pending.pop_first() else {
+            let Some((offset, entry)) = self.pending.pop_first() else {
                 break;
             };
-            entry.consume_started = Some(now);
             out.push((offset, entry.payload.clone()));
             self.taken.insert(offset, entry);
         }
@@ -280,8 +221,8 @@ impl<T, I: Moment> InFlight<T, I> {
     /// `increase_only = false`), or `None` if nothing was taken.
     ///
     /// RocketMQ returns the last taken offset + 1. Skiff returns the smaller of that and the
-    /// lowest pending offset: they differ only if `make_consume_again` returned part of a batch,
-    /// and then RocketMQ's value would skip the returned messages.
+    /// lowest pending offset: under the `put` precondition they are equal, and should a batch
+    /// ever be put out of pull order, RocketMQ's value would skip the lower pending messages.
     pub fn commit(&mut self) -> Option<u64> {
         let last = *self.taken.keys().next_back()?;
         let taken = std::mem::take(&mut self.taken);
@@ -295,33 +236,15 @@ impl<T, I: Moment> InFlight<T, I> {
         )
     }
 
-    /// Orderly: put every taken message back to be consumed again (the consume-start marks are
-    /// cleared). Returns how many went back.
+    /// Orderly: put every taken message back to be consumed again. Returns how many went back.
     pub fn rollback(&mut self) -> usize {
         let taken = std::mem::take(&mut self.taken);
         let n = taken.len();
-        for (offset, mut entry) in taken {
-            entry.consume_started = None;
-            self.pending.insert(offset, entry);
-        }
+        self.pending.extend(taken);
         n
     }
 
-    /// Orderly (suspend): put these taken messages back to be consumed again. Offsets not taken
-    /// are ignored. Returns how many went back.
-    pub fn make_consume_again(&mut self, offsets: &[u64]) -> usize {
-        let mut n = 0;
-        for offset in offsets {
-            if let Some(mut entry) = self.taken.remove(offset) {
-                entry.consume_started = None;
-                self.pending.insert(*offset, entry);
-                n += 1;
-            }
-        }
-        n
-    }
-
-    /// The payload held at `offset` (pending or taken), e.g. to send an expired message back.
+    /// The payload held at `offset` (pending or taken).
     pub fn get(&self, offset: u64) -> Option<&T> {
         self.pending
             .get(&offset)
@@ -332,11 +255,6 @@ impl<T, I: Moment> InFlight<T, I> {
     /// Messages held, pending and taken (RocketMQ's `msgCount`).
     pub fn count(&self) -> usize {
         self.pending.len() + self.taken.len()
-    }
-
-    /// Messages in the orderly consuming set.
-    pub fn taken_count(&self) -> usize {
-        self.taken.len()
     }
 
     /// Sum of the body sizes held (RocketMQ's `msgSize`).
@@ -364,15 +282,10 @@ impl<T, I: Moment> InFlight<T, I> {
     }
 
     /// Highest offset held, pending or taken.
-    pub fn last_offset(&self) -> Option<u64> {
+    fn last_offset(&self) -> Option<u64> {
         let p = self.pending.keys().next_back().copied();
         let t = self.taken.keys().next_back().copied();
         p.into_iter().chain(t).max()
-    }
-
-    /// Highest offset ever put, held or not.
-    pub fn max_offset(&self) -> Option<u64> {
-        self.max_offset
     }
 }
 
@@ -408,7 +321,7 @@ mod tests {
     #[test]
     fn put_ignores_offsets_in_the_consuming_set() {
         let mut q = with(0..3);
-        q.take(2, 0);
+        q.take(2);
         assert_eq!(q.put(batch(0..3)), 0);
         assert_eq!(q.count(), 3);
     }
@@ -539,65 +452,30 @@ mod tests {
     }
 
     #[test]
-    fn expired_lists_messages_consuming_longer_than_timeout() {
+    fn a_stuck_message_pins_the_offset_until_it_is_removed() {
+        // Offset 0 hangs in the listener; 1..3 are consumed. Once the dispatcher times 0 out and
+        // sends it back, its removal moves the commit offset past it.
         let mut q = with(0..4);
-        q.mark_consume_started(&[0, 2], 1_000);
-        q.mark_consume_started(&[1], 5_000);
-        let timeout = Duration::from_secs(3);
-        assert!(q.expired(4_000, timeout).is_empty(), "exactly at timeout");
-        assert_eq!(q.expired(4_001, timeout), [0, 2]);
-        assert_eq!(q.expired(9_000, timeout), [0, 1, 2]);
-    }
-
-    #[test]
-    fn messages_not_yet_started_never_expire() {
-        let q = with(0..4);
-        assert!(q.expired(u64::MAX, Duration::ZERO).is_empty());
-    }
-
-    #[test]
-    fn stuck_message_never_pins_the_offset() {
-        // Offset 0 hangs in the listener; 1..3 are consumed. Once 0 expires and is removed (after
-        // being sent back), the commit offset moves past it.
-        let mut q = with(0..4);
-        q.mark_consume_started(&[0, 1, 2, 3], 0);
         assert_eq!(q.remove(&[1, 2, 3]).commit_offset, Some(0));
-        let stuck = q.expired(16 * 60 * 1000, Duration::from_secs(15 * 60));
-        assert_eq!(stuck, [0]);
         assert_eq!(q.get(0), Some(&0));
-        assert_eq!(q.remove(&stuck).commit_offset, Some(4));
-    }
-
-    #[test]
-    fn expired_works_with_std_instants() {
-        let t0 = Instant::now();
-        let mut q: InFlight<u64, Instant> = InFlight::new();
-        q.put(batch([0]));
-        q.mark_consume_started(&[0], t0);
-        assert!(q.expired(t0, Duration::ZERO).is_empty());
-        assert_eq!(
-            q.expired(t0 + Duration::from_millis(1), Duration::ZERO),
-            [0]
-        );
+        assert_eq!(q.remove(&[0]).commit_offset, Some(4));
     }
 
     #[test]
     fn take_moves_lowest_messages_to_consuming_set() {
         let mut q = with([4, 2, 9]);
-        let taken = q.take(2, 0);
+        let taken = q.take(2);
         assert_eq!(taken, [(2, 2), (4, 4)]);
-        assert_eq!(q.taken_count(), 2);
         assert_eq!(q.count(), 3, "taken messages stay counted until commit");
-        assert_eq!(q.take(5, 0), [(9, 9)]);
-        assert!(q.take(1, 0).is_empty());
+        assert_eq!(q.take(5), [(9, 9)]);
+        assert!(q.take(1).is_empty());
     }
 
     #[test]
     fn commit_returns_last_taken_plus_one_and_clears_consuming_set() {
         let mut q = with([2, 4, 9]);
-        q.take(2, 0);
+        q.take(2);
         assert_eq!(q.commit(), Some(5));
-        assert_eq!(q.taken_count(), 0);
         assert_eq!(q.count(), 1);
         assert_eq!(q.bytes(), 10);
     }
@@ -610,47 +488,19 @@ mod tests {
     }
 
     #[test]
-    fn commit_never_skips_messages_put_back_by_make_consume_again() {
+    fn commit_never_passes_a_pending_message() {
         let mut q = with(5..9);
-        q.take(3, 0); // 5, 6, 7
-        assert_eq!(q.make_consume_again(&[6]), 1);
-        assert_eq!(q.commit(), Some(6));
+        q.take(3); // 5, 6, 7
+        q.put(batch([4])); // out of pull order
+        assert_eq!(q.commit(), Some(4));
     }
 
     #[test]
     fn rollback_puts_taken_messages_back() {
         let mut q = with(0..3);
-        q.take(2, 0);
+        q.take(2);
         assert_eq!(q.rollback(), 2);
-        assert_eq!(q.taken_count(), 0);
         assert_eq!(q.count(), 3);
-        assert_eq!(q.take(3, 0), [(0, 0), (1, 1), (2, 2)]);
-    }
-
-    #[test]
-    fn rolled_back_messages_are_no_longer_consuming() {
-        let mut q = with(0..2);
-        q.take(2, 0);
-        q.rollback();
-        assert!(q.expired(u64::MAX, Duration::ZERO).is_empty());
-    }
-
-    #[test]
-    fn make_consume_again_ignores_offsets_not_taken() {
-        let mut q = with(0..3);
-        q.take(1, 0);
-        assert_eq!(q.make_consume_again(&[1, 2, 7]), 0);
-        assert_eq!(q.make_consume_again(&[0]), 1);
-        assert_eq!(q.take(1, 0), [(0, 0)]);
-    }
-
-    #[test]
-    fn next_commit_offset_is_what_remove_would_report() {
-        let mut q: InFlight<u64> = InFlight::new();
-        assert_eq!(q.next_commit_offset(), None);
-        q.put(batch([3, 4]));
-        assert_eq!(q.next_commit_offset(), Some(3));
-        q.remove(&[3, 4]);
-        assert_eq!(q.next_commit_offset(), Some(5));
+        assert_eq!(q.take(3), [(0, 0), (1, 1), (2, 2)]);
     }
 }

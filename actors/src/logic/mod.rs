@@ -1,23 +1,32 @@
 //! Pure logic the actors use, kept free of actix so it tests without a runtime.
 //!
 //! Plain data in, plain data out; no clocks, no I/O. Each module holds one RocketMQ rule set
-//! (see `shared/reference/offset-lifecycle.md`, §1):
+//! (section numbers are those of `docs/offset-lifecycle.md`):
 //!
 //! - [`queue`]: `MessageQueue`, the unit of allocation and of offsets.
 //! - [`allocate`]: queue allocation strategies and the rebalance diff (§1.B.2-3).
 //! - [`inflight`]: a process queue's held messages and its commit offset (§1.C, §1.D flow
-//!   control, skiff rule 1 for stuck messages).
-//! - [`filter`]: tag subscriptions and Java's `String.hashCode` tag codes.
-//! - [`delay`]: delay levels, the send-back / DLQ decision, retry and DLQ topic names (§1.E).
+//!   control).
+//! - [`filter`]: subscriptions (tag expressions, Java's `String.hashCode` tag codes, and the
+//!   expression type that picks between tags and SQL92).
+//! - [`sql92`]: SQL92 property selectors: parser and evaluator.
+//! - [`delay`]: delay levels and where delayed messages wait, the send-back / DLQ decision,
+//!   retry and DLQ topic names (§1.E).
+//! - [`pull`]: a pull's status and next offset for a store read (`docs/wire-protocol.md` §4.1,
+//!   §1.A.12).
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
+//! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
 
 pub mod ack;
 pub mod allocate;
 pub mod delay;
 pub mod filter;
 pub mod inflight;
+pub mod pull;
 pub mod pull_from_where;
 pub mod queue;
+pub mod sql92;
+pub mod transaction;
 
 pub use queue::MessageQueue;

@@ -24,39 +24,53 @@ pub enum ConsumeFromWhere {
 impl ConsumeFromWhere {
     /// RocketMQ's default `consumeTimestamp` is half an hour before the consumer starts.
     pub const DEFAULT_TIMESTAMP_LOOKBACK: Duration = Duration::from_secs(30 * 60);
+
+    /// RocketMQ's name of the setting, as heartbeats carry it.
+    pub fn rocketmq_name(self) -> &'static str {
+        match self {
+            ConsumeFromWhere::LastOffset => "CONSUME_FROM_LAST_OFFSET",
+            ConsumeFromWhere::FirstOffset => "CONSUME_FROM_FIRST_OFFSET",
+            ConsumeFromWhere::Timestamp(_) => "CONSUME_FROM_TIMESTAMP",
+        }
+    }
 }
 
 /// The outcome of reading the stored offset from the offset store (read from the store, not
-/// the memory cache, as RocketMQ's `READ_FROM_STORE`).
+/// the memory cache, as RocketMQ's `READ_FROM_STORE`). `E` is the read's failure, handed back in
+/// [`PullFrom::Skip`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoredOffset {
+pub enum StoredOffset<E = ()> {
     Found(u64),
     NotFound,
     /// The read failed (RPC error, timeout). Never read as "not found".
-    Error,
+    Error(E),
 }
 
 /// What to pull from; the two middle cases need one more broker call by the actor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullFrom {
+pub enum PullFrom<E = ()> {
     Offset(u64),
     /// Ask the broker for the queue's max offset and start there.
     MaxOffset,
     /// Ask the broker to search the queue for this timestamp (millis).
     SearchTimestamp(i64),
-    /// Do not start this queue this round; the next rebalance tries again. Also the answer if
-    /// the follow-up max-offset or search call fails.
-    Skip,
+    /// Do not start this queue this round, because the stored offset could not be read; the
+    /// next rebalance tries again. (A failed follow-up max-offset or search call skips too.)
+    Skip(E),
 }
 
 /// The §1.B.5 decision. `topic` decides the retry-topic special cases: a `%RETRY%` topic under
 /// `LastOffset` starts at 0 (retries already waiting must not be skipped), and under
 /// `Timestamp` at the max offset (old retries are not replayed by a time-based start).
-pub fn compute_pull_from(from: ConsumeFromWhere, stored: StoredOffset, topic: &str) -> PullFrom {
+pub fn compute_pull_from<E>(
+    from: ConsumeFromWhere,
+    stored: StoredOffset<E>,
+    topic: &str,
+) -> PullFrom<E> {
     let retry = is_retry_topic(topic);
     match stored {
         StoredOffset::Found(offset) => PullFrom::Offset(offset),
-        StoredOffset::Error => PullFrom::Skip,
+        StoredOffset::Error(error) => PullFrom::Skip(error),
         StoredOffset::NotFound => match from {
             ConsumeFromWhere::LastOffset if retry => PullFrom::Offset(0),
             ConsumeFromWhere::LastOffset => PullFrom::MaxOffset,
@@ -70,6 +84,7 @@ pub fn compute_pull_from(from: ConsumeFromWhere, stored: StoredOffset, topic: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logic::delay::retry_topic;
 
     const TS: i64 = 1_700_000_000_000;
 
@@ -84,9 +99,9 @@ mod tests {
     #[test]
     fn stored_offset_always_wins() {
         for from in all_modes() {
-            for topic in ["orders", "%RETRY%g"] {
+            for topic in ["orders".to_string(), retry_topic("g")] {
                 assert_eq!(
-                    compute_pull_from(from, StoredOffset::Found(42), topic),
+                    compute_pull_from(from, StoredOffset::<()>::Found(42), &topic),
                     PullFrom::Offset(42)
                 );
             }
@@ -94,7 +109,7 @@ mod tests {
         assert_eq!(
             compute_pull_from(
                 ConsumeFromWhere::LastOffset,
-                StoredOffset::Found(0),
+                StoredOffset::<()>::Found(0),
                 "orders"
             ),
             PullFrom::Offset(0)
@@ -104,10 +119,10 @@ mod tests {
     #[test]
     fn read_error_skips_the_queue_never_resets() {
         for from in all_modes() {
-            for topic in ["orders", "%RETRY%g"] {
+            for topic in ["orders".to_string(), retry_topic("g")] {
                 assert_eq!(
-                    compute_pull_from(from, StoredOffset::Error, topic),
-                    PullFrom::Skip
+                    compute_pull_from(from, StoredOffset::Error(()), &topic),
+                    PullFrom::Skip(())
                 );
             }
         }
@@ -118,7 +133,7 @@ mod tests {
         assert_eq!(
             compute_pull_from(
                 ConsumeFromWhere::LastOffset,
-                StoredOffset::NotFound,
+                StoredOffset::<()>::NotFound,
                 "orders"
             ),
             PullFrom::MaxOffset
@@ -130,8 +145,8 @@ mod tests {
         assert_eq!(
             compute_pull_from(
                 ConsumeFromWhere::LastOffset,
-                StoredOffset::NotFound,
-                "%RETRY%g"
+                StoredOffset::<()>::NotFound,
+                &retry_topic("g")
             ),
             PullFrom::Offset(0)
         );
@@ -139,9 +154,13 @@ mod tests {
 
     #[test]
     fn first_offset_without_stored_offset_starts_at_zero() {
-        for topic in ["orders", "%RETRY%g"] {
+        for topic in ["orders".to_string(), retry_topic("g")] {
             assert_eq!(
-                compute_pull_from(ConsumeFromWhere::FirstOffset, StoredOffset::NotFound, topic),
+                compute_pull_from(
+                    ConsumeFromWhere::FirstOffset,
+                    StoredOffset::<()>::NotFound,
+                    &topic
+                ),
                 PullFrom::Offset(0)
             );
         }
@@ -152,7 +171,7 @@ mod tests {
         assert_eq!(
             compute_pull_from(
                 ConsumeFromWhere::Timestamp(TS),
-                StoredOffset::NotFound,
+                StoredOffset::<()>::NotFound,
                 "orders"
             ),
             PullFrom::SearchTimestamp(TS)
@@ -164,10 +183,26 @@ mod tests {
         assert_eq!(
             compute_pull_from(
                 ConsumeFromWhere::Timestamp(TS),
-                StoredOffset::NotFound,
-                "%RETRY%g"
+                StoredOffset::<()>::NotFound,
+                &retry_topic("g")
             ),
             PullFrom::MaxOffset
+        );
+    }
+
+    #[test]
+    fn heartbeats_carry_rocketmq_names() {
+        assert_eq!(
+            ConsumeFromWhere::LastOffset.rocketmq_name(),
+            "CONSUME_FROM_LAST_OFFSET"
+        );
+        assert_eq!(
+            ConsumeFromWhere::FirstOffset.rocketmq_name(),
+            "CONSUME_FROM_FIRST_OFFSET"
+        );
+        assert_eq!(
+            ConsumeFromWhere::Timestamp(TS).rocketmq_name(),
+            "CONSUME_FROM_TIMESTAMP"
         );
     }
 

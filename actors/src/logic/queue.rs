@@ -45,6 +45,7 @@ impl fmt::Display for MessageQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logic::delay::retry_topic;
     use serde::de::value::{Error as DeError, MapDeserializer};
     use serde::de::{IntoDeserializer, Visitor};
     use serde::{forward_to_deserialize_any, Deserializer};
@@ -135,8 +136,8 @@ mod tests {
     #[test]
     fn display_is_topic_broker_queue_id() {
         assert_eq!(
-            MessageQueue::new("%RETRY%g", "broker-a", 7).to_string(),
-            "%RETRY%g:broker-a:7"
+            MessageQueue::new(retry_topic("g"), "broker-a", 7).to_string(),
+            format!("{}:broker-a:7", retry_topic("g"))
         );
     }
 }

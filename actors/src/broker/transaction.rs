@@ -1,0 +1,710 @@
+//! Transactional messages on the broker (RocketMQ's `TransactionalMessageService`, its
+//! `EndTransactionProcessor` and `TransactionalMessageCheckService`).
+//!
+//! **Where halves live.** The message store diverts a half (prepared) message to
+//! [`HALF_TOPIC`] queue 0 ([`route_half`](crate::logic::transaction::route_half)), so it is a
+//! durable commit-log record with a real offset message id, and no consumer of its real topic
+//! sees it. What became of each half is kept in the sled tree of
+//! [`TransactionStates`] (in place of Java's op topic): checked n times, committed, rolled back,
+//! or set aside. A half with no final state is pending.
+//!
+//! **The actor.** [`TransactionActor`] keeps the pending halves in memory, ordered by half-queue
+//! offset, learning of new ones from the store's arrival notices (it reads the half queue from
+//! where it last stopped). END_TRANSACTION looks the half up by commit-log offset in the store
+//! (not in memory, so it works even before the actor has read the half). COMMIT appends the
+//! committed copy to the real queue, then records `Committed`; ROLLBACK records `RolledBack`;
+//! the state is flushed before the request is answered. Every `check_interval` the pending halves
+//! older than their immunity are checked back, by CHECK_TRANSACTION_STATE on a live producer of
+//! their group ([`ProducerChannels`]), at most `check_max` times, then set aside.
+//!
+//! **Restarts.** The half queue's cursor (every half below it is final) is stored in the offset
+//! table under [`HALF_CONSUMER_GROUP`]. At start the broker reads the half queue from the cursor
+//! and rebuilds the pending set from the states tree, so a rolled-back half is never delivered
+//! and a pending one is checked again. A crash between a commit's append and its recorded state
+//! leaves the half pending: the next check-back commits it again (delivered twice, never lost).
+
+use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
+use crate::broker::long_poll::NotifyArrivals;
+use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
+use crate::broker::BrokerClock;
+use crate::broker_api::{
+    BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
+    TransactionResolution,
+};
+use crate::logic::transaction::{
+    check_decision, check_immunity, committed_message, end_is_too_late, message_to_check,
+    CheckDecision, HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP,
+};
+use crate::quit::Quit;
+use actix::prelude::*;
+use skiff_storage::message::decode_records;
+use skiff_storage::message::property::UNIQ_KEY;
+use skiff_storage::offset_table::{OffsetKey, OffsetTable};
+use skiff_storage::store::{ReadStatus, StoreReader};
+use skiff_storage::transaction_states::{HalfState, TransactionStates};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::error::Error;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Halves read from the half queue per step.
+const SCAN_BATCH: u32 = 256;
+const SCAN_BATCH_BYTES: u32 = 8 * 1024 * 1024;
+const MAILBOX_CAPACITY: usize = 1024;
+
+/// Transaction settings (Java's `transactionTimeOut`, `transactionCheckInterval`,
+/// `transactionCheckMax`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionConfig {
+    /// A half younger than this (from its born time) is not checked back.
+    pub timeout: Duration,
+    /// How often pending halves are considered for a check-back.
+    pub check_interval: Duration,
+    /// Check-backs per half before it is set aside.
+    pub check_max: u32,
+}
+
+impl Default for TransactionConfig {
+    /// Java's timeout and maximum; a 5 s interval instead of Java's 30 s, since a dev broker
+    /// wants check-backs within a test's patience.
+    fn default() -> Self {
+        TransactionConfig {
+            timeout: Duration::from_secs(6),
+            check_interval: Duration::from_secs(5),
+            check_max: 15,
+        }
+    }
+}
+
+// ---- producers ----------------------------------------------------------------------------------
+
+struct RegisteredProducer {
+    listener: Arc<dyn TransactionCheckListener>,
+}
+
+/// Live producers per group, for check-backs (Java's `ProducerManager`). Shared by the broker
+/// handle, which registers them, and the actor, which asks them; both live on the broker's
+/// arbiter thread, and listeners are not `Send`, hence an `Rc` rather than actor messages.
+#[derive(Clone, Default)]
+pub struct ProducerChannels {
+    groups: Rc<RefCell<HashMap<String, BTreeMap<String, RegisteredProducer>>>>,
+}
+
+fn listener_id(listener: &Arc<dyn TransactionCheckListener>) -> usize {
+    Arc::as_ptr(listener) as *const () as usize
+}
+
+impl ProducerChannels {
+    /// Registers (or refreshes) a producer of `group`.
+    pub fn register(
+        &self,
+        group: &str,
+        client_id: &str,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) {
+        self.groups
+            .borrow_mut()
+            .entry(group.to_string())
+            .or_default()
+            .insert(client_id.to_string(), RegisteredProducer { listener });
+    }
+
+    /// Removes a producer from one group, or from every group when `group` is `None`.
+    pub fn unregister(&self, client_id: &str, group: Option<&str>) {
+        let mut groups = self.groups.borrow_mut();
+        for (name, members) in groups.iter_mut() {
+            if group.is_none_or(|g| g == name) {
+                members.remove(client_id);
+            }
+        }
+        groups.retain(|_, members| !members.is_empty());
+    }
+
+    /// Removes every producer registered with `listener` (its connection closed).
+    pub fn remove_listener(&self, listener: &Arc<dyn TransactionCheckListener>) -> usize {
+        let id = listener_id(listener);
+        let mut removed = 0;
+        let mut groups = self.groups.borrow_mut();
+        for members in groups.values_mut() {
+            let before = members.len();
+            members.retain(|_, p| listener_id(&p.listener) != id);
+            removed += before - members.len();
+        }
+        groups.retain(|_, members| !members.is_empty());
+        removed
+    }
+
+    /// A live producer of `group`, if any (the first by client id, so the choice is stable).
+    pub fn pick(&self, group: &str) -> Option<Arc<dyn TransactionCheckListener>> {
+        self.groups
+            .borrow()
+            .get(group)
+            .and_then(|members| members.values().next())
+            .map(|p| p.listener.clone())
+    }
+
+    /// Client ids of a group's registered producers, sorted.
+    pub fn members(&self, group: &str) -> Vec<String> {
+        self.groups
+            .borrow()
+            .get(group)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+// ---- start-up -------------------------------------------------------------------------------
+
+/// One half waiting for its producer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingHalf {
+    physical_offset: u64,
+    born_timestamp: i64,
+    immunity: Duration,
+    checks: u32,
+    producer_group: String,
+}
+
+/// What the broker knows of the half queue when the actor starts.
+pub(crate) struct LoadedHalves {
+    cursor: u64,
+    scanned: u64,
+    pending: BTreeMap<u64, PendingHalf>,
+}
+
+/// Reads the half queue's stored cursor and the halves past it, forgetting the states of halves
+/// below the cursor (the cursor is durable, so nobody asks about them again). Done before the
+/// broker serves anything: a damaged cursor or state stops the broker rather than deliver a
+/// rolled-back message or lose a pending one.
+pub(crate) fn load_halves(
+    table: &dyn OffsetTable,
+    reader: &StoreReader,
+    states: &TransactionStates,
+    timeout: Duration,
+) -> Result<LoadedHalves, BrokerError> {
+    let key = OffsetKey::new(HALF_TOPIC, HALF_CONSUMER_GROUP);
+    // A cursor past the queue's end (the log's unsynced tail lost to a power cut while the
+    // offset table kept the cursor) would leave every new half below it, never read: clamp.
+    let cursor = table
+        .query(&key, 0)?
+        .unwrap_or_else(|| reader.min_offset(HALF_TOPIC, 0))
+        .min(reader.max_offset(HALF_TOPIC, 0));
+    let mut loaded = LoadedHalves {
+        cursor,
+        scanned: cursor,
+        pending: BTreeMap::new(),
+    };
+    let first = scan_halves(reader, states, timeout, &mut loaded)?;
+    if let Some(first) = first {
+        let forgotten = states.forget_before(first)?;
+        if forgotten > 0 {
+            tracing::debug!(forgotten, "states of halves below the cursor forgotten");
+        }
+    }
+    tracing::info!(
+        cursor,
+        pending = loaded.pending.len(),
+        "transactional half messages loaded"
+    );
+    Ok(loaded)
+}
+
+/// Reads the half queue from `loaded.scanned` to its end, adding the halves that are not final
+/// to `pending`. Answers the commit-log offset of the first half read.
+fn scan_halves(
+    reader: &StoreReader,
+    states: &TransactionStates,
+    timeout: Duration,
+    loaded: &mut LoadedHalves,
+) -> Result<Option<u64>, BrokerError> {
+    let mut first = None;
+    loop {
+        let read = reader.read(
+            HALF_TOPIC,
+            0,
+            loaded.scanned,
+            SCAN_BATCH,
+            SCAN_BATCH_BYTES,
+            None,
+        )?;
+        match read.status {
+            ReadStatus::Found => {}
+            ReadStatus::OffsetTooSmall if read.next_begin_offset > loaded.scanned => {
+                loaded.scanned = read.next_begin_offset;
+                continue;
+            }
+            _ => return Ok(first),
+        }
+        let halves = decode_records(read.records).map_err(|e| BrokerError::UnusableHalf {
+            queue_offset: loaded.scanned,
+            source: e.into(),
+        })?;
+        for half in halves {
+            first.get_or_insert(half.physical_offset);
+            loaded.scanned = half.queue_offset + 1;
+            let checks = match states.get(half.physical_offset)? {
+                None => 0,
+                Some(HalfState::Checked { times }) => times,
+                Some(_) => continue,
+            };
+            loaded.pending.insert(
+                half.queue_offset,
+                PendingHalf {
+                    physical_offset: half.physical_offset,
+                    born_timestamp: half.born_timestamp,
+                    immunity: check_immunity(&half.properties, timeout),
+                    checks,
+                    producer_group: half.property(PRODUCER_GROUP).unwrap_or("").to_string(),
+                },
+            );
+        }
+        if read.next_begin_offset >= read.max_offset {
+            return Ok(first);
+        }
+    }
+}
+
+// ---- messages -------------------------------------------------------------------------------
+
+/// END_TRANSACTION.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<EndOutcome, BrokerError>")]
+pub struct EndTransaction {
+    pub request: EndTransactionRequest,
+}
+
+/// What an END_TRANSACTION did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndOutcome {
+    /// UNKNOW: nothing changes; the half waits for a check-back (no answer on the wire).
+    LeftPending,
+    Committed,
+    RolledBack,
+    /// The half was already resolved this way; nothing is stored twice.
+    AlreadyResolved(HalfState),
+    /// Refused with Java's code and remark.
+    Refused(EndRefusal),
+}
+
+/// Why an END_TRANSACTION was refused (Java's `checkPrepareMessage`, `rejectCommitOrRollback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndRefusal {
+    /// No half message at that commit-log offset ("Find prepared transaction message failed").
+    NotFound,
+    WrongProducerGroup,
+    WrongTranStateTableOffset,
+    /// The half set its own immunity time and is older: only a check-back may resolve it
+    /// (ILLEGAL_OPERATION).
+    TooLate,
+    /// The half is being resolved by another request right now.
+    InProgress,
+    /// The half was resolved the other way (or set aside).
+    Conflicting(HalfState),
+}
+
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "TransactionSnapshot")]
+pub struct Observe;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransactionSnapshot {
+    /// Half-queue offsets of the pending halves.
+    pub pending: Vec<u64>,
+    /// Every half below this half-queue offset is final.
+    pub cursor: u64,
+    pub committed: u64,
+    pub rolled_back: u64,
+    /// CHECK_TRANSACTION_STATE requests handed to a producer.
+    pub checks_sent: u64,
+    /// Checks due while no producer of the group was registered.
+    pub checks_without_producer: u64,
+    pub set_aside: u64,
+}
+
+// ---- the actor ------------------------------------------------------------------------------
+
+pub struct TransactionActor {
+    reader: StoreReader,
+    store: Addr<MessageStoreActor>,
+    offsets: Addr<ConsumerOffsetsActor>,
+    states: TransactionStates,
+    producers: ProducerChannels,
+    clock: BrokerClock,
+    config: TransactionConfig,
+    broker_name: String,
+    halves: LoadedHalves,
+    /// Commit-log offsets of halves a commit or rollback is working on.
+    resolving: HashSet<u64>,
+    /// The cursor last handed to the offset table.
+    stored_cursor: u64,
+    snapshot: TransactionSnapshot,
+}
+
+impl TransactionActor {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        reader: StoreReader,
+        store: Addr<MessageStoreActor>,
+        offsets: Addr<ConsumerOffsetsActor>,
+        states: TransactionStates,
+        producers: ProducerChannels,
+        clock: BrokerClock,
+        config: TransactionConfig,
+        broker_name: String,
+        halves: LoadedHalves,
+    ) -> Self {
+        TransactionActor {
+            reader,
+            store,
+            offsets,
+            states,
+            producers,
+            clock,
+            config,
+            broker_name,
+            stored_cursor: halves.cursor,
+            halves,
+            resolving: HashSet::new(),
+            snapshot: TransactionSnapshot::default(),
+        }
+    }
+
+    fn scan(&mut self) {
+        if let Err(e) = scan_halves(
+            &self.reader,
+            &self.states,
+            self.config.timeout,
+            &mut self.halves,
+        ) {
+            // The next arrival or check round scans again from the same offset.
+            tracing::warn!(
+                error = &e as &dyn Error,
+                offset = self.halves.scanned,
+                "reading half messages failed"
+            );
+        }
+    }
+
+    /// Moves the cursor past the final halves at the head of the queue and stores it.
+    fn advance_cursor(&mut self) {
+        let cursor = self
+            .halves
+            .pending
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.halves.scanned);
+        if cursor <= self.stored_cursor {
+            return;
+        }
+        self.stored_cursor = cursor;
+        self.halves.cursor = cursor;
+        // An unstored cursor only means a longer scan after a restart; the states stay.
+        if let Err(e) = self.offsets.try_send(CommitOffset {
+            slot: OffsetSlot::new(HALF_CONSUMER_GROUP, HALF_TOPIC, 0),
+            offset: cursor,
+            now_ms: self.clock.now_ms(),
+        }) {
+            tracing::debug!(error = %e, cursor, "half-queue cursor not stored this time");
+        }
+    }
+
+    /// One check round: every pending half past its immunity is checked back or set aside.
+    fn check_round(&mut self) {
+        self.scan();
+        let now = self.clock.now_ms();
+        let due: Vec<(u64, CheckDecision)> = self
+            .halves
+            .pending
+            .iter()
+            .filter(|(_, half)| !self.resolving.contains(&half.physical_offset))
+            .map(|(offset, half)| {
+                (
+                    *offset,
+                    check_decision(
+                        half.born_timestamp,
+                        half.immunity,
+                        half.checks,
+                        self.config.check_max,
+                        now,
+                    ),
+                )
+            })
+            .filter(|(_, decision)| *decision != CheckDecision::Wait)
+            .collect();
+        for (queue_offset, decision) in due {
+            match decision {
+                CheckDecision::Wait => {}
+                CheckDecision::SetAside => self.set_aside(queue_offset),
+                CheckDecision::Check { times } => self.check(queue_offset, times),
+            }
+        }
+        self.advance_cursor();
+    }
+
+    fn set_aside(&mut self, queue_offset: u64) {
+        let Some(half) = self.halves.pending.get(&queue_offset) else {
+            return;
+        };
+        if let Err(e) = self.states.put(half.physical_offset, HalfState::SetAside) {
+            tracing::warn!(
+                error = &e as &dyn Error,
+                "recording a set-aside half failed"
+            );
+            return;
+        }
+        tracing::warn!(
+            queue_offset,
+            physical_offset = half.physical_offset,
+            group = %half.producer_group,
+            checks = half.checks,
+            "half message checked the maximum number of times, set aside"
+        );
+        self.halves.pending.remove(&queue_offset);
+        self.snapshot.set_aside += 1;
+    }
+
+    fn check(&mut self, queue_offset: u64, times: u32) {
+        let Some(half) = self.halves.pending.get_mut(&queue_offset) else {
+            return;
+        };
+        // Counted even when no producer is online, as Java does: a group gone for good ends
+        // set aside instead of pending forever.
+        if let Err(e) = self
+            .states
+            .put(half.physical_offset, HalfState::Checked { times })
+        {
+            tracing::warn!(error = &e as &dyn Error, "recording a check-back failed");
+            return;
+        }
+        half.checks = times;
+        let (physical_offset, group) = (half.physical_offset, half.producer_group.clone());
+        let Some(listener) = self.producers.pick(&group) else {
+            self.snapshot.checks_without_producer += 1;
+            tracing::warn!(group = %group, queue_offset, "no producer of the group online for a transaction check");
+            return;
+        };
+        let stored = match self.reader.read_by_physical_offset(physical_offset) {
+            Ok(Some(stored)) => stored,
+            Ok(None) => {
+                tracing::warn!(physical_offset, "half message vanished from the commit log");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = &e as &dyn Error,
+                    physical_offset,
+                    "reading a half message failed"
+                );
+                return;
+            }
+        };
+        let message = match message_to_check(&stored, times) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::error!(error = &e as &dyn Error, "half message cannot be checked");
+                return;
+            }
+        };
+        let check = TransactionCheck {
+            producer_group: group.clone(),
+            broker_name: self.broker_name.clone(),
+            tran_state_table_offset: stored.queue_offset,
+            commit_log_offset: physical_offset,
+            offset_msg_id: stored.offset_msg_id(),
+            msg_id: stored.property(UNIQ_KEY).map(str::to_owned),
+            message,
+        };
+        tracing::info!(group = %group, queue_offset, physical_offset, times, "checking transaction state");
+        listener.check_transaction_state(check);
+        self.snapshot.checks_sent += 1;
+    }
+
+    fn record_resolution(&mut self, physical_offset: u64, state: HalfState) {
+        self.resolving.remove(&physical_offset);
+        let queue_offset = self
+            .halves
+            .pending
+            .iter()
+            .find(|(_, h)| h.physical_offset == physical_offset)
+            .map(|(offset, _)| *offset);
+        if let Some(queue_offset) = queue_offset {
+            self.halves.pending.remove(&queue_offset);
+        }
+        match state {
+            HalfState::Committed => self.snapshot.committed += 1,
+            HalfState::RolledBack => self.snapshot.rolled_back += 1,
+            _ => {}
+        }
+        self.advance_cursor();
+    }
+}
+
+impl Actor for TransactionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.run_interval(self.config.check_interval, |act, _| act.check_round());
+    }
+}
+
+impl Handler<NotifyArrivals> for TransactionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: NotifyArrivals, _: &mut Self::Context) {
+        if msg.queues.iter().any(|q| q.topic == HALF_TOPIC) {
+            self.scan();
+        }
+    }
+}
+
+impl Handler<EndTransaction> for TransactionActor {
+    type Result = ResponseActFuture<Self, Result<EndOutcome, BrokerError>>;
+
+    fn handle(&mut self, msg: EndTransaction, _: &mut Self::Context) -> Self::Result {
+        let request = msg.request;
+        let done = |outcome: Result<EndOutcome, BrokerError>| -> Self::Result {
+            Box::pin(actix::fut::ready(outcome))
+        };
+        if request.resolution == TransactionResolution::Unknown {
+            tracing::debug!(group = %request.producer_group, offset = request.commit_log_offset, from_check = request.from_transaction_check, "transaction state unknown, left for check-back");
+            return done(Ok(EndOutcome::LeftPending));
+        }
+        let physical_offset = request.commit_log_offset;
+        let half = match self.reader.read_by_physical_offset(physical_offset) {
+            Ok(Some(half)) if half.topic == HALF_TOPIC => half,
+            Ok(_) => return done(Ok(EndOutcome::Refused(EndRefusal::NotFound))),
+            Err(e) => return done(Err(e.into())),
+        };
+        if self.resolving.contains(&physical_offset) {
+            return done(Ok(EndOutcome::Refused(EndRefusal::InProgress)));
+        }
+        let state = match self.states.get(physical_offset) {
+            Ok(state) => state,
+            Err(e) => return done(Err(e.into())),
+        };
+        let wanted = match request.resolution {
+            TransactionResolution::Commit => HalfState::Committed,
+            _ => HalfState::RolledBack,
+        };
+        match state {
+            Some(s) if s == wanted => return done(Ok(EndOutcome::AlreadyResolved(s))),
+            Some(s) if s.is_final() => {
+                return done(Ok(EndOutcome::Refused(EndRefusal::Conflicting(s))))
+            }
+            _ => {}
+        }
+        if end_is_too_late(
+            &half.properties,
+            half.born_timestamp,
+            self.clock.now_ms(),
+            self.config.timeout,
+            request.from_transaction_check,
+        ) {
+            return done(Ok(EndOutcome::Refused(EndRefusal::TooLate)));
+        }
+        if half.property(PRODUCER_GROUP) != Some(request.producer_group.as_str()) {
+            return done(Ok(EndOutcome::Refused(EndRefusal::WrongProducerGroup)));
+        }
+        if half.queue_offset != request.tran_state_table_offset {
+            return done(Ok(EndOutcome::Refused(
+                EndRefusal::WrongTranStateTableOffset,
+            )));
+        }
+        let checks = match state {
+            Some(HalfState::Checked { times }) => times,
+            _ => 0,
+        };
+        let committed = if wanted == HalfState::Committed {
+            match committed_message(&half, checks) {
+                Ok(message) => Some(message),
+                Err(e) => {
+                    return done(Err(BrokerError::UnusableHalf {
+                        queue_offset: half.queue_offset,
+                        source: e.into(),
+                    }))
+                }
+            }
+        } else {
+            None
+        };
+        self.resolving.insert(physical_offset);
+        let store = self.store.clone();
+        let states = self.states.clone();
+        let work = async move {
+            if let Some(message) = committed {
+                store
+                    .send(AppendMessages {
+                        messages: vec![message],
+                        default_queue_nums: 1,
+                    })
+                    .await
+                    .map_err(|source| BrokerError::Mailbox {
+                        actor: "message store",
+                        source,
+                    })??;
+                // The state is fsynced below; were it durable before the committed copy (async
+                // flush), a power cut could keep "committed" and lose the message. Durable
+                // copy first: a cut in between leaves the half pending, checked and committed
+                // again (at least once, as Java).
+                store
+                    .send(FlushStore)
+                    .await
+                    .map_err(|source| BrokerError::Mailbox {
+                        actor: "message store",
+                        source,
+                    })??;
+            }
+            states.put(physical_offset, wanted)?;
+            states.flush_async().await?;
+            Ok::<(), BrokerError>(())
+        };
+        Box::pin(
+            work.into_actor(self)
+                .map(move |outcome, act, _| match outcome {
+                    Ok(()) => {
+                        act.record_resolution(physical_offset, wanted);
+                        tracing::debug!(physical_offset, state = ?wanted, "transaction ended");
+                        Ok(match wanted {
+                            HalfState::Committed => EndOutcome::Committed,
+                            _ => EndOutcome::RolledBack,
+                        })
+                    }
+                    Err(e) => {
+                        act.resolving.remove(&physical_offset);
+                        Err(e)
+                    }
+                }),
+        )
+    }
+}
+
+/// Stops the actor; a resolution still running finishes in the store but its answer is lost,
+/// and the half is checked again after a restart if its state was not recorded.
+impl Handler<Quit> for TransactionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
+        if let Err(e) = self.states.flush() {
+            tracing::warn!(
+                error = &e as &dyn Error,
+                "flushing transaction states at shutdown failed"
+            );
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for TransactionActor {
+    type Result = MessageResult<Observe>;
+
+    fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
+        let mut snapshot = self.snapshot.clone();
+        snapshot.pending = self.halves.pending.keys().copied().collect();
+        snapshot.cursor = self.halves.cursor;
+        MessageResult(snapshot)
+    }
+}

@@ -1,0 +1,247 @@
+//! The producer: picks a queue per message (round robin over the topic's write queues) and
+//! sends batches through the [`BrokerApi`]. It is a plain value, not an actor: sending is a
+//! request/response call and needs no state beyond the route cache.
+
+use crate::broker_api::{BrokerApi, BrokerError, SendResult, TopicRoute};
+use crate::logic::queue::MessageQueue;
+use bytes::Bytes;
+use skiff_storage::clock::epoch_millis;
+use skiff_storage::message::{encode_properties, property, push_property, MessageToAppend};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// A message to send.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutgoingMessage {
+    pub topic: String,
+    pub tags: Option<String>,
+    pub keys: Option<String>,
+    /// Delay level 1..=18 (1s .. 2h); 0 for none.
+    pub delay_level: u8,
+    pub properties: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl OutgoingMessage {
+    pub fn new(topic: impl Into<String>, body: impl Into<Bytes>) -> Self {
+        OutgoingMessage {
+            topic: topic.into(),
+            body: body.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn with_tags(mut self, tags: impl Into<String>) -> Self {
+        self.tags = Some(tags.into());
+        self
+    }
+
+    /// Adds a user property (what SQL92 subscriptions select on).
+    pub fn with_property(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn with_keys(mut self, keys: impl Into<String>) -> Self {
+        self.keys = Some(keys.into());
+        self
+    }
+
+    pub fn with_delay_level(mut self, level: u8) -> Self {
+        self.delay_level = level;
+        self
+    }
+}
+
+#[derive(Clone)]
+pub struct Producer {
+    group: String,
+    broker: Rc<dyn BrokerApi>,
+    routes: Rc<RefCell<HashMap<String, TopicRoute>>>,
+    next_queue: Rc<Cell<u32>>,
+    born_host: SocketAddr,
+}
+
+impl Producer {
+    pub fn new(group: impl Into<String>, broker: Rc<dyn BrokerApi>) -> Self {
+        Producer {
+            group: group.into(),
+            broker,
+            routes: Rc::default(),
+            next_queue: Rc::default(),
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    async fn route(&self, topic: &str) -> Result<TopicRoute, BrokerError> {
+        if let Some(route) = self.routes.borrow().get(topic) {
+            return Ok(route.clone());
+        }
+        let route = self.broker.route(topic.to_owned()).await?;
+        self.routes
+            .borrow_mut()
+            .insert(topic.to_string(), route.clone());
+        Ok(route)
+    }
+
+    /// Sends one message to the next queue of its topic.
+    pub async fn send(&self, message: OutgoingMessage) -> Result<SendResult, BrokerError> {
+        let mut results = self.send_batch(vec![message]).await?;
+        results.pop().ok_or_else(|| BrokerError::InvalidRequest {
+            reason: "the broker answered an empty send".to_string(),
+        })
+    }
+
+    /// Sends messages, each to the next write queue of its topic (round robin over the queues
+    /// of every broker of the route). Consecutive messages for one broker go in one call.
+    pub async fn send_batch(
+        &self,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<SendResult>, BrokerError> {
+        // Batches usually go to one topic: look its route up once, not per message.
+        let mut queues_by_topic: HashMap<String, Vec<MessageQueue>> = HashMap::new();
+        let mut runs: Vec<(String, Vec<MessageToAppend>)> = Vec::new();
+        for message in messages {
+            if !queues_by_topic.contains_key(&message.topic) {
+                let queues = self.route(&message.topic).await?.write_queues();
+                queues_by_topic.insert(message.topic.clone(), queues);
+            }
+            let queues = queues_by_topic
+                .get(&message.topic)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let index = self.next_queue.get() as usize;
+            self.next_queue.set(self.next_queue.get().wrapping_add(1));
+            // A route without write queues: queue 0 of no broker, which the broker refuses.
+            let (broker_name, queue_id) = match queues.get(index % queues.len().max(1)) {
+                Some(queue) => (queue.broker_name.clone(), queue.queue_id),
+                None => (String::new(), 0),
+            };
+            let append = self.to_append(message, queue_id);
+            match runs.last_mut() {
+                Some((broker, run)) if *broker == broker_name => run.push(append),
+                _ => runs.push((broker_name, vec![append])),
+            }
+        }
+        let mut results = Vec::new();
+        for (broker_name, run) in runs {
+            results.extend(self.broker.send_messages_to(broker_name, run).await?);
+        }
+        Ok(results)
+    }
+
+    /// The queues this producer writes to for `topic`, broker by broker (orderly producers pick
+    /// one by a sharding key and pass it to [`Producer::send_to_queue`]).
+    pub async fn write_queues(&self, topic: &str) -> Result<Vec<MessageQueue>, BrokerError> {
+        Ok(self.route(topic).await?.write_queues())
+    }
+
+    /// Sends messages to one queue of their topic (orderly producers pick the queue by a
+    /// sharding key), on the broker that owns it.
+    pub async fn send_to_queue(
+        &self,
+        queue: &MessageQueue,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<Vec<SendResult>, BrokerError> {
+        let batch = messages
+            .into_iter()
+            .map(|message| self.to_append(message, queue.queue_id))
+            .collect();
+        self.broker
+            .send_messages_to(queue.broker_name.clone(), batch)
+            .await
+    }
+
+    fn to_append(&self, message: OutgoingMessage, queue_id: u32) -> MessageToAppend {
+        let delay = if message.delay_level > 0 {
+            message.delay_level.to_string()
+        } else {
+            String::new()
+        };
+        let mut pairs: Vec<(&str, &str)> = message
+            .properties
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        if let Some(tags) = &message.tags {
+            pairs.push((property::TAGS, tags));
+        }
+        if let Some(keys) = &message.keys {
+            pairs.push((property::KEYS, keys));
+        }
+        if message.delay_level > 0 {
+            pairs.push((property::DELAY, &delay));
+        }
+        let mut properties = encode_properties(&pairs);
+        // Every send carries a client message id, embedded or remote, so a consumer's
+        // `msg_id` does not depend on the transport; one the caller set is kept.
+        if property(&properties, property::UNIQ_KEY).is_none() {
+            push_property(&mut properties, property::UNIQ_KEY, &unique_id());
+        }
+        MessageToAppend {
+            topic: message.topic,
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: epoch_millis(),
+            born_host: self.born_host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            properties,
+            body: message.body,
+        }
+    }
+}
+
+/// A client message id (`UNIQ_KEY`, `docs/wire-protocol.md` §6.5): 16 bytes as 32 upper-case
+/// hex digits: IPv4 (4), pid (2), a per-process random (4, Java: class-loader hash),
+/// milliseconds (4), counter (2).
+pub fn unique_id() -> String {
+    static PREFIX: OnceLock<[u8; 10]> = OnceLock::new();
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let prefix = PREFIX.get_or_init(|| {
+        let mut p = [0u8; 10];
+        p[..4].copy_from_slice(&[127, 0, 0, 1]);
+        p[4..6].copy_from_slice(&(std::process::id() as u16).to_be_bytes());
+        p[6..].copy_from_slice(&rand::random::<u32>().to_be_bytes());
+        p
+    });
+    // The field has 4 bytes: the low 32 bits of the epoch milliseconds.
+    let millis = epoch_millis() as u32;
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed) as u16;
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut id = String::with_capacity(32);
+    for b in prefix
+        .iter()
+        .chain(millis.to_be_bytes().iter())
+        .chain(count.to_be_bytes().iter())
+    {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0xF)]));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_ids_are_32_upper_case_hex_and_distinct() {
+        let a = unique_id();
+        let b = unique_id();
+        assert_eq!(a.len(), 32);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+        assert_ne!(a, b);
+    }
+}

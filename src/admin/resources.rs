@@ -1,0 +1,374 @@
+//! `skiff admin` commands about topics, groups, connections and the cluster:
+//!
+//! * `topic create <topic> [--queues N]`: UPDATE_AND_CREATE_TOPIC (17) on every master broker of
+//!   the cluster (GET_BROKER_CLUSTER_INFO, 106).
+//! * `topic delete <topic>`: DELETE_TOPIC_IN_BROKER (215) on every master, then
+//!   DELETE_TOPIC_IN_NAMESRV (216) on the name server.
+//! * `topic status <topic>` (also `topic-status <topic>`): GET_TOPIC_STATS_INFO (202) on every
+//!   master of the topic's route: per queue min and max offset and the store time of the newest
+//!   message. With `--json`, an array of `{"broker", "queue_id", "min_offset", "max_offset",
+//!   "last_update_ms"}` objects.
+//! * `groups`: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of every master.
+//! * `connections <group>`: GET_CONSUMER_CONNECTION_LIST (203) from every master.
+//! * `cluster`: GET_BROKER_CLUSTER_INFO (106), plus GET_BROKER_RUNTIME_INFO (28) per master.
+//!
+//! Each renders a table, or with `--json` a JSON value for scripts.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{bad, format_time, masters, table, Admin, AdminError};
+use crate::remoting::body::{
+    self, BodyError, BrokerData, ConsumerConnection, JsonBody, KvTable, SubscriptionGroupWrapper,
+    TopicStatsTable,
+};
+use crate::remoting::codes::{request as rc, response as code};
+use crate::remoting::frame::RemotingCommand;
+use crate::remoting::headers::{
+    CreateTopicRequestHeader, CustomHeader, GetConsumerConnectionListRequestHeader,
+    TopicRequestHeader,
+};
+
+/// What a command shows: a table for people, a JSON value for scripts.
+pub struct Rendered {
+    pub text: String,
+    pub json: Value,
+}
+
+/// A `ClusterInfo` body: broker name → broker data, cluster name → broker names.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterInfo {
+    #[serde(default)]
+    broker_addr_table: Option<BTreeMap<String, BrokerData>>,
+    #[serde(default)]
+    cluster_addr_table: Option<BTreeMap<String, Vec<String>>>,
+}
+
+fn decode_cluster(bytes: &[u8]) -> Result<ClusterInfo, BodyError> {
+    body::decode_json(bytes, "ClusterInfo")
+}
+
+impl Admin {
+    async fn cluster_info(&self) -> Result<ClusterInfo, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_BROKER_CLUSTER_INFO);
+        let response = self.call(&self.namesrv, request).await?;
+        decode_cluster(&response.body).map_err(|e| bad(&self.namesrv, "cluster info", e))
+    }
+
+    /// Master address of every broker in the cluster info; the name server itself when there
+    /// is none (`skiff serve` is both).
+    pub(super) async fn all_masters(&self) -> Result<Vec<String>, AdminError> {
+        let info = self.cluster_info().await?;
+        let addrs: Vec<String> = info
+            .broker_addr_table
+            .unwrap_or_default()
+            .values()
+            .filter_map(|b| b.broker_addrs.get(&0).cloned())
+            .collect();
+        Ok(if addrs.is_empty() {
+            vec![self.namesrv.clone()]
+        } else {
+            addrs
+        })
+    }
+
+    pub(super) async fn topic_create(
+        &self,
+        topic: &str,
+        queues: u32,
+    ) -> Result<Rendered, AdminError> {
+        let queues = i32::try_from(queues).unwrap_or(i32::MAX);
+        let mut done = Vec::new();
+        for addr in self.all_masters().await? {
+            let request = RemotingCommand::new_request(rc::UPDATE_AND_CREATE_TOPIC)
+                .with_ext_fields(
+                    CreateTopicRequestHeader {
+                        topic: topic.to_owned(),
+                        read_queue_nums: queues,
+                        write_queue_nums: queues,
+                        ..CreateTopicRequestHeader::default()
+                    }
+                    .to_ext(),
+                );
+            self.call(&addr, request).await?;
+            done.push(addr);
+        }
+        Ok(Rendered {
+            text: format!(
+                "topic {topic} created with {queues} queues on {}\n",
+                done.join(", ")
+            ),
+            json: json!({ "topic": topic, "queues": queues, "brokers": done }),
+        })
+    }
+
+    pub(super) async fn topic_delete(&self, topic: &str) -> Result<Rendered, AdminError> {
+        let header = TopicRequestHeader::new(topic).to_ext();
+        let mut done = Vec::new();
+        for addr in self.all_masters().await? {
+            let request = RemotingCommand::new_request(rc::DELETE_TOPIC_IN_BROKER)
+                .with_ext_fields(header.clone());
+            self.call(&addr, request).await?;
+            done.push(addr);
+        }
+        let request =
+            RemotingCommand::new_request(rc::DELETE_TOPIC_IN_NAMESRV).with_ext_fields(header);
+        self.call(&self.namesrv, request).await?;
+        Ok(Rendered {
+            text: format!("topic {topic} deleted on {}\n", done.join(", ")),
+            json: json!({ "topic": topic, "brokers": done }),
+        })
+    }
+
+    pub(super) async fn topic_status(&self, topic: &str) -> Result<Rendered, AdminError> {
+        let route = self.route(topic).await?;
+        let addrs = masters(&route);
+        if addrs.is_empty() {
+            return Err(AdminError::NoBroker {
+                topic: topic.to_owned(),
+            });
+        }
+        let mut merged = TopicStatsTable::default();
+        for addr in addrs {
+            let request = RemotingCommand::new_request(rc::GET_TOPIC_STATS_INFO)
+                .with_ext_fields(TopicRequestHeader::new(topic).to_ext());
+            let response = self.call(&addr, request).await?;
+            let stats = TopicStatsTable::decode(&response.body)
+                .map_err(|e| bad(&addr, "topic stats", e))?;
+            merged.offset_table.extend(stats.offset_table);
+        }
+        let mut rows = Vec::new();
+        let mut objects = Vec::new();
+        for (mq, o) in &merged.offset_table {
+            rows.push(vec![
+                mq.broker_name.clone(),
+                mq.queue_id.to_string(),
+                o.min_offset.to_string(),
+                o.max_offset.to_string(),
+                if o.last_update_timestamp > 0 {
+                    format_time(o.last_update_timestamp)
+                } else {
+                    "-".to_owned()
+                },
+            ]);
+            objects.push(json!({
+                "broker": mq.broker_name,
+                "queue_id": mq.queue_id,
+                "min_offset": o.min_offset,
+                "max_offset": o.max_offset,
+                "last_update_ms": o.last_update_timestamp,
+            }));
+        }
+        let mut text = format!("topic {topic}\n");
+        text.push_str(&table(
+            &[
+                "BROKER",
+                "QID",
+                "MIN OFFSET",
+                "MAX OFFSET",
+                "LAST UPDATE (UTC)",
+            ],
+            &rows,
+        ));
+        Ok(Rendered {
+            text,
+            json: Value::Array(objects),
+        })
+    }
+
+    pub(super) async fn groups(&self) -> Result<Rendered, AdminError> {
+        let mut all = BTreeMap::new();
+        for addr in self.all_masters().await? {
+            let request = RemotingCommand::new_request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG);
+            let response = self.call(&addr, request).await?;
+            let wrapper = SubscriptionGroupWrapper::decode(&response.body)
+                .map_err(|e| bad(&addr, "subscription groups", e))?;
+            all.extend(wrapper.subscription_group_table);
+        }
+        let rows: Vec<Vec<String>> = all
+            .values()
+            .map(|g| {
+                vec![
+                    g.group_name.clone(),
+                    g.retry_queue_nums.to_string(),
+                    g.retry_max_times.to_string(),
+                    g.consume_broadcast_enable.to_string(),
+                    g.consume_from_min_enable.to_string(),
+                ]
+            })
+            .collect();
+        let json = Value::Array(
+            all.values()
+                .map(|g| {
+                    json!({
+                        "group": g.group_name,
+                        "retry_queues": g.retry_queue_nums,
+                        "retry_max_times": g.retry_max_times,
+                        "broadcast_enable": g.consume_broadcast_enable,
+                        "consume_from_min_enable": g.consume_from_min_enable,
+                    })
+                })
+                .collect(),
+        );
+        Ok(Rendered {
+            text: table(
+                &[
+                    "GROUP",
+                    "RETRY QUEUES",
+                    "RETRY MAX TIMES",
+                    "BROADCAST",
+                    "FROM MIN",
+                ],
+                &rows,
+            ),
+            json,
+        })
+    }
+
+    pub(super) async fn connections(&self, group: &str) -> Result<Rendered, AdminError> {
+        // Every master rather than the route of the group's retry topic, as Java's tools do:
+        // asking a broker for that route can create the topic.
+        let mut merged: Option<ConsumerConnection> = None;
+        let mut not_online = None;
+        for addr in self.all_masters().await? {
+            let request = RemotingCommand::new_request(rc::GET_CONSUMER_CONNECTION_LIST)
+                .with_ext_fields(GetConsumerConnectionListRequestHeader::new(group).to_ext());
+            let response = match self.call(&addr, request).await {
+                Ok(response) => response,
+                Err(e @ AdminError::Remote { code, .. }) if code == code::CONSUMER_NOT_ONLINE => {
+                    not_online = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let found = ConsumerConnection::decode(&response.body)
+                .map_err(|e| bad(&addr, "consumer connections", e))?;
+            match &mut merged {
+                None => merged = Some(found),
+                Some(known) => {
+                    for c in found.connection_set {
+                        if !known.connection_set.contains(&c) {
+                            known.connection_set.push(c);
+                        }
+                    }
+                    known.subscription_table.extend(found.subscription_table);
+                }
+            }
+        }
+        let cc = match (merged, not_online) {
+            (Some(cc), _) => cc,
+            (None, Some(e)) => return Err(e),
+            (None, None) => ConsumerConnection::default(),
+        };
+        let rows: Vec<Vec<String>> = cc
+            .connection_set
+            .iter()
+            .map(|c| {
+                vec![
+                    c.client_id.clone(),
+                    c.client_addr.clone(),
+                    c.language.clone(),
+                    c.version.to_string(),
+                ]
+            })
+            .collect();
+        let subscriptions: BTreeMap<&str, &str> = cc
+            .subscription_table
+            .values()
+            .map(|s| (s.topic.as_str(), s.sub_string.as_str()))
+            .collect();
+        let mut text = format!(
+            "consumer group {group}: {} {} {}\n",
+            cc.message_model.name(),
+            cc.consume_type.name(),
+            cc.consume_from_where.name()
+        );
+        text.push_str(&table(
+            &["CLIENT ID", "CLIENT ADDRESS", "LANGUAGE", "VERSION"],
+            &rows,
+        ));
+        for (topic, expression) in &subscriptions {
+            text.push_str(&format!("subscribes {topic}: {expression}\n"));
+        }
+        let json = json!({
+            "group": group,
+            "message_model": cc.message_model.name(),
+            "consume_type": cc.consume_type.name(),
+            "consume_from_where": cc.consume_from_where.name(),
+            "connections": cc.connection_set.iter().map(|c| json!({
+                "client_id": c.client_id,
+                "client_addr": c.client_addr,
+                "language": c.language,
+                "version": c.version,
+            })).collect::<Vec<_>>(),
+            "subscriptions": subscriptions,
+        });
+        Ok(Rendered { text, json })
+    }
+
+    pub(super) async fn cluster(&self) -> Result<Rendered, AdminError> {
+        let info = self.cluster_info().await?;
+        let brokers = info.broker_addr_table.unwrap_or_default();
+        let mut rows = Vec::new();
+        let mut objects = Vec::new();
+        for (cluster, names) in info.cluster_addr_table.unwrap_or_default() {
+            for name in names {
+                let Some(broker) = brokers.get(&name) else {
+                    continue;
+                };
+                for (id, addr) in &broker.broker_addrs {
+                    // Runtime info is optional: a broker that does not answer still lists.
+                    let runtime = if *id == 0 {
+                        self.runtime_info(addr).await.ok()
+                    } else {
+                        None
+                    };
+                    let value = |key: &str| {
+                        runtime
+                            .as_ref()
+                            .and_then(|t| t.table.get(key).cloned())
+                            .unwrap_or_else(|| "-".to_owned())
+                    };
+                    rows.push(vec![
+                        cluster.clone(),
+                        name.clone(),
+                        id.to_string(),
+                        addr.clone(),
+                        value("brokerVersionDesc"),
+                        value("msgPutTotalTodayNow"),
+                    ]);
+                    objects.push(json!({
+                        "cluster": cluster,
+                        "broker": name,
+                        "broker_id": id,
+                        "addr": addr,
+                        "version": value("brokerVersionDesc"),
+                        "messages_put": value("msgPutTotalTodayNow"),
+                    }));
+                }
+            }
+        }
+        Ok(Rendered {
+            text: table(
+                &[
+                    "CLUSTER",
+                    "BROKER",
+                    "BID",
+                    "ADDRESS",
+                    "VERSION",
+                    "MESSAGES PUT",
+                ],
+                &rows,
+            ),
+            json: Value::Array(objects),
+        })
+    }
+
+    async fn runtime_info(&self, addr: &str) -> Result<KvTable, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_BROKER_RUNTIME_INFO);
+        let response = self.call(addr, request).await?;
+        KvTable::decode(&response.body).map_err(|e| bad(addr, "runtime info", e))
+    }
+}

@@ -1,0 +1,404 @@
+//! The broker and name-server request processor: every request code skiff serves
+//! (`docs/wire-protocol.md` §2, §8) mapped to [`BrokerHandle`] calls with RocketMQ's wire
+//! semantics (codes, remarks, header fields, bodies).
+//!
+//! # Layout
+//!
+//! * This module: [`Processor::process`], which dispatches on the request code, the error
+//!   answer (`Failure`) and the connections' registrations.
+//! * [`bridge`]: the `Send + Sync` handler given to the server, and the loop that runs requests
+//!   on the broker's arbiter.
+//! * `name_server`: routes, cluster info and the topic list (GET_ROUTEINFO_BY_TOPIC,
+//!   GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER).
+//! * `produce`: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE.
+//! * `consume`: pulls, offsets, heartbeats, send-back, queue locks and the other consumer
+//!   requests.
+//! * `admin`: GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET.
+//! * `admin_config`: topic and subscription-group configs and topic stats (17, 215, 21, 351,
+//!   202, 200, 201, 207).
+//! * `admin_clients`: connected clients (203, 204, 300), runtime info and config (28, 26), and
+//!   the requests forwarded to a client on its own connection (307, 309).
+//! * `clients`: the table of clients by group and connection that those read.
+//! * `lookup`: finding stored messages (VIEW_MESSAGE_BY_ID, QUERY_MESSAGE).
+//! * `transaction`: END_TRANSACTION, and the CHECK_TRANSACTION_STATE pushed to producers.
+//!
+//! A new request code gets an arm in [`Processor::process`] and a handler in the file of its
+//! side.
+//!
+//! # Connections
+//!
+//! Each connection that sends a heartbeat gets one [`ConsumerNotifier`] (NOTIFY_CONSUMER_IDS_CHANGED,
+//! code 40, oneway, on that connection). When the connection closes every client registered
+//! through it leaves its groups at once ([`BrokerHandle::connection_closed`]), so a killed
+//! consumer's queues and locks move to the others without waiting for the 120 s expiry.
+//!
+//! # Bad input
+//!
+//! A header that cannot be decoded is answered SYSTEM_ERROR (1) with Java's remark naming the
+//! field (`the custom field <queueId> is null`), or the code Java's processor uses where it
+//! checks itself (INVALID_PARAMETER 29 for UPDATE_CONSUMER_OFFSET). Bodies that cannot be
+//! decoded are answered SYSTEM_ERROR or MESSAGE_ILLEGAL (13) with a remark. Nothing here
+//! panics on network data.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tracing::{debug, trace, warn};
+
+use skiff_actors::broker::retention::disk_full_remark;
+use skiff_actors::broker::BrokerHandle;
+use skiff_actors::broker_api::{
+    BrokerError, ConsumerNotifier, SubscriptionEntry, TransactionCheckListener,
+};
+
+use super::body::BodyError;
+use super::codes::{request as rc, response as code};
+use super::conn::error_chain;
+use super::frame::RemotingCommand;
+use super::headers::{CustomHeader, HeaderError, NotifyConsumerIdsChangedRequestHeader};
+use super::server::{ConnectionHandle, ConnectionId};
+use clients::ClientTable;
+
+mod admin;
+mod admin_clients;
+mod admin_config;
+pub mod bridge;
+mod clients;
+mod consume;
+mod lookup;
+mod name_server;
+mod produce;
+mod transaction;
+
+pub use bridge::{
+    channel, spawn, ProcessorInbox, ProcessorTask, RequestBridge, DEFAULT_QUEUE_CAPACITY,
+};
+
+/// Ext keys of responses (`MixAll`, `MessageConst`).
+pub mod ext {
+    pub const MSG_REGION: &str = "MSG_REGION";
+    pub const TRACE_ON: &str = "TRACE_ON";
+    pub const IS_SUPPORT_HEART_BEAT_V2: &str = "IS_SUPPORT_HEART_BEAT_V2";
+    pub const IS_SUB_CHANGE: &str = "IS_SUB_CHANGE";
+}
+
+/// `FAQUrl.DEFAULT_FAQ_URL`.
+const FAQ_URL: &str = "https://rocketmq.apache.org/docs/bestPractice/06FAQ";
+
+/// `FAQUrl.suggestTodo`.
+fn suggest_todo() -> String {
+    format!("\nSee {FAQ_URL} for further details.")
+}
+
+/// Maps requests to broker calls. Lives on the broker's arbiter.
+pub struct Processor {
+    broker: BrokerHandle,
+    conns: RefCell<HashMap<ConnectionId, ConnState>>,
+    /// Heartbeat V2 fingerprint per group (Java's `consumerGroupHeartbeatTable`).
+    fingerprints: RefCell<HashMap<String, i32>>,
+    /// Consumers and producers by group, with the connection each is reachable on.
+    clients: RefCell<ClientTable<ConnectionHandle>>,
+    /// When this processor started (epoch ms): the broker's boot time in runtime info.
+    started_ms: i64,
+    /// Per connection that registered a producer: what pushes its check-backs (code 39).
+    checkers: RefCell<HashMap<ConnectionId, Arc<dyn TransactionCheckListener>>>,
+}
+
+/// An error answer: code and remark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failure {
+    code: i32,
+    remark: String,
+}
+
+impl Failure {
+    fn new(code: i32, remark: impl Into<String>) -> Self {
+        Failure {
+            code,
+            remark: remark.into(),
+        }
+    }
+
+    fn system(remark: impl Into<String>) -> Self {
+        Failure::new(code::SYSTEM_ERROR, remark)
+    }
+}
+
+impl From<HeaderError> for Failure {
+    fn from(e: HeaderError) -> Self {
+        Failure::system(e.to_string())
+    }
+}
+
+type Outcome = Result<RemotingCommand, Failure>;
+
+fn success() -> RemotingCommand {
+    RemotingCommand::new_response(code::SUCCESS, None)
+}
+
+/// The generic answer for a broker error; handlers override where Java words it differently.
+fn broker_failure(e: BrokerError) -> Failure {
+    match e {
+        BrokerError::TopicNotExist { topic } => Failure::new(
+            code::TOPIC_NOT_EXIST,
+            format!(
+                "topic[{topic}] not exist, apply first please!{}",
+                suggest_todo()
+            ),
+        ),
+        BrokerError::SubscriptionGroupNotExist { group } => Failure::new(
+            code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!(
+                "subscription group [{group}] does not exist, {}",
+                suggest_todo()
+            ),
+        ),
+        BrokerError::SubscriptionParseFailed { source, .. } => Failure::new(
+            code::SUBSCRIPTION_PARSE_FAILED,
+            consume::sql92_parse_remark(&source.expression, &source.error),
+        ),
+        BrokerError::SubscriptionNotExist { .. } => Failure::new(
+            code::SUBSCRIPTION_NOT_EXIST,
+            format!("the consumer's subscription not exist{}", suggest_todo()),
+        ),
+        BrokerError::NoConsumer { group } => {
+            Failure::system(format!("no consumer for this group, {group}"))
+        }
+        BrokerError::MessageNotFound { physical_offset } => {
+            Failure::system(format!("look message by offset failed, {physical_offset}"))
+        }
+        BrokerError::Rejected(rejected) => {
+            Failure::new(code::MESSAGE_ILLEGAL, rejected.to_string())
+        }
+        BrokerError::DiskFull {
+            used_ratio,
+            full_ratio,
+        } => Failure::new(
+            code::SERVICE_NOT_AVAILABLE,
+            disk_full_remark(used_ratio, full_ratio),
+        ),
+        BrokerError::Store(e) if e.is_disk_full() => Failure::new(
+            code::SERVICE_NOT_AVAILABLE,
+            format!(
+                "service not available now: the broker's disk is full ({})",
+                error_chain(&e)
+            ),
+        ),
+        other => {
+            // The whole chain: the remark is all a client learns of the cause.
+            let chain = error_chain(&other);
+            warn!(error = %chain, "broker call failed");
+            Failure::system(chain)
+        }
+    }
+}
+
+/// A queue id from a header; negative ids are illegal.
+fn queue_index(queue_id: i32, topic: &str) -> Result<u32, Failure> {
+    u32::try_from(queue_id)
+        .map_err(|_| Failure::system(format!("queueId[{queue_id}] is illegal, topic:[{topic}]")))
+}
+
+fn body_failure(e: BodyError) -> Failure {
+    Failure::system(error_chain(&e))
+}
+
+impl Processor {
+    pub fn new(broker: BrokerHandle) -> Self {
+        Processor {
+            conns: RefCell::new(HashMap::new()),
+            fingerprints: RefCell::new(HashMap::new()),
+            clients: RefCell::new(ClientTable::default()),
+            started_ms: broker.now_ms(),
+            broker,
+            checkers: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn broker(&self) -> &BrokerHandle {
+        &self.broker
+    }
+
+    /// Handles one request: the response (with the request's opaque), or `None` for oneway
+    /// requests.
+    pub async fn process(
+        self: Rc<Self>,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        trace!(conn = %conn.id(), code = request.code, opaque = request.opaque, "request");
+        let outcome = match request.code {
+            rc::GET_ROUTEINFO_BY_TOPIC => self.route(&request).await,
+            rc::GET_BROKER_CLUSTER_INFO => self.cluster_info(&request),
+            rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.topic_list(),
+            rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
+                self.send(&conn, &request).await
+            }
+            rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
+                // A long poll whose connection closes is dropped at once, not at its timeout.
+                tokio::select! {
+                    outcome = self.pull(&request) => outcome,
+                    _ = conn.closed() => {
+                        debug!(conn = %conn.id(), opaque = request.opaque, "pull abandoned: connection closed");
+                        return None;
+                    }
+                }
+            }
+            rc::QUERY_CONSUMER_OFFSET => self.query_offset(&request).await,
+            rc::UPDATE_CONSUMER_OFFSET => self.update_offset(&request).await,
+            rc::GET_MAX_OFFSET => self.max_offset(&request),
+            rc::GET_MIN_OFFSET => self.min_offset(&request),
+            rc::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request),
+            rc::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&request),
+            rc::HEART_BEAT => self.heartbeat(&conn, &request).await,
+            rc::UNREGISTER_CLIENT => self.unregister(&conn, &request).await,
+            rc::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request).await,
+            rc::CONSUMER_SEND_MSG_BACK => self.send_back(&request).await,
+            rc::LOCK_BATCH_MQ => self.lock(&request).await,
+            rc::UNLOCK_BATCH_MQ => self.unlock(&request).await,
+            rc::CHECK_CLIENT_CONFIG => consume::check_client_config(&request),
+            rc::GET_CONSUME_STATS => self.consume_stats(&request).await,
+            rc::INVOKE_BROKER_TO_RESET_OFFSET => self.reset_offset(&request).await,
+            rc::VIEW_MESSAGE_BY_ID => self.view_message(&request),
+            rc::QUERY_MESSAGE => self.query_message(&request).await,
+            rc::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
+            rc::DELETE_TOPIC_IN_BROKER => self.delete_topic(&request).await,
+            rc::DELETE_TOPIC_IN_NAMESRV => name_server::delete_topic_route(&request),
+            rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(),
+            rc::GET_TOPIC_CONFIG => self.topic_config(&request),
+            rc::GET_TOPIC_STATS_INFO => self.topic_stats(&request),
+            rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.create_group(&request),
+            rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => self.all_group_config(),
+            rc::DELETE_SUBSCRIPTIONGROUP => self.delete_group(&request).await,
+            rc::GET_CONSUMER_CONNECTION_LIST => self.consumer_connections(&request).await,
+            rc::GET_PRODUCER_CONNECTION_LIST => self.producer_connections(&request),
+            rc::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&request).await,
+            rc::GET_BROKER_RUNTIME_INFO => self.runtime_info(),
+            rc::GET_BROKER_CONFIG => self.broker_config(),
+            rc::GET_KV_CONFIG => name_server::kv_config(&request),
+            rc::GET_SYSTEM_TOPIC_LIST_FROM_NS => self.system_topic_list(),
+            rc::GET_CONSUMER_RUNNING_INFO | rc::CONSUME_MESSAGE_DIRECTLY => {
+                self.call_consumer(&request).await
+            }
+            rc::END_TRANSACTION => self.end_transaction(&request).await,
+            other => {
+                debug!(conn = %conn.id(), code = other, "request code not supported");
+                return Some(RemotingCommand::not_supported(&request));
+            }
+        };
+        if request.is_oneway() {
+            if let Err(f) = &outcome {
+                debug!(conn = %conn.id(), code = request.code, answer = f.code, remark = %f.remark, "oneway request failed");
+            }
+            return None;
+        }
+        let mut response = match outcome {
+            Ok(response) => response,
+            Err(f) => {
+                debug!(conn = %conn.id(), code = request.code, answer = f.code, remark = %f.remark, "request refused");
+                RemotingCommand::new_response(f.code, Some(f.remark))
+            }
+        };
+        response.opaque = request.opaque;
+        response.mark_response();
+        Some(response)
+    }
+}
+
+// ---- connections ------------------------------------------------------------------------------
+
+/// Tells one connection's consumers that their group changed (code 40, oneway).
+struct ConnectionNotifier {
+    conn: ConnectionHandle,
+}
+
+impl ConsumerNotifier for ConnectionNotifier {
+    fn consumer_ids_changed(&self, group: &str) {
+        let header = NotifyConsumerIdsChangedRequestHeader {
+            consumer_group: group.to_owned(),
+        };
+        let request = RemotingCommand::new_request(rc::NOTIFY_CONSUMER_IDS_CHANGED)
+            .oneway()
+            .with_ext_fields(header.to_ext());
+        if let Err(e) = self.conn.try_send(request) {
+            debug!(conn = %self.conn.id(), group, error = %e, "consumer ids changed notification not sent");
+        }
+    }
+}
+
+/// What the processor remembers of one connection that sent heartbeats.
+struct ConnState {
+    notifier: Arc<dyn ConsumerNotifier>,
+    /// Last full subscription set per (group, client id), for heartbeat V2 without subscriptions.
+    subscriptions: HashMap<(String, String), Vec<SubscriptionEntry>>,
+}
+
+impl Processor {
+    fn notifier_for(&self, conn: &ConnectionHandle) -> Arc<dyn ConsumerNotifier> {
+        self.conns
+            .borrow_mut()
+            .entry(conn.id())
+            .or_insert_with(|| ConnState {
+                notifier: Arc::new(ConnectionNotifier { conn: conn.clone() }),
+                subscriptions: HashMap::new(),
+            })
+            .notifier
+            .clone()
+    }
+
+    fn cached_subscriptions(
+        &self,
+        id: ConnectionId,
+        key: &(String, String),
+    ) -> Option<Vec<SubscriptionEntry>> {
+        self.conns
+            .borrow()
+            .get(&id)
+            .and_then(|s| s.subscriptions.get(key).cloned())
+    }
+
+    fn cache_subscriptions(
+        &self,
+        id: ConnectionId,
+        key: (String, String),
+        subscriptions: Vec<SubscriptionEntry>,
+    ) {
+        if let Some(state) = self.conns.borrow_mut().get_mut(&id) {
+            state.subscriptions.insert(key, subscriptions);
+        }
+    }
+
+    /// A connection closed: the clients registered through it leave their groups.
+    pub async fn connection_closed(&self, id: ConnectionId) {
+        self.clients.borrow_mut().connection_closed(id);
+        self.producer_connection_closed(id);
+        let state = self.conns.borrow_mut().remove(&id);
+        if let Some(state) = state {
+            self.release(state.notifier).await;
+        }
+    }
+
+    async fn release(&self, notifier: Arc<dyn ConsumerNotifier>) {
+        match self.broker.connection_closed(&notifier).await {
+            Ok(0) => {}
+            Ok(removed) => debug!(removed, "clients of a closed connection left their groups"),
+            Err(e) => {
+                debug!(error = %error_chain(&e), "releasing a closed connection's clients failed")
+            }
+        }
+    }
+
+    /// Every connection still known leaves (shutdown).
+    async fn release_all(&self) {
+        let ids: Vec<ConnectionId> = self.checkers.borrow().keys().copied().collect();
+        for id in ids {
+            self.producer_connection_closed(id);
+        }
+        let states: Vec<ConnState> = self.conns.borrow_mut().drain().map(|(_, s)| s).collect();
+        for state in states {
+            self.release(state.notifier).await;
+        }
+    }
+}

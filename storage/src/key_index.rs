@@ -1,0 +1,575 @@
+//! The key index: which commit-log records carry a message key, for QUERY_MESSAGE (12).
+//!
+//! Append-only files in `<store>/keyindex/`, each named by the 20-digit physical offset of its
+//! first entry, rolled every [`ENTRIES_PER_FILE`] entries. An entry is 24 bytes: a 64-bit FNV-1a
+//! hash of `topic\0key`, the record's physical offset and its store timestamp (big-endian). One
+//! entry per space-separated entry of the `KEYS` property and one for `UNIQ_KEY` (Java indexes
+//! both in one hash space, so a query by key may also match a unique key; clients filter).
+//!
+//! Why files and not a tree: indexing sits beside every send, and an append of 24 bytes per
+//! key costs next to nothing, where a B-tree insert per key cost a fifth of produce throughput
+//! and its cache hundreds of MiB. A lookup reads the files newest first and keeps the entries
+//! whose hash and time range match (a 1M-message store is about 48 MB to read: a dev broker's
+//! lookup, not a hot path), then serves only records that still carry the topic and key, so a
+//! hash collision or a stale entry never answers for another message.
+//!
+//! The index is built off the send path: [`KeyIndex::catch_up`] indexes the commit log from the
+//! watermark (in memory: the end of the last record scanned) to its end. The files are not
+//! fsynced: at open the index resumes after the last entry it finds (a torn tail entry is cut),
+//! which rebuilds whatever a crash lost from the commit log. Retention deletes the files whose
+//! entries all point below the log's new start ([`KeyIndex::prune_below`]).
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::message::{parse_record, property, MessageToAppend};
+use crate::store::{AppendResult, StoreError, StoreReader};
+
+/// The directory of the index files, inside the store directory.
+pub const KEY_INDEX_DIR: &str = "keyindex";
+/// Entries per file before a new file starts (24 MiB).
+pub const ENTRIES_PER_FILE: u64 = 1 << 20;
+const ENTRY_SIZE: u64 = 24;
+
+/// The key index failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyIndexError {
+    #[error("i/o error on the key index file {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading the commit log for the key index failed")]
+    Store(#[from] StoreError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> KeyIndexError + '_ {
+    move |source| KeyIndexError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The keys a record is indexed under: every non-empty space-separated entry of `KEYS`, then
+/// `UNIQ_KEY` when present; duplicates removed.
+pub fn index_keys(properties: &str) -> Vec<&str> {
+    let mut keys: Vec<&str> = property(properties, property::KEYS)
+        .map(|k| k.split(' ').filter(|k| !k.is_empty()).collect())
+        .unwrap_or_default();
+    if let Some(uniq) = property(properties, property::UNIQ_KEY).filter(|k| !k.is_empty()) {
+        keys.push(uniq);
+    }
+    // A handful of keys: a linear check beats hashing them.
+    let mut unique: Vec<&str> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if !unique.contains(&key) {
+            unique.push(key);
+        }
+    }
+    unique
+}
+
+/// FNV-1a over `topic`, a zero byte and `key`: stable across builds and platforms, which the
+/// files outlive.
+pub fn key_hash(topic: &str, key: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in topic.as_bytes().iter().chain(&[0u8]).chain(key.as_bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Whether the stored record `raw` belongs to `topic` and is indexed under `key`.
+fn record_carries(raw: &[u8], topic: &str, key: &str) -> bool {
+    let Ok(layout) = parse_record(raw) else {
+        return false;
+    };
+    let Ok(properties) = std::str::from_utf8(&raw[layout.properties.clone()]) else {
+        return false;
+    };
+    raw[layout.topic.clone()] == *topic.as_bytes() && index_keys(properties).contains(&key)
+}
+
+/// One query hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHit {
+    pub physical_offset: u64,
+    pub store_timestamp: i64,
+}
+
+fn decode_entry(e: &[u8]) -> (u64, KeyHit) {
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&e[i..i + 8]);
+        b
+    };
+    (
+        u64::from_be_bytes(word(0)),
+        KeyHit {
+            physical_offset: u64::from_be_bytes(word(8)),
+            store_timestamp: i64::from_be_bytes(word(16)),
+        },
+    )
+}
+
+/// The index entries of one appended batch, built by the writer from what it just appended
+/// (no re-read of the commit log): `[start, end)` is the batch's span of the commit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyBatch {
+    pub start: u64,
+    pub end: u64,
+    /// Records in the batch (some carry no key).
+    pub records: usize,
+    pub entries: Vec<(u64, KeyHit)>,
+}
+
+impl KeyBatch {
+    /// The entries of `messages` as appended at `results` (same order, same length).
+    pub fn of(messages: &[MessageToAppend], results: &[AppendResult]) -> KeyBatch {
+        let mut batch = KeyBatch {
+            start: results.first().map_or(0, |r| r.physical_offset),
+            end: results
+                .last()
+                .map_or(0, |r| r.physical_offset + u64::from(r.stored_size)),
+            records: results.len(),
+            entries: Vec::with_capacity(messages.len() * 2),
+        };
+        for (message, result) in messages.iter().zip(results) {
+            for key in index_keys(&message.properties) {
+                batch.entries.push((
+                    key_hash(&message.topic, key),
+                    KeyHit {
+                        physical_offset: result.physical_offset,
+                        store_timestamp: result.store_timestamp,
+                    },
+                ));
+            }
+        }
+        batch
+    }
+}
+
+/// One index file: its first entry's physical offset and its path.
+#[derive(Debug, Clone)]
+struct IndexFile {
+    first_offset: u64,
+    path: PathBuf,
+}
+
+/// The file being appended to.
+struct Active {
+    file: IndexFile,
+    writer: BufWriter<File>,
+    entries: u64,
+}
+
+/// The key index over one directory.
+pub struct KeyIndex {
+    dir: PathBuf,
+    /// Every file, oldest first; the last one is `active` once something was appended.
+    files: Vec<IndexFile>,
+    active: Option<Active>,
+    /// The commit-log offset indexed up to.
+    watermark: u64,
+}
+
+impl std::fmt::Debug for KeyIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyIndex")
+            .field("dir", &self.dir)
+            .field("files", &self.files.len())
+            .field("watermark", &self.watermark)
+            .finish()
+    }
+}
+
+impl KeyIndex {
+    /// Opens (creating if needed) the index in `dir`. It resumes after the last record its
+    /// files name, as far as `reader` still holds it: [`Self::catch_up_all`] then rebuilds the
+    /// rest from the commit log.
+    pub fn open(dir: impl Into<PathBuf>, reader: &StoreReader) -> Result<Self, KeyIndexError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let mut files = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let entry = entry.map_err(io_err(&dir))?;
+            let name = entry.file_name();
+            let Some(first_offset) = name.to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                tracing::warn!(file = %entry.path().display(), "stray file in the key index directory left alone");
+                continue;
+            };
+            files.push(IndexFile {
+                first_offset,
+                path: entry.path(),
+            });
+        }
+        files.sort_by_key(|f| f.first_offset);
+        // Unsynced, so a crash can leave a torn entry at the end of the newest file: cut it,
+        // or every entry appended after it would be misaligned.
+        if let Some(newest) = files.last() {
+            let len = fs::metadata(&newest.path)
+                .map_err(io_err(&newest.path))?
+                .len();
+            if len % ENTRY_SIZE != 0 {
+                OpenOptions::new()
+                    .write(true)
+                    .open(&newest.path)
+                    .and_then(|f| f.set_len(len - len % ENTRY_SIZE))
+                    .map_err(io_err(&newest.path))?;
+            }
+        }
+        // Resume after the record named by the last entry of the newest file that has one (a
+        // power cut can leave the newest file empty).
+        let mut watermark = reader.commit_log_start();
+        for file in files.iter().rev() {
+            let len = fs::metadata(&file.path).map_err(io_err(&file.path))?.len();
+            let whole = len - len % ENTRY_SIZE;
+            if whole < ENTRY_SIZE {
+                continue;
+            }
+            let bytes = read_range(&file.path, whole - ENTRY_SIZE, ENTRY_SIZE)?;
+            let (_, hit) = decode_entry(&bytes);
+            if let Some(raw) = reader.raw_record_at(hit.physical_offset)? {
+                watermark = watermark.max(hit.physical_offset + raw.len() as u64);
+            }
+            break;
+        }
+        Ok(KeyIndex {
+            dir,
+            files,
+            active: None,
+            watermark,
+        })
+    }
+
+    /// The commit-log physical offset indexed up to.
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    fn append(&mut self, hash: u64, hit: KeyHit) -> Result<(), KeyIndexError> {
+        let roll = match &self.active {
+            Some(active) => active.entries >= ENTRIES_PER_FILE,
+            None => true,
+        };
+        if roll {
+            self.flush()?;
+            // The last file of a previous run keeps filling until it is full.
+            let reuse = self.active.is_none()
+                && self.files.last().is_some_and(|f| {
+                    fs::metadata(&f.path).is_ok_and(|m| m.len() / ENTRY_SIZE < ENTRIES_PER_FILE)
+                });
+            let file = if reuse {
+                self.files
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| KeyIndexError::Io {
+                        path: self.dir.clone(),
+                        source: io::Error::other("no index file to reuse"),
+                    })?
+            } else {
+                let file = IndexFile {
+                    first_offset: hit.physical_offset,
+                    path: self.dir.join(format!("{:020}", hit.physical_offset)),
+                };
+                self.files.push(file.clone());
+                file
+            };
+            let handle = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file.path)
+                .map_err(io_err(&file.path))?;
+            let entries = handle.metadata().map_err(io_err(&file.path))?.len() / ENTRY_SIZE;
+            self.active = Some(Active {
+                file,
+                writer: BufWriter::with_capacity(64 * 1024, handle),
+                entries,
+            });
+        }
+        let Some(active) = self.active.as_mut() else {
+            return Ok(());
+        };
+        let mut entry = [0u8; ENTRY_SIZE as usize];
+        entry[..8].copy_from_slice(&hash.to_be_bytes());
+        entry[8..16].copy_from_slice(&hit.physical_offset.to_be_bytes());
+        entry[16..].copy_from_slice(&hit.store_timestamp.to_be_bytes());
+        active
+            .writer
+            .write_all(&entry)
+            .map_err(io_err(&active.file.path))?;
+        active.entries += 1;
+        Ok(())
+    }
+
+    /// Hands buffered entries to the file, so lookups (which read the files) see them.
+    fn flush(&mut self) -> Result<(), KeyIndexError> {
+        if let Some(active) = self.active.as_mut() {
+            active.writer.flush().map_err(io_err(&active.file.path))?;
+        }
+        Ok(())
+    }
+
+    /// Indexes the commit log from the watermark to the reader's end, at most `max_records`
+    /// records; answers how many records it indexed. A watermark past the end (a commit log
+    /// cut by recovery) restarts from the end; one below the log's start (retention) from the
+    /// start. A record that does not parse stops the pass where it stands (logged; the next
+    /// pass retries from there).
+    pub fn catch_up(
+        &mut self,
+        reader: &StoreReader,
+        max_records: usize,
+    ) -> Result<usize, KeyIndexError> {
+        self.catch_up_to(reader, reader.commit_log_end(), max_records)
+    }
+
+    fn catch_up_to(
+        &mut self,
+        reader: &StoreReader,
+        end: u64,
+        max_records: usize,
+    ) -> Result<usize, KeyIndexError> {
+        let end = end.min(reader.commit_log_end());
+        if self.watermark > end {
+            tracing::warn!(
+                watermark = self.watermark,
+                commit_log_end = end,
+                "key index watermark past the commit log end; restarting there"
+            );
+            self.watermark = end;
+        }
+        self.watermark = self.watermark.max(reader.commit_log_start());
+        if self.watermark == end {
+            return Ok(0);
+        }
+        let mut pending: Vec<(u64, KeyHit)> = Vec::new();
+        let mut records = 0usize;
+        let reached = reader.scan_records(
+            self.watermark,
+            end,
+            max_records,
+            |position, layout, bytes| {
+                records += 1;
+                let (Ok(topic), Ok(properties)) = (
+                    std::str::from_utf8(&bytes[layout.topic.clone()]),
+                    std::str::from_utf8(&bytes[layout.properties.clone()]),
+                ) else {
+                    tracing::warn!(
+                        physical_offset = position,
+                        "record with a non-utf-8 topic or properties left out of the key index"
+                    );
+                    return;
+                };
+                for key in index_keys(properties) {
+                    pending.push((
+                        key_hash(topic, key),
+                        KeyHit {
+                            physical_offset: position,
+                            store_timestamp: layout.store_timestamp,
+                        },
+                    ));
+                }
+            },
+        )?;
+        if reached < end && records < max_records {
+            tracing::warn!(
+                position = reached,
+                commit_log_end = end,
+                "key index stopped at an unreadable record"
+            );
+        }
+        for (hash, hit) in pending {
+            self.append(hash, hit)?;
+        }
+        self.flush()?;
+        self.watermark = reached;
+        Ok(records)
+    }
+
+    /// Adds the entries of one appended batch. A batch past the watermark (an earlier one was
+    /// dropped on the way) first has the gap indexed from the commit log; a batch the
+    /// watermark already covers (indexed by a scan) is skipped.
+    pub fn apply(&mut self, batch: &KeyBatch, reader: &StoreReader) -> Result<(), KeyIndexError> {
+        if batch.end <= self.watermark {
+            return Ok(());
+        }
+        while self.watermark < batch.start {
+            let before = self.watermark;
+            self.catch_up_to(reader, batch.start, 4096)?;
+            if self.watermark == before {
+                // Something unreadable lies in the gap: skip it rather than rescan it on every
+                // batch (its records stay out of the index; lookups by offset id still work).
+                tracing::warn!(
+                    from = before,
+                    to = batch.start,
+                    "key index skips an unreadable stretch of the commit log"
+                );
+                self.watermark = batch.start;
+            }
+        }
+        let watermark = self.watermark;
+        for &(hash, hit) in batch
+            .entries
+            .iter()
+            .filter(|(_, hit)| hit.physical_offset >= watermark)
+        {
+            self.append(hash, hit)?;
+        }
+        self.flush()?;
+        self.watermark = batch.end;
+        Ok(())
+    }
+
+    /// Indexes everything up to the reader's end (at open, this is the index's recovery).
+    pub fn catch_up_all(&mut self, reader: &StoreReader) -> Result<usize, KeyIndexError> {
+        let mut total = 0;
+        loop {
+            let n = self.catch_up(reader, 4096)?;
+            total += n;
+            if n == 0 || self.watermark >= reader.commit_log_end() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Records of `topic` indexed under `key` whose store timestamp lies in `[begin, end]`, the
+    /// newest first, at most `max` (as Java's `IndexService`, which walks its hash chains from
+    /// the newest entry and so keeps the newest `max`). Hits are candidates: [`Self::query`]
+    /// checks each against its record.
+    pub fn lookup(
+        &self,
+        topic: &str,
+        key: &str,
+        begin: i64,
+        end: i64,
+        max: usize,
+    ) -> Result<Vec<KeyHit>, KeyIndexError> {
+        let hash = key_hash(topic, key);
+        let mut hits = Vec::new();
+        let mut seen = HashSet::new();
+        for file in self.files.iter().rev() {
+            let bytes = match fs::read(&file.path) {
+                Ok(bytes) => bytes,
+                // Pruned since the listing: nothing of it is wanted any more.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err(&file.path)(e)),
+            };
+            for entry in bytes.chunks_exact(ENTRY_SIZE as usize).rev() {
+                if hits.len() >= max {
+                    return Ok(hits);
+                }
+                let (entry_hash, hit) = decode_entry(entry);
+                if entry_hash == hash
+                    && (begin..=end).contains(&hit.store_timestamp)
+                    && seen.insert(hit.physical_offset)
+                {
+                    hits.push(hit);
+                }
+            }
+        }
+        Ok(hits)
+    }
+
+    /// [`Self::lookup`], then each hit's stored record read back; hits whose record is gone or
+    /// no longer carries the topic and key (a hash collision, a log cut and written again) are
+    /// skipped.
+    pub fn query(
+        &self,
+        reader: &StoreReader,
+        topic: &str,
+        key: &str,
+        begin: i64,
+        end: i64,
+        max: usize,
+    ) -> Result<Vec<Bytes>, KeyIndexError> {
+        let mut out = Vec::new();
+        // Candidates past `max` may be collisions; look a little further so they do not crowd
+        // real hits out.
+        for hit in self.lookup(topic, key, begin, end, max.saturating_mul(2).max(max))? {
+            if out.len() >= max {
+                break;
+            }
+            let Some(raw) = reader.raw_record_at(hit.physical_offset)? else {
+                continue;
+            };
+            if record_carries(&raw, topic, key) {
+                out.push(raw);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the files all of whose entries point below `physical_offset` (the commit log's
+    /// new start after retention); answers how many entries went.
+    pub fn prune_below(&mut self, physical_offset: u64) -> Result<u64, KeyIndexError> {
+        let mut removed = 0;
+        // A file's entries end where the next file's begin; the last file is never complete.
+        while self.files.len() > 1 && self.files[1].first_offset <= physical_offset {
+            let file = self.files.remove(0);
+            let len = fs::metadata(&file.path).map_or(0, |m| m.len());
+            fs::remove_file(&file.path).map_err(io_err(&file.path))?;
+            removed += len / ENTRY_SIZE;
+        }
+        Ok(removed)
+    }
+}
+
+fn read_range(path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, KeyIndexError> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(path).map_err(io_err(path))?;
+    let mut buf = vec![0u8; len as usize];
+    f.read_exact_at(&mut buf, offset).map_err(io_err(path))?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::encode_properties;
+
+    #[test]
+    fn index_keys_splits_keys_and_adds_the_unique_key() {
+        let p = encode_properties(&[("KEYS", "a  b a"), ("UNIQ_KEY", "U1"), ("TAGS", "t")]);
+        assert_eq!(index_keys(&p), vec!["a", "b", "U1"]);
+        assert_eq!(
+            index_keys(&encode_properties(&[("TAGS", "t")])),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            index_keys(&encode_properties(&[("UNIQ_KEY", "U")])),
+            vec!["U"]
+        );
+    }
+
+    #[test]
+    fn the_hash_separates_topic_from_key_and_is_stable() {
+        assert_ne!(key_hash("ab", "c"), key_hash("a", "bc"));
+        assert_ne!(key_hash("T", "k"), key_hash("T", "k2"));
+        // FNV-1a of the empty topic, a zero byte and the empty key: fixed for all builds.
+        assert_eq!(key_hash("", ""), 0xaf63_bd4c_8601_b7df);
+    }
+
+    #[test]
+    fn entries_round_trip() {
+        let mut e = [0u8; 24];
+        e[..8].copy_from_slice(&7u64.to_be_bytes());
+        e[8..16].copy_from_slice(&300u64.to_be_bytes());
+        e[16..].copy_from_slice(&(-5i64).to_be_bytes());
+        assert_eq!(
+            decode_entry(&e),
+            (
+                7,
+                KeyHit {
+                    physical_offset: 300,
+                    store_timestamp: -5
+                }
+            )
+        );
+    }
+}

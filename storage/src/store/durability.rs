@@ -1,0 +1,470 @@
+//! Durability: when appended bytes are known to be on disk, and who is told.
+//!
+//! The writer and every [`SyncWaiter`] share one `CommitState`: the position known durable,
+//! whether an fsync is in flight, and the sticky failure. A group-commit thread turns queued
+//! durability requests into one fsync per round; the background flusher writes checkpoints.
+
+use super::checkpoint::write_checkpoint;
+use super::{lock, Shared, StoreError};
+use crate::consume_queue::ConsumeQueue;
+use crate::error::io_err;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Guarded by `Shared::commit`; `Shared::commit_cv` signals every change.
+pub(super) struct CommitState {
+    /// Commit-log position below which every byte is known fsynced.
+    durable: u64,
+    /// A leader is fsyncing; the others wait for its result instead of starting their own.
+    syncing: bool,
+    /// The sticky [`StoreError::FsyncFailed`] every wait answers once an fsync failed.
+    failed: Option<StoreError>,
+}
+
+impl CommitState {
+    /// Recovery found the commit log durable up to `durable`; no fsync has run or failed yet.
+    pub(super) fn new(durable: u64) -> CommitState {
+        CommitState {
+            durable,
+            syncing: false,
+            failed: None,
+        }
+    }
+}
+
+type DurableCallback = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// A caller waiting for the commit log to be durable up to `position`.
+struct DurabilityRequest {
+    position: u64,
+    done: DurableCallback,
+}
+
+/// Requests handed to the group-commit thread.
+#[derive(Default)]
+pub(super) struct GroupQueue {
+    requests: Vec<DurabilityRequest>,
+    /// The thread is parked on `group_cv`. Only then does a new request wake it: a notify is a
+    /// futex syscall even when nobody waits, and under load the thread is busy fsyncing.
+    parked: bool,
+    /// Shutdown asked the thread to serve what is queued and exit.
+    stopping: bool,
+    /// No thread serves the queue any more; callers serve their own requests.
+    exited: bool,
+}
+
+impl Shared {
+    /// Group commit, leader/follower: whoever finds no fsync in flight becomes the leader and
+    /// fsyncs everything written so far; the others wait for its result, which usually covers
+    /// them too.
+    pub(super) fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
+        // A position past what was written can never become durable; waiting for it would spin.
+        let position = position.min(self.log.written_end());
+        let mut st = lock(&self.commit);
+        loop {
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
+            }
+            if st.durable >= position {
+                return Ok(());
+            }
+            if st.syncing {
+                st = self.commit_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.syncing = true;
+            let from = st.durable;
+            drop(st);
+            let target = self.log.written_end();
+            let res = self.log.sync_range(from, target);
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            st = lock(&self.commit);
+            st.syncing = false;
+            match &res {
+                Ok(()) => st.durable = st.durable.max(target),
+                Err(e) => {
+                    tracing::error!(
+                        error = e as &dyn std::error::Error,
+                        "commit-log fsync failed"
+                    );
+                    st.failed = Some(StoreError::FsyncFailed {
+                        source: Arc::new(e.clone()),
+                    });
+                }
+            }
+            self.commit_cv.notify_all();
+        }
+    }
+
+    /// Serves one group-commit round: one `wait_durable` for the furthest position answers
+    /// every request (it fsyncs everything written so far, which covers all of them).
+    fn serve_round(&self, round: &mut Vec<DurabilityRequest>) {
+        let Some(target) = round.iter().map(|r| r.position).max() else {
+            return;
+        };
+        let outcome = self.wait_durable(target);
+        for request in round.drain(..) {
+            complete(request.done, outcome.clone());
+        }
+    }
+
+    /// Makes the commit log and consume queues durable and records that in the checkpoint.
+    /// `force` writes it even when nothing was appended since the last one.
+    pub(super) fn checkpoint(&self, force: bool) -> Result<(), StoreError> {
+        let mut last = lock(&self.checkpoint);
+        // Read the indexed end before the counts: every record below it already has its entry
+        // published, so the counts read next cover it.
+        let indexed = self.indexed_end.load(Ordering::Acquire);
+        if !force && *last == Some(indexed) {
+            return Ok(());
+        }
+        let mut queues: Vec<Arc<ConsumeQueue>> = self
+            .queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect();
+        // A fixed order, so a simulated power cut after the n-th file operation replays.
+        queues.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
+        let counts: Vec<(String, u32, u64)> = queues
+            .iter()
+            .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset()))
+            .collect();
+        self.wait_durable(indexed)?;
+        for q in &queues {
+            q.sync().map_err(|e| io_err(q.path(), e))?;
+        }
+        write_checkpoint(&self.config.disk, &self.config.dir, indexed, &counts)?;
+        *last = Some(indexed);
+        Ok(())
+    }
+}
+
+/// Runs a durability callback; a panicking one must not take the group-commit thread, and with
+/// it every later waiter, down.
+fn complete(done: DurableCallback, result: Result<(), StoreError>) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || done(result))).is_err() {
+        tracing::error!("durability callback panicked");
+    }
+}
+
+/// RocketMQ's GroupCommitService: one thread turns queued durability requests into one fsync
+/// per round, so a sender costs a queue push instead of a blocking-pool task and a condvar
+/// hand-off of its own. Requests queued while a round fsyncs are served by the next round.
+pub(super) fn spawn_group_commit(shared: &Arc<Shared>) -> Result<JoinHandle<()>, StoreError> {
+    let thread_shared = shared.clone();
+    std::thread::Builder::new()
+        .name("skiff-group-commit".to_string())
+        .spawn(move || group_commit_loop(&thread_shared))
+        .map_err(|e| io_err(&shared.config.dir, e))
+}
+
+fn group_commit_loop(shared: &Shared) {
+    let mut round = Vec::new();
+    let (mut rounds, mut requests) = (0u64, 0u64);
+    loop {
+        {
+            let mut q = lock(&shared.group);
+            while q.requests.is_empty() {
+                if q.stopping {
+                    q.exited = true;
+                    let fsyncs = shared.fsyncs.load(Ordering::Relaxed);
+                    tracing::info!(rounds, requests, fsyncs, "group-commit thread stopped");
+                    return;
+                }
+                q.parked = true;
+                q = shared.group_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.parked = false;
+            }
+            // Swapped, not taken: both vectors keep their capacity across rounds.
+            std::mem::swap(&mut q.requests, &mut round);
+        }
+        rounds += 1;
+        requests += round.len() as u64;
+        shared.serve_round(&mut round);
+    }
+}
+
+/// Lets the group-commit thread serve what is queued (durability before the answer), joins it,
+/// then serves anything it left behind by panicking.
+pub(super) fn stop_group_commit(shared: &Shared, handle: JoinHandle<()>) {
+    lock(&shared.group).stopping = true;
+    shared.group_cv.notify_all();
+    if handle.join().is_err() {
+        tracing::error!("group-commit thread panicked");
+    }
+    let mut rest = {
+        let mut q = lock(&shared.group);
+        q.exited = true;
+        std::mem::take(&mut q.requests)
+    };
+    shared.serve_round(&mut rest);
+}
+
+/// The background thread that checkpoints every `flush_interval`.
+pub(super) struct Flusher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+impl Flusher {
+    /// Wakes the thread out of its wait, tells it to exit and joins it.
+    pub(super) fn stop(self) {
+        *lock(&self.stop.0) = true;
+        self.stop.1.notify_all();
+        if self.handle.join().is_err() {
+            tracing::error!("store flusher thread panicked");
+        }
+    }
+}
+
+pub(super) fn spawn_flusher(shared: &Arc<Shared>) -> Result<Flusher, StoreError> {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let thread_stop = stop.clone();
+    // Weak, so a forgotten reader clone cannot keep a flusher running for a dropped store.
+    let weak = Arc::downgrade(shared);
+    let interval = shared.config.flush_interval.max(Duration::from_millis(1));
+    let handle = std::thread::Builder::new()
+        .name("skiff-store-flush".to_string())
+        .spawn(move || loop {
+            let stopped = lock(&thread_stop.0);
+            let (stopped, _) = thread_stop
+                .1
+                .wait_timeout_while(stopped, interval, |s| !*s)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stopped {
+                return;
+            }
+            drop(stopped);
+            let Some(shared) = weak.upgrade() else { return };
+            if let Err(e) = shared.checkpoint(false) {
+                tracing::error!(
+                    error = &e as &dyn std::error::Error,
+                    "background flush failed"
+                );
+            }
+        })
+        .map_err(|e| io_err(&shared.config.dir, e))?;
+    Ok(Flusher { stop, handle })
+}
+
+/// Shared group-commit handle (thread-safe, cloneable).
+#[derive(Clone)]
+pub struct SyncWaiter {
+    shared: Arc<Shared>,
+}
+
+impl SyncWaiter {
+    pub(super) fn new(shared: Arc<Shared>) -> SyncWaiter {
+        SyncWaiter { shared }
+    }
+
+    /// Blocks until the commit log is fsynced at least up to `position` (an end position
+    /// returned by `append_batch_nowait`); one fsync serves every waiter whose position it covers.
+    pub fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
+        self.shared.wait_durable(position)
+    }
+
+    /// Calls `done` once the commit log is fsynced at least up to `position` (an end position
+    /// returned by `append_batch_nowait`), or with the error that prevents it; never blocks on
+    /// an fsync.
+    ///
+    /// When the position is already durable, or an earlier fsync failed, `done` runs at once on
+    /// the calling thread. Otherwise it runs on the store's group-commit thread after the fsync
+    /// that covers it, so `done` must be quick (hand the result on, don't work in it). After the
+    /// store is closed, the caller's thread does the wait itself.
+    pub fn notify_when_durable(
+        &self,
+        position: u64,
+        done: impl FnOnce(Result<(), StoreError>) + Send + 'static,
+    ) {
+        let shared = &self.shared;
+        // As in `wait_durable`: a position past what was written can never become durable.
+        let position = position.min(shared.log.written_end());
+        let st = lock(&shared.commit);
+        if let Some(e) = &st.failed {
+            let e = e.clone();
+            drop(st);
+            done(Err(e));
+            return;
+        }
+        if st.durable >= position {
+            drop(st);
+            done(Ok(()));
+            return;
+        }
+        drop(st);
+        let mut q = lock(&shared.group);
+        if q.exited {
+            drop(q);
+            // Raced with shutdown: no thread is left to hand the request to. The caller waits
+            // itself; the shutdown drain has usually made the position durable already.
+            done(shared.wait_durable(position));
+            return;
+        }
+        q.requests.push(DurabilityRequest {
+            position,
+            done: Box::new(done),
+        });
+        if q.parked {
+            q.parked = false;
+            drop(q);
+            shared.group_cv.notify_one();
+        }
+    }
+
+    /// Commit-log position known durable.
+    pub fn durable_position(&self) -> u64 {
+        lock(&self.shared.commit).durable
+    }
+
+    /// How many group-commit fsyncs ran so far (a metric; tests check sharing with it).
+    pub fn fsync_count(&self) -> u64 {
+        self.shared.fsyncs.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::MessageToAppend;
+    use crate::store::{FlushPolicy, MessageStore};
+    use crate::testsuite::{message, store_config};
+    use std::io;
+    use std::path::Path;
+
+    /// No background checkpoint: every fsync comes from the waits under test.
+    fn sync_store(dir: &Path) -> MessageStore {
+        MessageStore::open(store_config(dir, 1 << 20, FlushPolicy::Sync)).unwrap()
+    }
+
+    /// Message `i` of a test: 64 bytes of `i`.
+    fn numbered(i: u8) -> MessageToAppend {
+        message("TopicTest", 0, vec![i; 64])
+    }
+
+    /// Queues requests behind a round whose callback blocks, and releases it only once shutdown
+    /// has asked the thread to stop: the requests are then certainly still queued when the
+    /// store closes, and closing must answer each of them, durable.
+    fn shutdown_answers_queued_requests(close: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = sync_store(dir.path());
+        let waiter = store.sync_waiter();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        let (_, first) = store.append_batch_nowait(&[numbered(0)]).unwrap().unwrap();
+        waiter.notify_when_durable(first, move |result| {
+            let _ = entered_tx.send(result.is_ok());
+            let _ = gate_rx.recv();
+        });
+        assert_eq!(
+            entered_rx.recv_timeout(Duration::from_secs(30)),
+            Ok(true),
+            "the first round answers"
+        );
+        let fsyncs = waiter.fsync_count();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut positions = Vec::new();
+        for i in 1..=20 {
+            let (_, end) = store.append_batch_nowait(&[numbered(i)]).unwrap().unwrap();
+            positions.push(end);
+            let (tx, w) = (tx.clone(), waiter.clone());
+            waiter.notify_when_durable(end, move |result| {
+                let _ = tx.send((end, w.durable_position(), result));
+            });
+        }
+        drop(tx);
+        assert!(
+            matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty)),
+            "appended after the first fsync, so queued, not answered inline"
+        );
+        let shared = waiter.shared.clone();
+        let releaser = std::thread::spawn(move || {
+            let q = lock(&shared.group);
+            let q = shared
+                .group_cv
+                .wait_while(q, |q| !q.stopping)
+                .unwrap_or_else(|e| e.into_inner());
+            assert_eq!(q.requests.len(), 20, "still queued when shutdown began");
+            drop(q);
+            let _ = gate_tx.send(());
+        });
+        if close {
+            store.close().unwrap();
+        } else {
+            drop(store);
+        }
+        releaser.join().unwrap();
+        let answers: Vec<_> = rx.try_iter().collect();
+        assert_eq!(answers.len(), 20, "closing answered every queued request");
+        for (end, durable, result) in answers {
+            assert!(result.is_ok(), "{result:?}");
+            assert!(durable >= end, "{end} answered with only {durable} durable");
+        }
+        assert_eq!(
+            waiter.fsync_count(),
+            fsyncs + 1,
+            "one fsync served the drain"
+        );
+        assert!(matches!(
+            rx.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected)
+        ));
+        // After close, a request is answered on the caller's thread before the call returns.
+        let (late_tx, late_rx) = std::sync::mpsc::channel();
+        waiter.notify_when_durable(*positions.last().unwrap(), move |result| {
+            let _ = late_tx.send(result.is_ok());
+        });
+        assert_eq!(late_rx.try_recv(), Ok(true));
+    }
+
+    #[test]
+    fn close_answers_queued_requests_durable() {
+        shutdown_answers_queued_requests(true);
+    }
+
+    #[test]
+    fn drop_answers_queued_requests_durable() {
+        shutdown_answers_queued_requests(false);
+    }
+
+    /// Once an fsync failed, every wait, blocking or not, answers the sticky error, whose
+    /// cause chain still reaches the I/O error; nothing is reported durable again. (A real
+    /// fsync failure needs a failing disk, so the failure is planted in the commit state.)
+    #[test]
+    fn a_failed_fsync_fails_every_later_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = sync_store(dir.path());
+        let waiter = store.sync_waiter();
+        let (_, end) = store.append_batch_nowait(&[numbered(0)]).unwrap().unwrap();
+        let cause = io_err(
+            Path::new("/x/commitlog/00000000000000000000"),
+            io::Error::new(io::ErrorKind::StorageFull, "no space"),
+        );
+        lock(&waiter.shared.commit).failed = Some(StoreError::FsyncFailed {
+            source: Arc::new(cause),
+        });
+        let is_sticky = |result: Result<(), StoreError>| match result {
+            Err(StoreError::FsyncFailed { source }) => match &*source {
+                StoreError::Io { source, .. } => source.kind() == io::ErrorKind::StorageFull,
+                _ => false,
+            },
+            _ => false,
+        };
+        assert!(is_sticky(waiter.wait_durable(end)));
+        let (tx, rx) = std::sync::mpsc::channel();
+        waiter.notify_when_durable(end, move |result| {
+            let _ = tx.send(result);
+        });
+        assert!(
+            is_sticky(rx.try_recv().expect("answered inline")),
+            "the callback got the sticky error"
+        );
+        let (_, later) = store.append_batch_nowait(&[numbered(1)]).unwrap().unwrap();
+        assert!(is_sticky(waiter.wait_durable(later)));
+        assert!(waiter.durable_position() < end);
+    }
+}

@@ -1,0 +1,498 @@
+//! Randomised power-loss test on the simulated disk.
+//!
+//! Each run starts a store on an empty [`SimDisk`] with tiny segments and tiny consume-queue
+//! files and goes through `CUTS_PER_RUN` power cuts. Between cuts it appends batches, flushes,
+//! runs retention by age, and lets the disk fill up now and then; the power goes either after a
+//! random number of file operations (so it lands inside an append, a checkpoint, a segment roll
+//! or a retention run) or between operations. Then the store is reopened and checked:
+//! - it opens (no corruption reported, whatever the cut interrupted);
+//! - `sync`: every acknowledged message is there, byte for byte, at its offsets; `async`:
+//!   every message appended before the last completed flush is;
+//! - a message is missing only when retention was entitled to delete it (older than the age);
+//! - every served record passes its CRC and is a message the test sent to that queue;
+//! - the consume queues agree with the commit log, both ways, and reads below the min offset
+//!   answer `OffsetTooSmall`.
+//!
+//! The seed of every run is printed; `SKIFF_POWERCUT_SEED=<seed>` replays that run alone, and
+//! `SKIFF_POWERCUT_RUNS=<n>` sets how many runs each flush policy gets.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use skiff_storage::disk::sim::SimDisk;
+use skiff_storage::disk::Disk;
+use skiff_storage::message::{decode_records, MessageToAppend};
+use skiff_storage::store::{
+    FlushPolicy, MessageStore, ReadStatus, RetentionRequest, StoreConfig, StoreError,
+};
+use skiff_storage::testsuite::{message, store_config};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOPIC: &str = "PowerCut";
+const QUEUES: u32 = 3;
+const CUTS_PER_RUN: u32 = 20;
+const DEFAULT_RUNS: u64 = 150;
+const MAX_AGE_MS: i64 = 3_000;
+const SEED_ENV: &str = "SKIFF_POWERCUT_SEED";
+const RUNS_ENV: &str = "SKIFF_POWERCUT_RUNS";
+
+fn config(policy: FlushPolicy, disk: &SimDisk) -> StoreConfig {
+    StoreConfig {
+        queue_file_entries: 8,
+        disk: Disk::Simulated(disk.clone()),
+        ..store_config(Path::new("/store"), 4096, policy)
+    }
+}
+
+/// What the test knows of a message it sent.
+#[derive(Clone, Debug)]
+struct Sent {
+    queue_id: u32,
+    body: Vec<u8>,
+}
+
+/// A message the store acknowledged, where it said it put it.
+#[derive(Clone, Debug)]
+struct Acked {
+    id: u64,
+    physical_offset: u64,
+    store_timestamp: i64,
+}
+
+struct Run {
+    seed: u64,
+    policy: FlushPolicy,
+    rng: StdRng,
+    disk: SimDisk,
+    clock: Arc<AtomicI64>,
+    /// Every message ever offered to the store, by id (the first 8 bytes of its body).
+    sent: HashMap<u64, Sent>,
+    /// Acknowledged messages by (queue, offset).
+    acked: BTreeMap<(u32, u64), Acked>,
+    /// Commit-log position below which every acknowledged message must survive (`async`:
+    /// the end at the last completed flush; `sync`: unused, every ack is durable).
+    flushed_end: u64,
+    /// The newest cutoff a retention run was given: only older messages may be deleted.
+    retention_cutoff: i64,
+    next_id: u64,
+    cut: u32,
+    tally: Tally,
+}
+
+/// What a run went through, so the output shows the test exercised each path.
+#[derive(Default, Debug, Clone, Copy)]
+struct Tally {
+    acked: u64,
+    disk_full_refusals: u64,
+    segments_deleted: u64,
+    queue_files_deleted: u64,
+    cuts_mid_operation: u64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.acked += o.acked;
+        self.disk_full_refusals += o.disk_full_refusals;
+        self.segments_deleted += o.segments_deleted;
+        self.queue_files_deleted += o.queue_files_deleted;
+        self.cuts_mid_operation += o.cuts_mid_operation;
+    }
+}
+
+macro_rules! check {
+    ($run:expr, $cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            panic!(
+                "power-loss run {:?} seed {} (replay: {}={}) cut {}: {}",
+                $run.policy, $run.seed, SEED_ENV, $run.seed, $run.cut, format!($($fmt)+)
+            );
+        }
+    };
+}
+
+impl Run {
+    fn new(seed: u64, policy: FlushPolicy) -> Run {
+        Run {
+            seed,
+            policy,
+            rng: StdRng::seed_from_u64(seed),
+            disk: SimDisk::new(),
+            clock: Arc::new(AtomicI64::new(1_700_000_000_000)),
+            sent: HashMap::new(),
+            acked: BTreeMap::new(),
+            flushed_end: 0,
+            retention_cutoff: i64::MIN,
+            next_id: 0,
+            cut: 0,
+            tally: Tally::default(),
+        }
+    }
+
+    fn open(&mut self) -> MessageStore {
+        let store = match MessageStore::open(config(self.policy, &self.disk)) {
+            Ok(s) => s,
+            Err(e) => {
+                check!(
+                    self,
+                    false,
+                    "the store does not open after a power cut: {e:?}"
+                );
+                unreachable!()
+            }
+        };
+        let clock = self.clock.clone();
+        let mut store = store;
+        store.set_clock(move || clock.load(Ordering::Relaxed));
+        store
+    }
+
+    fn batch(&mut self) -> Vec<MessageToAppend> {
+        let count = self.rng.gen_range(1..=3);
+        let queue_id = self.rng.gen_range(0..QUEUES);
+        (0..count)
+            .map(|_| {
+                let id = self.next_id;
+                self.next_id += 1;
+                let len = self.rng.gen_range(8..700);
+                let mut body: Vec<u8> = (0..len).map(|_| self.rng.gen()).collect();
+                body[..8].copy_from_slice(&id.to_be_bytes());
+                self.sent.insert(
+                    id,
+                    Sent {
+                        queue_id,
+                        body: body.clone(),
+                    },
+                );
+                message(TOPIC, queue_id, body)
+            })
+            .collect()
+    }
+
+    /// One append; answers false once the disk is dead or the store refuses writes.
+    fn append(&mut self, store: &mut MessageStore) -> bool {
+        self.clock
+            .fetch_add(self.rng.gen_range(1..50), Ordering::Relaxed);
+        let batch = self.batch();
+        match store.append_batch(&batch) {
+            Ok(Ok(results)) => {
+                self.tally.acked += results.len() as u64;
+                for (m, r) in batch.iter().zip(results) {
+                    let id = u64::from_be_bytes(m.body[..8].try_into().unwrap_or_default());
+                    self.acked.insert(
+                        (r.queue_id, r.queue_offset),
+                        Acked {
+                            id,
+                            physical_offset: r.physical_offset,
+                            store_timestamp: r.store_timestamp,
+                        },
+                    );
+                }
+                true
+            }
+            Ok(Err(rejected)) => {
+                check!(self, false, "a valid batch was rejected: {rejected}");
+                false
+            }
+            Err(e) if e.is_disk_full() => {
+                self.tally.disk_full_refusals += 1;
+                true
+            }
+            Err(e) => {
+                check!(
+                    self,
+                    self.disk.is_dead()
+                        || matches!(
+                            e,
+                            StoreError::WritesRefused
+                                | StoreError::Io { .. }
+                                | StoreError::FsyncFailed { .. }
+                        ),
+                    "unexpected append error: {e:?}"
+                );
+                false
+            }
+        }
+    }
+
+    /// Operations until the power goes.
+    fn operate(&mut self, store: &mut MessageStore) {
+        if self.rng.gen_bool(0.6) {
+            self.disk.cut_power_after(self.rng.gen_range(0..300));
+        }
+        let ops = self.rng.gen_range(1..60);
+        for _ in 0..ops {
+            if self.disk.is_dead() {
+                return;
+            }
+            let roll = self.rng.gen_range(0..100);
+            let alive = match roll {
+                0..=69 => self.append(store),
+                70..=79 => {
+                    let end = store.commit_log_end();
+                    match store.flush() {
+                        Ok(()) => {
+                            self.flushed_end = end;
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                }
+                80..=89 => {
+                    self.clock
+                        .fetch_add(self.rng.gen_range(0..2_000), Ordering::Relaxed);
+                    let now = self.clock.load(Ordering::Relaxed);
+                    let request = RetentionRequest {
+                        max_segments: self.rng.gen_range(1..4),
+                        ..RetentionRequest::by_age(now, Duration::from_millis(MAX_AGE_MS as u64))
+                    };
+                    self.retention_cutoff = self.retention_cutoff.max(now - MAX_AGE_MS);
+                    let end = store.commit_log_end();
+                    match store.delete_expired(&request) {
+                        Ok(outcome) => {
+                            self.tally.segments_deleted += outcome.segments.len() as u64;
+                            self.tally.queue_files_deleted += outcome.queue_files_deleted as u64;
+                            if !outcome.segments.is_empty() {
+                                // The run ends with a checkpoint.
+                                self.flushed_end = end;
+                            }
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                }
+                _ => {
+                    // The disk fills up for one append, then space returns.
+                    let used = self.disk.used_bytes();
+                    self.disk
+                        .set_capacity(Some(used + self.rng.gen_range(0..1_500)));
+                    let alive = self.append(store);
+                    self.disk.set_capacity(None);
+                    alive
+                }
+            };
+            if !alive {
+                return;
+            }
+        }
+    }
+
+    fn verify(&mut self, store: &MessageStore) {
+        let reader = store.reader();
+        let log_start = reader.commit_log_start();
+        let log_end = reader.commit_log_end();
+        // Everything the queues serve, checked record by record.
+        let mut served: BTreeMap<(u32, u64), (u64, i64, u64)> = BTreeMap::new();
+        for queue_id in 0..QUEUES {
+            let (min, max) = (
+                reader.min_offset(TOPIC, queue_id),
+                reader.max_offset(TOPIC, queue_id),
+            );
+            check!(self, min <= max, "queue {queue_id}: min {min} > max {max}");
+            if min > 0 {
+                let below = reader.read(TOPIC, queue_id, min - 1, 1, u32::MAX, None);
+                check!(
+                    self,
+                    matches!(&below, Ok(r) if r.status == ReadStatus::OffsetTooSmall && r.next_begin_offset == min),
+                    "queue {queue_id}: a read below the min {min} answered {below:?}"
+                );
+            }
+            let mut offset = min;
+            while offset < max {
+                let read = reader.read(TOPIC, queue_id, offset, 32, u32::MAX, None);
+                let read = match read {
+                    Ok(r) => r,
+                    Err(e) => {
+                        check!(
+                            self,
+                            false,
+                            "queue {queue_id} offset {offset}: read failed: {e:?}"
+                        );
+                        unreachable!()
+                    }
+                };
+                check!(
+                    self,
+                    read.status == ReadStatus::Found,
+                    "queue {queue_id} offset {offset} of {min}..{max}: {:?}",
+                    read.status
+                );
+                let records = decode_records(read.records.clone());
+                check!(
+                    self,
+                    records.is_ok(),
+                    "served records fail to decode: {records:?}"
+                );
+                for m in records.unwrap_or_default() {
+                    check!(
+                        self,
+                        m.queue_offset == offset,
+                        "queue {queue_id}: offset {} served at {offset}",
+                        m.queue_offset
+                    );
+                    let id = u64::from_be_bytes(m.body[..8].try_into().unwrap_or_default());
+                    let sent = self.sent.get(&id);
+                    check!(
+                        self,
+                        sent.is_some_and(|s| s.queue_id == queue_id && s.body[..] == m.body[..]),
+                        "queue {queue_id} offset {offset}: a message the test never sent there (id {id})"
+                    );
+                    check!(
+                        self,
+                        m.physical_offset >= log_start,
+                        "served a record below the log start"
+                    );
+                    served.insert(
+                        (queue_id, offset),
+                        (id, m.store_timestamp, m.physical_offset),
+                    );
+                    offset += 1;
+                }
+            }
+        }
+        // The commit log holds exactly the served records, and nothing else past the mins.
+        let mut in_log = 0usize;
+        let mut disagreements = Vec::new();
+        let scanned = reader.scan_records(log_start, log_end, usize::MAX, |position, layout, _| {
+            let min = reader.min_offset(TOPIC, layout.queue_id);
+            if layout.queue_offset < min {
+                return;
+            }
+            in_log += 1;
+            match served.get(&(layout.queue_id, layout.queue_offset)) {
+                Some(&(_, _, physical)) if physical == position => {}
+                other => disagreements.push((
+                    position,
+                    layout.queue_id,
+                    layout.queue_offset,
+                    other.copied(),
+                )),
+            }
+        });
+        check!(
+            self,
+            matches!(scanned, Ok(end) if end == log_end),
+            "the commit-log scan stopped early: {scanned:?} of {log_end}"
+        );
+        check!(
+            self,
+            disagreements.is_empty(),
+            "consume queues and commit log disagree: {disagreements:?}"
+        );
+        check!(
+            self,
+            in_log == served.len(),
+            "{in_log} records in the log, {} served",
+            served.len()
+        );
+        // Acknowledged messages.
+        for (&(queue_id, offset), acked) in &self.acked {
+            let must_survive = match self.policy {
+                FlushPolicy::Sync => true,
+                FlushPolicy::Async => acked.physical_offset < self.flushed_end,
+            };
+            match served.get(&(queue_id, offset)) {
+                Some(&(id, ts, physical)) => {
+                    check!(
+                        self,
+                        id == acked.id && ts == acked.store_timestamp && physical == acked.physical_offset,
+                        "queue {queue_id} offset {offset}: acknowledged id {} at {}, found id {id} at {physical}",
+                        acked.id,
+                        acked.physical_offset
+                    );
+                }
+                None if acked.physical_offset < log_start => {
+                    check!(
+                        self,
+                        acked.store_timestamp < self.retention_cutoff,
+                        "queue {queue_id} offset {offset}: deleted by retention although stored at {} (cutoff {})",
+                        acked.store_timestamp,
+                        self.retention_cutoff
+                    );
+                }
+                None => {
+                    check!(
+                        self,
+                        !must_survive,
+                        "queue {queue_id} offset {offset}: acknowledged message id {} lost (physical {}, flushed end {})",
+                        acked.id,
+                        acked.physical_offset,
+                        self.flushed_end
+                    );
+                }
+            }
+        }
+        // From here on the store's content is the truth (opening checkpointed it).
+        self.acked = served
+            .into_iter()
+            .map(|(k, (id, store_timestamp, physical_offset))| {
+                (
+                    k,
+                    Acked {
+                        id,
+                        physical_offset,
+                        store_timestamp,
+                    },
+                )
+            })
+            .collect();
+        self.flushed_end = log_end;
+    }
+
+    fn go(mut self) -> (u64, Tally) {
+        let mut store = self.open();
+        for cut in 0..CUTS_PER_RUN {
+            self.cut = cut;
+            self.operate(&mut store);
+            if self.disk.is_dead() {
+                self.tally.cuts_mid_operation += 1;
+            }
+            self.disk.kill();
+            drop(store);
+            self.disk
+                .power_cut(&mut |n| self.rng.gen_range(0..n.max(1)));
+            store = self.open();
+            self.verify(&store);
+        }
+        drop(store);
+        (self.disk.power_cuts(), self.tally)
+    }
+}
+
+fn runs(policy: FlushPolicy) {
+    if let Ok(seed) = std::env::var(SEED_ENV) {
+        let seed: u64 = seed.parse().expect("SKIFF_POWERCUT_SEED is a u64");
+        eprintln!("power-loss {policy:?}: replaying seed {seed}");
+        Run::new(seed, policy).go();
+        return;
+    }
+    let runs: u64 = std::env::var(RUNS_ENV)
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(DEFAULT_RUNS);
+    let base: u64 = rand::random();
+    let started = std::time::Instant::now();
+    let (mut cuts, mut tally) = (0, Tally::default());
+    for i in 0..runs {
+        let seed = base.wrapping_add(i);
+        let (c, t) = Run::new(seed, policy).go();
+        cuts += c;
+        tally += t;
+    }
+    eprintln!(
+        "power-loss {policy:?}: {runs} runs from seed {base}, {cuts} power cuts, {tally:?}, {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn sync_flush_keeps_every_acknowledged_message_through_power_cuts() {
+    runs(FlushPolicy::Sync);
+}
+
+#[test]
+fn async_flush_loses_at_most_the_unflushed_tail_through_power_cuts() {
+    runs(FlushPolicy::Async);
+}

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Start Apache RocketMQ (the oracle) on free loopback ports: one name server and one broker
+# (default) or two brokers broker-a and broker-b in one cluster (--cluster).
+#
+#   tests/conformance/apache/start.sh [--cluster] [--dir DIR] [--max-lifetime SECS]
+#                                     [--profile conformance|bench] [--prepare-only]
+#   tests/conformance/apache/stop.sh DIR
+#
+# The jars come from Maven Central through pom.xml beside this script, resolved once with
+# `mvn dependency:build-classpath` into ~/.m2 and a classpath file under
+# ${XDG_CACHE_HOME:-~/.cache}/skiff-conformance (re-resolved when pom.xml changes).
+#
+# DIR (default: a new mktemp dir) gets the configs, a fresh store per broker, the JVMs' logs
+# (user.home is DIR, so ~/logs/rocketmqlogs lands there too), `pids` and `namesrv.addr`.
+# Every JVM is killed by a watchdog after --max-lifetime seconds (default 1800) even if stop.sh
+# is never called. On success the last line on stdout is `NAMESRV=127.0.0.1:PORT`; exit 0.
+# Environment: ROCKETMQ_VERSION (default from pom.xml), APACHE_JAVA_OPTS (extra JVM flags, after
+# the heap flags: a later -Xmx wins).
+#
+# --profile conformance (default): small heaps (name server 192m, broker 384m, direct 128m), small
+#   store files and long queue waits, for the conformance suite on two shared cores.
+# --profile bench: what bench/run.sh measures (bench/README.md): name server -Xms256m -Xmx256m,
+#   broker -Xms1g -Xmx1g with -XX:MaxDirectMemorySize=1g, G1; the broker keeps Apache's store
+#   defaults (flushDiskType=ASYNC_FLUSH, 1 GiB commit log files, send queue wait 200 ms) except
+#   that a pull may return up to 100 messages (maxTransferCountOnMessageIn{Memory,Disk}, default
+#   32 and 8) as the benchmark's PULL_MESSAGE asks for 100; and 5.5.0 gets the upstream fix of
+#   a busy-spinning thread (see "bench profile" below; APACHE_STOCK=1 leaves it out).
+# --prepare-only: write the configs and DIR/launch-NAME.sh (name server first, then the
+#   brokers, also listed in that order in DIR/launch-order) and start the watchdog, but start no
+#   JVM and do not wait: the caller runs the launch scripts (each prints its JVM's pid) and
+#   probes readiness itself. Prints DIR=, BUILD= (what runs), NAMESRV= and
+#   BROKER_<name>=127.0.0.1:PORT.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PYTHON=${PYTHON:-python3}
+CLUSTER=0
+DIR=""
+MAX_LIFETIME=1800
+PROFILE=conformance
+PREPARE_ONLY=0
+usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only]"
+while (($#)); do
+    case $1 in
+        --cluster) CLUSTER=1 ;;
+        --dir) DIR=$2; shift ;;
+        --max-lifetime) MAX_LIFETIME=$2; shift ;;
+        --profile) PROFILE=$2; shift ;;
+        --prepare-only) PREPARE_ONLY=1 ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $PROFILE in
+    conformance) NAMESRV_HEAP=192m BROKER_HEAP=384m DIRECT=128m CLUSTER_NAME=ConformanceCluster ;;
+    bench) NAMESRV_HEAP=256m BROKER_HEAP=1g DIRECT=1g CLUSTER_NAME=BenchCluster ;;
+    *) echo "$usage" >&2; exit 2 ;;
+esac
+log() { printf '[apache %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# ---- classpath, resolved once -----------------------------------------------------------
+VERSION=${ROCKETMQ_VERSION:-$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/pom.xml")}
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
+CP_FILE=$CACHE/apache-rocketmq-$VERSION.classpath
+mkdir -p "$CACHE"
+if [[ ! -s $CP_FILE || $HERE/pom.xml -nt $CP_FILE ]]; then
+    log "resolving Apache RocketMQ $VERSION with Maven (once; cached in ~/.m2)"
+    if ! nice -n 10 mvn -q -B -f "$HERE/pom.xml" -Drocketmq.version="$VERSION" \
+        dependency:build-classpath -Dmdep.outputFile="$CP_FILE.tmp" >"$CACHE/mvn-apache.log" 2>&1; then
+        log "FAIL: mvn dependency:build-classpath (see $CACHE/mvn-apache.log)"
+        tail -5 "$CACHE/mvn-apache.log" >&2
+        exit 1
+    fi
+    mv "$CP_FILE.tmp" "$CP_FILE"
+fi
+CP=$(cat "$CP_FILE")
+
+# ---- bench profile: 5.5.0's busy-spinning TransactionMetricsFlushService -------------------
+# In 5.5.0 TransactionMetricsFlushService.run() only waits (10 s) after a flush, and spins
+# through the 10 s before each flush: a core half the time, even on an idle broker
+# (apache/rocketmq ISSUE #10515, fixed by PR #10517 in 5.5.1). On the benchmark's two cores that
+# takes up to half the machine, so the bench profile puts the fixed class, unchanged from the
+# rocketmq-broker 5.5.1 release jar (it calls the same 5.5.0 methods), ahead of the 5.5.0 jars.
+# APACHE_STOCK=1 runs 5.5.0 as released.
+BUILD="Apache RocketMQ $VERSION"
+if [[ $PROFILE == bench && $VERSION == 5.5.0 && ${APACHE_STOCK:-0} != 1 ]]; then
+    FIX_CLASS=org/apache/rocketmq/broker/transaction/TransactionMetricsFlushService.class
+    FIX_DIR=$CACHE/rocketmq-5.5.0-fix-10515
+    if [[ ! -s $FIX_DIR/$FIX_CLASS ]]; then
+        jar550=$(tr ':' '\n' <<<"$CP" | grep '/rocketmq-broker-5\.5\.0\.jar$' || true)
+        jar551=${jar550//5.5.0/5.5.1}
+        if [[ -n $jar550 && ! -s $jar551 ]]; then
+            log "fetching rocketmq-broker 5.5.1 (for the fixed TransactionMetricsFlushService only)"
+            nice -n 10 mvn -q -B dependency:get -Dartifact=org.apache.rocketmq:rocketmq-broker:5.5.1 \
+                -Dtransitive=false >"$CACHE/mvn-apache-fix.log" 2>&1 || true
+        fi
+        if [[ -z $jar550 || ! -s $jar551 ]]; then
+            log "FAIL: no rocketmq-broker-5.5.1.jar for the ISSUE #10515 fix (see $CACHE/mvn-apache-fix.log); APACHE_STOCK=1 runs 5.5.0 as released"
+            exit 1
+        fi
+        "$PYTHON" - "$jar551" "$FIX_CLASS" "$FIX_DIR.tmp" <<'EOF'
+import os, sys, zipfile
+jar, name, out = sys.argv[1:]
+os.makedirs(os.path.join(out, os.path.dirname(name)), exist_ok=True)
+with zipfile.ZipFile(jar) as z, open(os.path.join(out, name), "wb") as f:
+    f.write(z.read(name))
+EOF
+        rm -rf "$FIX_DIR"
+        mv "$FIX_DIR.tmp" "$FIX_DIR"
+    fi
+    CP=$FIX_DIR:$CP
+    BUILD="$BUILD + the ISSUE #10515 fix (TransactionMetricsFlushService from 5.5.1)"
+fi
+
+# ---- work dir and ports --------------------------------------------------------------------
+[[ -n $DIR ]] || DIR=$(mktemp -d "${TMPDIR:-/tmp}/skiff-conformance-apache.XXXXXX")
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+: >"$DIR/pids"
+
+# free_ports N: N port bases P with P-2 (the broker's fast port), P and P+1 (HA) all free.
+free_ports() {
+    "$PYTHON" - "$1" <<'EOF'
+import random, socket, sys
+def free(p):
+    for host in ("127.0.0.1", "0.0.0.0"):
+        s = socket.socket()
+        try:
+            s.bind((host, p))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+out, used = [], set()
+while len(out) < int(sys.argv[1]):
+    p = random.randrange(20000, 60000)
+    group = {p - 2, p, p + 1}
+    if not group & used and all(free(q) for q in group):
+        used |= group
+        out.append(p)
+print(" ".join(map(str, out)))
+EOF
+}
+
+BROKERS=(broker-a)
+((CLUSTER)) && BROKERS=(broker-a broker-b)
+read -r -a PORTS <<<"$(free_ports $((${#BROKERS[@]} + 1)))"
+NS_PORT=${PORTS[0]}
+NAMESRV=127.0.0.1:$NS_PORT
+
+JAVA_BASE=(java -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true
+    -Duser.home="$DIR" -Drocketmq.home.dir="$DIR"
+    --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens java.base/java.lang=ALL-UNNAMED)
+# shellcheck disable=SC2206
+EXTRA=(${APACHE_JAVA_OPTS:-})
+
+PIDS=()
+# Each JVM gets a launch script (restart-broker.sh reuses it): it starts the JVM in its own
+# session, appends "PID NAME" to DIR/pids and prints the PID. With --prepare-only the script is
+# only written (and listed in DIR/launch-order).
+: >"$DIR/launch-order"
+start_jvm() { # start_jvm NAME HEAP MAIN CONF
+    local name=$1 heap=$2 main=$3 conf=$4 launch=$DIR/launch-$1.sh
+    {
+        echo '#!/usr/bin/env bash'
+        printf 'cd %q || exit 1\n' "$DIR"
+        printf 'setsid'
+        printf ' %q' "${JAVA_BASE[@]}" -Xms"$heap" -Xmx"$heap" -XX:MaxDirectMemorySize="$DIRECT" "${EXTRA[@]}" \
+            -cp "$CP" "$main" -c "$conf"
+        printf ' >>%q 2>&1 </dev/null &\n' "$DIR/$name.out"
+        printf 'echo "$! %s" >>%q\necho "$!"\n' "$name" "$DIR/pids"
+    } >"$launch"
+    chmod +x "$launch"
+    echo "$name" >>"$DIR/launch-order"
+    ((PREPARE_ONLY)) || PIDS+=("$("$launch")")
+}
+
+# ---- name server ---------------------------------------------------------------------------
+cat >"$DIR/namesrv.conf" <<EOF
+listenPort=$NS_PORT
+bindAddress=127.0.0.1
+kvConfigPath=$DIR/namesrv/kvConfig.json
+configStorePath=$DIR/namesrv/namesrv.properties
+EOF
+start_jvm namesrv "$NAMESRV_HEAP" org.apache.rocketmq.namesrv.NamesrvStartup "$DIR/namesrv.conf"
+
+# ---- brokers -------------------------------------------------------------------------------
+i=1
+for b in "${BROKERS[@]}"; do
+    p=${PORTS[$i]}
+    store=$DIR/store-$b
+    mkdir -p "$store"
+    cat >"$DIR/$b.conf" <<EOF
+brokerClusterName=$CLUSTER_NAME
+brokerName=$b
+brokerId=0
+brokerRole=ASYNC_MASTER
+flushDiskType=ASYNC_FLUSH
+namesrvAddr=$NAMESRV
+brokerIP1=127.0.0.1
+bindAddress=127.0.0.1
+listenPort=$p
+haListenPort=$((p + 1))
+storePathRootDir=$store
+storePathCommitLog=$store/commitlog
+autoCreateTopicEnable=true
+autoCreateSubscriptionGroup=true
+EOF
+    if [[ $PROFILE == bench ]]; then
+        cat >>"$DIR/$b.conf" <<EOF
+# Apache's store and send-queue defaults, except: a pull may return the 100 messages the
+# benchmark's PULL_MESSAGE asks for (defaults 32 from memory, 8 from disk).
+maxTransferCountOnMessageInMemory=100
+maxTransferCountOnMessageInDisk=100
+EOF
+    else
+        cat >>"$DIR/$b.conf" <<EOF
+mappedFileSizeCommitLog=67108864
+mappedFileSizeConsumeQueue=600000
+mappedFileSizeTimerLog=16777216
+traceTopicEnable=false
+# SQL92 subscriptions (MessageSelector.bySql) need it; skiff filters by SQL92 without a switch.
+enablePropertyFilter=true
+transferMsgByHeap=true
+warmMapedFileEnable=false
+diskMaxUsedSpaceRatio=95
+# Two shared cores: a send may wait in the broker's queue longer than the 200 ms default before
+# the broker sheds it with SYSTEM_BUSY "[TIMEOUT_CLEAN_QUEUE]broker busy".
+waitTimeMillsInSendQueue=5000
+waitTimeMillsInPullQueue=10000
+osPageCacheBusyTimeOutMills=5000
+# Transaction check-backs within seconds, as run.sh sets them for skiff: halves older than 3 s,
+# checked every 2 s (Apache's defaults are 6 s and 30 s).
+transactionTimeOut=3000
+transactionCheckInterval=2000
+EOF
+    fi
+    start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.broker.BrokerStartup "$DIR/$b.conf"
+    i=$((i + 1))
+done
+
+# ---- watchdog: kills every JVM in DIR/pids after MAX_LIFETIME even if nobody calls stop.sh ----
+setsid bash -c '
+    sleep "$1"
+    jvms=$(awk '\''$2 != "watchdog" {print $1}'\'' "$2/pids")
+    for p in $jvms; do kill -TERM "$p" 2>/dev/null; done
+    sleep 10
+    for p in $jvms; do kill -KILL "$p" 2>/dev/null; done
+' watchdog "$MAX_LIFETIME" "$DIR" >/dev/null 2>&1 </dev/null &
+echo "$! watchdog" >>"$DIR/pids"
+
+if ((PREPARE_ONLY)); then
+    echo "$NAMESRV" >"$DIR/namesrv.addr"
+    log "prepared ($PROFILE): name server $NAMESRV, brokers ${BROKERS[*]}, dir $DIR (watchdog: ${MAX_LIFETIME}s)"
+    echo "DIR=$DIR"
+    echo "BUILD=$BUILD"
+    echo "NAMESRV=$NAMESRV"
+    i=1
+    for b in "${BROKERS[@]}"; do
+        echo "BROKER_$b=127.0.0.1:${PORTS[$i]}"
+        i=$((i + 1))
+    done
+    exit 0
+fi
+log "name server $NAMESRV, brokers ${BROKERS[*]}, dir $DIR (watchdog: ${MAX_LIFETIME}s)"
+IFS=,
+if ! "$PYTHON" "$HERE/probe.py" --namesrv "$NAMESRV" --brokers "${BROKERS[*]}" --timeout 120 \
+    --pids "${PIDS[*]}" >"$DIR/brokers.addr"; then
+    unset IFS
+    log "FAIL: Apache RocketMQ did not become ready; logs in $DIR"
+    for f in "$DIR"/*.out; do
+        echo "---- $f" >&2
+        grep -v '|-' "$f" | tail -n 5 >&2
+    done
+    "$HERE/stop.sh" "$DIR" --keep >/dev/null 2>&1 || true
+    exit 1
+fi
+unset IFS
+echo "$NAMESRV" >"$DIR/namesrv.addr"
+log "ready: $(tr '\n' ' ' <"$DIR/brokers.addr")"
+echo "DIR=$DIR"
+echo "NAMESRV=$NAMESRV"

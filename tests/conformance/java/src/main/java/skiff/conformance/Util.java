@@ -1,0 +1,233 @@
+package skiff.conformance;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BooleanSupplier;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageConst;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/** Client construction and reading helpers shared by the scenarios. */
+final class Util {
+    private Util() {}
+
+    static String show(Object o) {
+        String s = String.valueOf(o);
+        return s.length() > 300 ? s.substring(0, 300) + "...(" + s.length() + " chars)" : s;
+    }
+
+    static byte[] utf8(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String str(byte[] b) {
+        return b == null ? null : new String(b, StandardCharsets.UTF_8);
+    }
+
+    static String instance() {
+        return "cf" + UUID.randomUUID().toString().substring(0, 8);
+    }
+
+    static DefaultMQProducer producer(Ctx ctx) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer(ctx.name("pg"), WireLog.forScenario(ctx.scenario));
+        p.setNamesrvAddr(ctx.namesrv);
+        p.setInstanceName(instance());
+        p.setSendMsgTimeout(10_000);
+        p.setRetryTimesWhenSendFailed(0);
+        p.setRetryTimesWhenSendAsyncFailed(0);
+        p.start();
+        ctx.closeLater(p::shutdown);
+        return p;
+    }
+
+    /** A push consumer with a unique instance, not started. The context shuts it down. */
+    static DefaultMQPushConsumer push(Ctx ctx, String group) {
+        // The (group, hook, strategy) constructor exists in 4.9.8 and 5.x alike (run.sh also builds
+        // this harness against rocketmq-client 4.9.8); averaging is both versions' default.
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, WireLog.forScenario(ctx.scenario),
+            new AllocateMessageQueueAveragely());
+        c.setNamesrvAddr(ctx.namesrv);
+        c.setInstanceName(instance());
+        c.setConsumeThreadMin(2);
+        c.setConsumeThreadMax(4);
+        c.setPersistConsumerOffsetInterval(1000);
+        c.setPollNameServerInterval(1000); // find %RETRY% routes quickly (default 30 s)
+        ctx.closeLater(c::shutdown);
+        return c;
+    }
+
+    /**
+     * {@code setMessageModel(BROADCASTING)}: the enum moved from org.apache.rocketmq.common.protocol
+     * (4.9.8) to org.apache.rocketmq.remoting.protocol (5.x), so it is looked up by reflection.
+     */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void broadcasting(DefaultMQPushConsumer c) throws Exception {
+        for (java.lang.reflect.Method m : c.getClass().getMethods()) {
+            if (m.getName().equals("setMessageModel") && m.getParameterCount() == 1) {
+                Class<? extends Enum> type = (Class<? extends Enum>) m.getParameterTypes()[0];
+                m.invoke(c, Enum.valueOf(type, "BROADCASTING"));
+                return;
+            }
+        }
+        throw new IllegalStateException("no setMessageModel");
+    }
+
+    /** Message with tag, keys and user properties. */
+    static Message msg(String topic, String tag, String keys, String body, Map<String, String> props) {
+        Message m = new Message(topic, tag, keys, utf8(body));
+        if (props != null) {
+            props.forEach(m::putUserProperty);
+        }
+        return m;
+    }
+
+    static Map<String, String> props(String... kv) {
+        Map<String, String> m = new TreeMap<>();
+        for (int i = 0; i + 1 < kv.length; i += 2) {
+            m.put(kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    /** The user properties of a message: its properties minus the system ones. */
+    static Map<String, String> userProps(MessageExt m) {
+        Map<String, String> out = new TreeMap<>();
+        for (Map.Entry<String, String> e : m.getProperties().entrySet()) {
+            if (!MessageConst.STRING_HASH_SET.contains(e.getKey())) {
+                out.put(e.getKey(), e.getValue());
+            }
+        }
+        return out;
+    }
+
+    static boolean await(long timeoutMs, BooleanSupplier done) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (System.currentTimeMillis() < deadline) {
+            if (done.getAsBoolean()) {
+                return true;
+            }
+            Thread.sleep(100);
+        }
+        return done.getAsBoolean();
+    }
+
+    /**
+     * Reads a topic from queue offset 0 with PULL_MESSAGE (11) through a fresh pull-consumer
+     * group, until at least {@code expected} messages were read or the timeout passed; sorted by
+     * queue id then queue offset.
+     */
+    static List<MessageExt> readAll(Ctx ctx, String topic, int expected, long timeoutMs) throws Exception {
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer(ctx.name("reader"), WireLog.forScenario(ctx.scenario));
+        c.setNamesrvAddr(ctx.namesrv);
+        c.setInstanceName(instance());
+        c.start();
+        try {
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            Map<MessageQueue, Long> next = new HashMap<>();
+            List<MessageExt> out = new ArrayList<>();
+            String lastError = null;
+            while (true) {
+                try {
+                    for (MessageQueue mq : c.fetchSubscribeMessageQueues(topic)) {
+                        long off = next.getOrDefault(mq, 0L);
+                        while (true) {
+                            PullResult r = c.pull(mq, "*", off, 32);
+                            if (r.getPullStatus() == PullStatus.FOUND) {
+                                out.addAll(r.getMsgFoundList());
+                                off = r.getNextBeginOffset();
+                            } else if (r.getPullStatus() == PullStatus.OFFSET_ILLEGAL && r.getNextBeginOffset() > off) {
+                                off = r.getNextBeginOffset();
+                            } else {
+                                break;
+                            }
+                        }
+                        next.put(mq, off);
+                    }
+                } catch (Exception e) {
+                    lastError = e.toString();
+                }
+                if (out.size() >= expected || System.currentTimeMillis() > deadline) {
+                    break;
+                }
+                Thread.sleep(300);
+            }
+            if (out.size() < expected && lastError != null) {
+                ctx.note("reader error: " + lastError);
+            }
+            out.sort(Comparator.comparingInt(MessageExt::getQueueId).thenComparingLong(MessageExt::getQueueOffset));
+            return out;
+        } finally {
+            c.shutdown();
+        }
+    }
+
+    static List<String> bodies(Collection<MessageExt> ms) {
+        List<String> out = new ArrayList<>();
+        for (MessageExt m : ms) {
+            out.add(str(m.getBody()));
+        }
+        return out;
+    }
+
+    static <T> Set<T> setOf(Collection<T> c) {
+        return new HashSet<>(c);
+    }
+
+    /** Push-consumer deliveries, in arrival order. */
+    static final class Received {
+        final MessageExt msg;
+        final long at;
+        final String who;
+
+        Received(MessageExt msg, long at, String who) {
+            this.msg = msg;
+            this.at = at;
+            this.who = who;
+        }
+
+        String body() {
+            return str(msg.getBody());
+        }
+    }
+
+    static final class Collector {
+        final List<Received> all = new CopyOnWriteArrayList<>();
+
+        void add(MessageExt m, String who) {
+            all.add(new Received(m, System.currentTimeMillis(), who));
+        }
+
+        List<String> bodies() {
+            List<String> out = new ArrayList<>();
+            for (Received r : all) {
+                out.add(r.body());
+            }
+            return out;
+        }
+
+        Set<String> distinct() {
+            return new HashSet<>(bodies());
+        }
+
+        boolean awaitDistinct(int n, long timeoutMs) throws InterruptedException {
+            return await(timeoutMs, () -> distinct().size() >= n);
+        }
+    }
+}
