@@ -661,6 +661,8 @@ final class Scenarios {
         ctx.check(one.awaitDistinct(10, 20_000), "first consumer got " + one.distinct().size() + "/10");
         Thread.sleep(1500);
         c1.shutdown(); // persists its offsets
+        ctx.check(Util.awaitCommitted(p, group, topic, 10, 10_000),
+            "offsets committed after the first consumer's shutdown: " + Util.committedTotal(p, group, topic) + "/10");
         for (int i = 0; i < 5; i++) {
             p.send(msg(topic, "R", null, "second-" + i, null));
         }
@@ -1141,9 +1143,10 @@ final class Scenarios {
             }
         }
         ctx.eq("first poller distinct bodies", 10, new HashSet<>(first).size());
-        c1.commitSync();
-        Thread.sleep(1000);
+        c1.commitSync(); // clustering: into the client's offset store, sent to the broker at shutdown
         c1.shutdown();
+        ctx.check(Util.awaitCommitted(p, group, topic, 10, 10_000),
+            "offsets committed after commitSync and shutdown: " + Util.committedTotal(p, group, topic) + "/10");
         for (int i = 0; i < 3; i++) {
             p.send(msg(topic, "LP", null, "lp-late-" + i, null));
         }

@@ -1,5 +1,7 @@
 package skiff.conformance;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -18,6 +20,9 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
@@ -126,6 +131,65 @@ final class Util {
             Thread.sleep(100);
         }
         return done.getAsBoolean();
+    }
+
+    /**
+     * The offsets the broker holds for {@code group} on every queue of {@code topic}, asked with
+     * QUERY_CONSUMER_OFFSET (14) on the producer's connection, so no consumer joins the group. A
+     * queue without a committed offset counts 0. The request header's class moved package between
+     * the 4.x and 5.x clients, which share this source, hence the lookup by name.
+     */
+    static long committedTotal(DefaultMQProducer p, String group, String topic) throws Exception {
+        MQClientInstance client = p.getDefaultMQProducerImpl().getMqClientFactory();
+        Class<?> headerClass = firstClass(
+            "org.apache.rocketmq.remoting.protocol.header.QueryConsumerOffsetRequestHeader",
+            "org.apache.rocketmq.common.protocol.header.QueryConsumerOffsetRequestHeader");
+        Method query = MQClientAPIImpl.class.getMethod("queryConsumerOffset", String.class, headerClass, long.class);
+        long total = 0;
+        for (MessageQueue mq : p.fetchPublishMessageQueues(topic)) {
+            Object header = headerClass.getConstructor().newInstance();
+            headerClass.getMethod("setConsumerGroup", String.class).invoke(header, group);
+            headerClass.getMethod("setTopic", String.class).invoke(header, topic);
+            headerClass.getMethod("setQueueId", Integer.class).invoke(header, mq.getQueueId());
+            String addr = client.findBrokerAddressInPublish(mq.getBrokerName());
+            try {
+                total += (Long) query.invoke(client.getMQClientAPIImpl(), addr, header, 3000L);
+            } catch (InvocationTargetException e) {
+                if (!(e.getCause() instanceof MQBrokerException)) {
+                    throw e;
+                }
+                // QUERY_NOT_FOUND: nothing committed on this queue yet
+            }
+        }
+        return total;
+    }
+
+    /**
+     * Waits until the broker's committed offsets for {@code group} on {@code topic} add up to
+     * {@code total}. A consumer persists its offsets at shutdown with a oneway request, which the
+     * Apache broker may apply after a new consumer's first offset query on another connection.
+     */
+    static boolean awaitCommitted(DefaultMQProducer p, String group, String topic, long total, long timeoutMs)
+        throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (committedTotal(p, group, topic) < total) {
+            if (System.currentTimeMillis() > deadline) {
+                return false;
+            }
+            Thread.sleep(100);
+        }
+        return true;
+    }
+
+    private static Class<?> firstClass(String... names) throws ClassNotFoundException {
+        for (String name : names) {
+            try {
+                return Class.forName(name);
+            } catch (ClassNotFoundException e) {
+                // the other client generation
+            }
+        }
+        throw new ClassNotFoundException(String.join(" or ", names));
     }
 
     /**
