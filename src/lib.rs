@@ -44,6 +44,7 @@
 //! * [`remoting`]: RocketMQ's wire codec, transport, request processor and remote broker client.
 //! * [`serve`]: `skiff serve`, a node behind a remoting listener.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
+//! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
 //!
 //! The actors live in the `skiff-actors` crate and durable state in `skiff-storage`; both are
 //! re-exported as [`actors`] and [`storage`]. The `skiff` binary (`src/main.rs`) only parses

@@ -3,6 +3,7 @@
 //! ([`crate::broker::BrokerHandle`], the broker actors' addresses) and remoting (TCP, in the root
 //! crate). Embedded and remote consumers therefore run the same actors.
 
+use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
 use crate::logic::queue::MessageQueue;
 use crate::logic::sql92::Sql92Error;
@@ -87,6 +88,8 @@ pub enum BrokerError {
     MessageNotFound { physical_offset: u64 },
     #[error("invalid request: {reason}")]
     InvalidRequest { reason: String },
+    #[error("the message's delay level is invalid")]
+    InvalidDelay(#[from] InvalidDelayLevel),
     /// A call to a broker over the network failed (the remoting client in the root crate).
     #[error(transparent)]
     Remote(#[from] RemoteError),

@@ -14,18 +14,22 @@
 //! hash collision or a stale entry never answers for another message.
 //!
 //! The index is built off the send path: [`KeyIndex::catch_up`] indexes the commit log from the
-//! watermark (in memory: the end of the last record scanned) to its end. The files are not
-//! fsynced: at open the index resumes after the last entry it finds (a torn tail entry is cut),
-//! which rebuilds whatever a crash lost from the commit log. Retention deletes the files whose
-//! entries all point below the log's new start ([`KeyIndex::prune_below`]).
+//! watermark (in memory: the end of the last record scanned) to its end. Only a full file is
+//! fsynced, with the new file's directory entry (once per [`ENTRIES_PER_FILE`] entries), so a
+//! crash can cost only the newest file's tail: at open the index resumes after the last entry
+//! that still matches its record in the commit log (a torn or stale tail is cut), which
+//! rebuilds whatever a crash lost from the commit log. Retention
+//! deletes the files whose entries all point below the log's new start
+//! ([`KeyIndex::prune_below`]). All file operations go through the store's [`Disk`], so the
+//! power-loss test covers the index too.
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::message::{parse_record, property, MessageToAppend};
 use crate::store::{AppendResult, StoreError, StoreReader};
 
@@ -34,6 +38,8 @@ pub const KEY_INDEX_DIR: &str = "keyindex";
 /// Entries per file before a new file starts (24 MiB).
 pub const ENTRIES_PER_FILE: u64 = 1 << 20;
 const ENTRY_SIZE: u64 = 24;
+/// Entries buffered in memory before they are written to the active file.
+const WRITE_BUFFER: usize = 64 * 1024;
 
 /// The key index failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +49,12 @@ pub enum KeyIndexError {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+    #[error("making the key index directory {path} durable failed")]
+    Durability {
+        path: PathBuf,
+        #[source]
+        source: StoreError,
     },
     #[error("reading the commit log for the key index failed")]
     Store(#[from] StoreError),
@@ -94,6 +106,25 @@ fn record_carries(raw: &[u8], topic: &str, key: &str) -> bool {
         return false;
     };
     raw[layout.topic.clone()] == *topic.as_bytes() && index_keys(properties).contains(&key)
+}
+
+/// Whether the index entry `(hash, hit)` describes the stored record `raw`: same store
+/// timestamp, and one of its keys hashes to `hash`. Used at open to tell a surviving entry
+/// from one a crash left half written.
+fn entry_matches(raw: &[u8], hash: u64, hit: KeyHit) -> bool {
+    let Ok(layout) = parse_record(raw) else {
+        return false;
+    };
+    let (Ok(topic), Ok(properties)) = (
+        std::str::from_utf8(&raw[layout.topic.clone()]),
+        std::str::from_utf8(&raw[layout.properties.clone()]),
+    ) else {
+        return false;
+    };
+    layout.store_timestamp == hit.store_timestamp
+        && index_keys(properties)
+            .iter()
+            .any(|key| key_hash(topic, key) == hash)
 }
 
 /// One query hit.
@@ -162,16 +193,20 @@ struct IndexFile {
     path: PathBuf,
 }
 
-/// The file being appended to.
+/// The file being appended to: entries go to `buffer`, then to the file at `written`.
 struct Active {
     file: IndexFile,
-    writer: BufWriter<File>,
+    handle: DiskFile,
+    written: u64,
+    buffer: Vec<u8>,
     entries: u64,
 }
 
 /// The key index over one directory.
 pub struct KeyIndex {
+    disk: Disk,
     dir: PathBuf,
+    entries_per_file: u64,
     /// Every file, oldest first; the last one is `active` once something was appended.
     files: Vec<IndexFile>,
     active: Option<Active>,
@@ -190,62 +225,88 @@ impl std::fmt::Debug for KeyIndex {
 }
 
 impl KeyIndex {
-    /// Opens (creating if needed) the index in `dir`. It resumes after the last record its
-    /// files name, as far as `reader` still holds it: [`Self::catch_up_all`] then rebuilds the
-    /// rest from the commit log.
-    pub fn open(dir: impl Into<PathBuf>, reader: &StoreReader) -> Result<Self, KeyIndexError> {
+    /// Opens (creating if needed) the index in `dir` on `disk`. It resumes after the last
+    /// entry that still matches its record in `reader`'s commit log, cutting whatever a crash
+    /// left after it; [`Self::catch_up_all`] then rebuilds the rest from the commit log.
+    pub fn open(
+        disk: &Disk,
+        dir: impl Into<PathBuf>,
+        reader: &StoreReader,
+    ) -> Result<Self, KeyIndexError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        disk.create_dir_all(&dir).map_err(io_err(&dir))?;
         let mut files = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let entry = entry.map_err(io_err(&dir))?;
-            let name = entry.file_name();
-            let Some(first_offset) = name.to_str().and_then(|n| n.parse::<u64>().ok()) else {
-                tracing::warn!(file = %entry.path().display(), "stray file in the key index directory left alone");
-                continue;
-            };
-            files.push(IndexFile {
-                first_offset,
-                path: entry.path(),
-            });
+        for entry in disk.read_dir(&dir).map_err(io_err(&dir))? {
+            let first_offset = entry.name.as_deref().and_then(|n| n.parse::<u64>().ok());
+            match (first_offset, entry.is_dir) {
+                (Some(first_offset), false) => files.push(IndexFile {
+                    first_offset,
+                    path: dir.join(format!("{first_offset:020}")),
+                }),
+                _ => tracing::warn!(
+                    dir = %dir.display(),
+                    name = entry.name.as_deref().unwrap_or("<not utf-8>"),
+                    "stray entry in the key index directory left alone"
+                ),
+            }
         }
         files.sort_by_key(|f| f.first_offset);
-        // Unsynced, so a crash can leave a torn entry at the end of the newest file: cut it,
-        // or every entry appended after it would be misaligned.
-        if let Some(newest) = files.last() {
-            let len = fs::metadata(&newest.path)
-                .map_err(io_err(&newest.path))?
-                .len();
-            if len % ENTRY_SIZE != 0 {
-                OpenOptions::new()
-                    .write(true)
-                    .open(&newest.path)
-                    .and_then(|f| f.set_len(len - len % ENTRY_SIZE))
-                    .map_err(io_err(&newest.path))?;
-            }
-        }
-        // Resume after the record named by the last entry of the newest file that has one (a
-        // power cut can leave the newest file empty).
+        // Resume after the newest entry that still describes its record. Files newer than it
+        // are empty or hold only a torn tail; within its file, what follows it is cut, or
+        // entries appended later would sit behind garbage (a torn 24-byte entry misaligns all
+        // that follows).
         let mut watermark = reader.commit_log_start();
         for file in files.iter().rev() {
-            let len = fs::metadata(&file.path).map_err(io_err(&file.path))?.len();
-            let whole = len - len % ENTRY_SIZE;
-            if whole < ENTRY_SIZE {
-                continue;
+            let handle = disk
+                .open(&file.path, OpenMode::Existing)
+                .map_err(io_err(&file.path))?;
+            let len = handle.len().map_err(io_err(&file.path))?;
+            let mut keep = 0u64;
+            // Backwards a window at a time: normally the very last entry matches.
+            let mut end = len - len % ENTRY_SIZE;
+            'file: while end > 0 {
+                let start = end.saturating_sub(WRITE_BUFFER as u64 / ENTRY_SIZE * ENTRY_SIZE);
+                let bytes = read_at(&handle, &file.path, start, end - start)?;
+                for (i, entry) in bytes.chunks_exact(ENTRY_SIZE as usize).enumerate().rev() {
+                    let (hash, hit) = decode_entry(entry);
+                    if let Some(raw) = reader.raw_record_at(hit.physical_offset)? {
+                        if entry_matches(&raw, hash, hit) {
+                            watermark = watermark.max(hit.physical_offset + raw.len() as u64);
+                            keep = start + (i as u64 + 1) * ENTRY_SIZE;
+                            break 'file;
+                        }
+                    }
+                }
+                end = start;
             }
-            let bytes = read_range(&file.path, whole - ENTRY_SIZE, ENTRY_SIZE)?;
-            let (_, hit) = decode_entry(&bytes);
-            if let Some(raw) = reader.raw_record_at(hit.physical_offset)? {
-                watermark = watermark.max(hit.physical_offset + raw.len() as u64);
+            if keep != len {
+                tracing::info!(
+                    file = %file.path.display(),
+                    kept = keep / ENTRY_SIZE,
+                    cut_bytes = len - keep,
+                    "key index tail cut to the last entry that matches the commit log"
+                );
+                handle.set_len(keep).map_err(io_err(&file.path))?;
             }
-            break;
+            if keep > 0 {
+                break;
+            }
         }
         Ok(KeyIndex {
+            disk: disk.clone(),
             dir,
+            entries_per_file: ENTRIES_PER_FILE,
             files,
             active: None,
             watermark,
         })
+    }
+
+    /// Starts a new file every `entries` entries instead of every [`ENTRIES_PER_FILE`] (tests
+    /// use small files to exercise rolling and pruning).
+    pub fn with_entries_per_file(mut self, entries: u64) -> Self {
+        self.entries_per_file = entries.max(1);
+        self
     }
 
     /// The commit-log physical offset indexed up to.
@@ -255,63 +316,103 @@ impl KeyIndex {
 
     fn append(&mut self, hash: u64, hit: KeyHit) -> Result<(), KeyIndexError> {
         let roll = match &self.active {
-            Some(active) => active.entries >= ENTRIES_PER_FILE,
+            Some(active) => active.entries >= self.entries_per_file,
             None => true,
         };
         if roll {
             self.flush()?;
-            // The last file of a previous run keeps filling until it is full.
-            let reuse = self.active.is_none()
-                && self.files.last().is_some_and(|f| {
-                    fs::metadata(&f.path).is_ok_and(|m| m.len() / ENTRY_SIZE < ENTRIES_PER_FILE)
-                });
-            let file = if reuse {
-                self.files
-                    .last()
-                    .cloned()
-                    .ok_or_else(|| KeyIndexError::Io {
-                        path: self.dir.clone(),
-                        source: io::Error::other("no index file to reuse"),
-                    })?
-            } else {
-                let file = IndexFile {
-                    first_offset: hit.physical_offset,
-                    path: self.dir.join(format!("{:020}", hit.physical_offset)),
-                };
-                self.files.push(file.clone());
-                file
-            };
-            let handle = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&file.path)
-                .map_err(io_err(&file.path))?;
-            let entries = handle.metadata().map_err(io_err(&file.path))?.len() / ENTRY_SIZE;
-            self.active = Some(Active {
-                file,
-                writer: BufWriter::with_capacity(64 * 1024, handle),
-                entries,
-            });
+            self.active = Some(self.next_file(hit.physical_offset)?);
         }
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
-        let mut entry = [0u8; ENTRY_SIZE as usize];
-        entry[..8].copy_from_slice(&hash.to_be_bytes());
-        entry[8..16].copy_from_slice(&hit.physical_offset.to_be_bytes());
-        entry[16..].copy_from_slice(&hit.store_timestamp.to_be_bytes());
+        active.buffer.extend_from_slice(&hash.to_be_bytes());
         active
-            .writer
-            .write_all(&entry)
-            .map_err(io_err(&active.file.path))?;
+            .buffer
+            .extend_from_slice(&hit.physical_offset.to_be_bytes());
+        active
+            .buffer
+            .extend_from_slice(&hit.store_timestamp.to_be_bytes());
         active.entries += 1;
+        if active.buffer.len() >= WRITE_BUFFER {
+            self.flush()?;
+        }
         Ok(())
+    }
+
+    /// The file the next entry (for the record at `physical_offset`) goes to: the newest file
+    /// of a previous run while it has room, else a new one named after that record.
+    fn next_file(&mut self, physical_offset: u64) -> Result<Active, KeyIndexError> {
+        if self.active.is_none() {
+            if let Some(last) = self.files.last().cloned() {
+                let handle = self
+                    .disk
+                    .open(&last.path, OpenMode::Existing)
+                    .map_err(io_err(&last.path))?;
+                let written = handle.len().map_err(io_err(&last.path))?;
+                if written / ENTRY_SIZE < self.entries_per_file {
+                    return Ok(Active {
+                        file: last,
+                        handle,
+                        written,
+                        buffer: Vec::with_capacity(WRITE_BUFFER),
+                        entries: written / ENTRY_SIZE,
+                    });
+                }
+            }
+        }
+        // Only the newest file may lose entries in a crash: the index resumes after the newest
+        // entry that survived, so a lost stretch in an older file would never be rebuilt.
+        // Hence the file that is full is made durable (once per file) before the next begins.
+        if let Some(full) = self.files.last() {
+            let synced = match self.active.take() {
+                Some(active) => active.handle.sync_data(),
+                None => self
+                    .disk
+                    .open(&full.path, OpenMode::Existing)
+                    .and_then(|f| f.sync_data()),
+            };
+            synced.map_err(io_err(&full.path))?;
+        }
+        let file = IndexFile {
+            first_offset: physical_offset,
+            path: self.dir.join(format!("{physical_offset:020}")),
+        };
+        let handle = self
+            .disk
+            .open(&file.path, OpenMode::Create)
+            .map_err(io_err(&file.path))?;
+        let written = handle.len().map_err(io_err(&file.path))?;
+        // The entries are not synced, but the file's name is: without it a crash would drop
+        // a whole file of a previous run while a newer one survives, and what it held would
+        // never be rebuilt (the index resumes after the newest surviving entry).
+        self.disk
+            .sync_dir(&self.dir)
+            .map_err(|source| KeyIndexError::Durability {
+                path: self.dir.clone(),
+                source,
+            })?;
+        self.files.push(file.clone());
+        Ok(Active {
+            file,
+            handle,
+            written,
+            buffer: Vec::with_capacity(WRITE_BUFFER),
+            entries: written / ENTRY_SIZE,
+        })
     }
 
     /// Hands buffered entries to the file, so lookups (which read the files) see them.
     fn flush(&mut self) -> Result<(), KeyIndexError> {
         if let Some(active) = self.active.as_mut() {
-            active.writer.flush().map_err(io_err(&active.file.path))?;
+            if !active.buffer.is_empty() {
+                active
+                    .handle
+                    .write_all_at(&active.buffer, active.written)
+                    .map_err(io_err(&active.file.path))?;
+                active.written += active.buffer.len() as u64;
+                active.buffer.clear();
+            }
         }
         Ok(())
     }
@@ -454,12 +555,14 @@ impl KeyIndex {
         let mut hits = Vec::new();
         let mut seen = HashSet::new();
         for file in self.files.iter().rev() {
-            let bytes = match fs::read(&file.path) {
-                Ok(bytes) => bytes,
+            let handle = match self.disk.open(&file.path, OpenMode::Existing) {
+                Ok(handle) => handle,
                 // Pruned since the listing: nothing of it is wanted any more.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(io_err(&file.path)(e)),
             };
+            let len = handle.len().map_err(io_err(&file.path))?;
+            let bytes = read_at(&handle, &file.path, 0, len - len % ENTRY_SIZE)?;
             for entry in bytes.chunks_exact(ENTRY_SIZE as usize).rev() {
                 if hits.len() >= max {
                     return Ok(hits);
@@ -512,19 +615,25 @@ impl KeyIndex {
         // A file's entries end where the next file's begin; the last file is never complete.
         while self.files.len() > 1 && self.files[1].first_offset <= physical_offset {
             let file = self.files.remove(0);
-            let len = fs::metadata(&file.path).map_or(0, |m| m.len());
-            fs::remove_file(&file.path).map_err(io_err(&file.path))?;
+            let len = self
+                .disk
+                .open(&file.path, OpenMode::Existing)
+                .and_then(|f| f.len())
+                .unwrap_or(0);
+            // Not made durable: a file that comes back after a crash points only at records
+            // that are gone, which lookups skip, and the next retention run deletes it again.
+            self.disk
+                .remove_file(&file.path)
+                .map_err(io_err(&file.path))?;
             removed += len / ENTRY_SIZE;
         }
         Ok(removed)
     }
 }
 
-fn read_range(path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, KeyIndexError> {
-    use std::os::unix::fs::FileExt;
-    let f = File::open(path).map_err(io_err(path))?;
+fn read_at(file: &DiskFile, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, KeyIndexError> {
     let mut buf = vec![0u8; len as usize];
-    f.read_exact_at(&mut buf, offset).map_err(io_err(path))?;
+    file.read_exact_at(&mut buf, offset).map_err(io_err(path))?;
     Ok(buf)
 }
 

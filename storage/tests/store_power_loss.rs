@@ -11,7 +11,9 @@
 //! - a message is missing only when retention was entitled to delete it (older than the age);
 //! - every served record passes its CRC and is a message the test sent to that queue;
 //! - the consume queues agree with the commit log, both ways, and reads below the min offset
-//!   answer `OffsetTooSmall`.
+//!   answer `OffsetTooSmall`;
+//! - the key index (tiny files, so it rolls and prunes too), reopened and caught up, covers
+//!   the whole commit log and finds stored messages by key, and only messages that carry it.
 //!
 //! The seed of every run is printed; `SKIFF_POWERCUT_SEED=<seed>` replays that run alone, and
 //! `SKIFF_POWERCUT_RUNS=<n>` sets how many runs each flush policy gets.
@@ -20,7 +22,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use skiff_storage::disk::sim::SimDisk;
 use skiff_storage::disk::Disk;
-use skiff_storage::message::{decode_records, MessageToAppend};
+use skiff_storage::key_index::{KeyBatch, KeyIndex, KEY_INDEX_DIR};
+use skiff_storage::message::{decode_records, encode_properties, MessageToAppend};
 use skiff_storage::store::{
     FlushPolicy, MessageStore, ReadStatus, RetentionRequest, StoreConfig, StoreError,
 };
@@ -38,6 +41,9 @@ const DEFAULT_RUNS: u64 = 150;
 const MAX_AGE_MS: i64 = 3_000;
 const SEED_ENV: &str = "SKIFF_POWERCUT_SEED";
 const RUNS_ENV: &str = "SKIFF_POWERCUT_RUNS";
+const INDEX_ENTRIES_PER_FILE: u64 = 16;
+/// Stored messages looked up by key after each reopen.
+const LOOKUPS_PER_CUT: usize = 8;
 
 fn config(policy: FlushPolicy, disk: &SimDisk) -> StoreConfig {
     StoreConfig {
@@ -90,6 +96,7 @@ struct Tally {
     segments_deleted: u64,
     queue_files_deleted: u64,
     cuts_mid_operation: u64,
+    key_lookups: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -99,6 +106,7 @@ impl std::ops::AddAssign for Tally {
         self.segments_deleted += o.segments_deleted;
         self.queue_files_deleted += o.queue_files_deleted;
         self.cuts_mid_operation += o.cuts_mid_operation;
+        self.key_lookups += o.key_lookups;
     }
 }
 
@@ -149,6 +157,29 @@ impl Run {
         store
     }
 
+    /// The key index of `store`, reopened and caught up with its commit log (its recovery).
+    fn open_index(&mut self, store: &MessageStore) -> KeyIndex {
+        let reader = store.reader();
+        let opened = KeyIndex::open(
+            &Disk::Simulated(self.disk.clone()),
+            Path::new("/store").join(KEY_INDEX_DIR),
+            &reader,
+        )
+        .map(|index| index.with_entries_per_file(INDEX_ENTRIES_PER_FILE))
+        .and_then(|mut index| index.catch_up_all(&reader).map(|_| index));
+        match opened {
+            Ok(index) => index,
+            Err(e) => {
+                check!(
+                    self,
+                    false,
+                    "the key index does not open after a power cut: {e:?}"
+                );
+                unreachable!()
+            }
+        }
+    }
+
     fn batch(&mut self) -> Vec<MessageToAppend> {
         let count = self.rng.gen_range(1..=3);
         let queue_id = self.rng.gen_range(0..QUEUES);
@@ -166,19 +197,26 @@ impl Run {
                         body: body.clone(),
                     },
                 );
-                message(TOPIC, queue_id, body)
+                MessageToAppend {
+                    properties: encode_properties(&[("KEYS", &key_of(id))]),
+                    ..message(TOPIC, queue_id, body)
+                }
             })
             .collect()
     }
 
-    /// One append; answers false once the disk is dead or the store refuses writes.
-    fn append(&mut self, store: &mut MessageStore) -> bool {
+    /// One append, indexed as the broker's key-index actor does; answers false once the disk
+    /// is dead or the store refuses writes.
+    fn append(&mut self, store: &mut MessageStore, index: &mut KeyIndex) -> bool {
         self.clock
             .fetch_add(self.rng.gen_range(1..50), Ordering::Relaxed);
         let batch = self.batch();
         match store.append_batch(&batch) {
             Ok(Ok(results)) => {
                 self.tally.acked += results.len() as u64;
+                // The index is best effort between cuts (a full or dying disk fails it); the
+                // checks after reopening are what count.
+                let _ = index.apply(&KeyBatch::of(&batch, &results), &store.reader());
                 for (m, r) in batch.iter().zip(results) {
                     let id = u64::from_be_bytes(m.body[..8].try_into().unwrap_or_default());
                     self.acked.insert(
@@ -218,7 +256,7 @@ impl Run {
     }
 
     /// Operations until the power goes.
-    fn operate(&mut self, store: &mut MessageStore) {
+    fn operate(&mut self, store: &mut MessageStore, index: &mut KeyIndex) {
         if self.rng.gen_bool(0.6) {
             self.disk.cut_power_after(self.rng.gen_range(0..300));
         }
@@ -229,7 +267,7 @@ impl Run {
             }
             let roll = self.rng.gen_range(0..100);
             let alive = match roll {
-                0..=69 => self.append(store),
+                0..=69 => self.append(store, index),
                 70..=79 => {
                     let end = store.commit_log_end();
                     match store.flush() {
@@ -252,6 +290,7 @@ impl Run {
                     let end = store.commit_log_end();
                     match store.delete_expired(&request) {
                         Ok(outcome) => {
+                            let _ = index.prune_below(store.reader().commit_log_start());
                             self.tally.segments_deleted += outcome.segments.len() as u64;
                             self.tally.queue_files_deleted += outcome.queue_files_deleted as u64;
                             if !outcome.segments.is_empty() {
@@ -268,7 +307,7 @@ impl Run {
                     let used = self.disk.used_bytes();
                     self.disk
                         .set_capacity(Some(used + self.rng.gen_range(0..1_500)));
-                    let alive = self.append(store);
+                    let alive = self.append(store, index);
                     self.disk.set_capacity(None);
                     alive
                 }
@@ -279,7 +318,7 @@ impl Run {
         }
     }
 
-    fn verify(&mut self, store: &MessageStore) {
+    fn verify(&mut self, store: &MessageStore, index: &KeyIndex) {
         let reader = store.reader();
         let log_start = reader.commit_log_start();
         let log_end = reader.commit_log_end();
@@ -424,6 +463,45 @@ impl Run {
                 }
             }
         }
+        // The key index covers the whole log and finds stored messages by key.
+        check!(
+            self,
+            index.watermark() == log_end,
+            "key index caught up to {} of a commit log ending at {log_end}",
+            index.watermark()
+        );
+        let stored: Vec<(u64, u64)> = served
+            .values()
+            .map(|&(id, _, physical)| (id, physical))
+            .collect();
+        for _ in 0..LOOKUPS_PER_CUT.min(stored.len()) {
+            let (id, physical) = stored[self.rng.gen_range(0..stored.len())];
+            let raws = match index.query(&reader, TOPIC, &key_of(id), i64::MIN, i64::MAX, 4) {
+                Ok(raws) => raws,
+                Err(e) => {
+                    check!(self, false, "key lookup of id {id} failed: {e:?}");
+                    unreachable!()
+                }
+            };
+            let mut found = Vec::new();
+            for raw in raws {
+                let decoded = decode_records(raw);
+                check!(self, decoded.is_ok(), "a key lookup served {decoded:?}");
+                found.extend(decoded.unwrap_or_default().iter().map(|m| {
+                    (
+                        u64::from_be_bytes(m.body[..8].try_into().unwrap_or_default()),
+                        m.physical_offset,
+                    )
+                }));
+            }
+            check!(
+                self,
+                found == [(id, physical)],
+                "key {} (stored at {physical}) looked up: {found:?}",
+                key_of(id)
+            );
+            self.tally.key_lookups += 1;
+        }
         // From here on the store's content is the truth (opening checkpointed it).
         self.acked = served
             .into_iter()
@@ -443,19 +521,23 @@ impl Run {
 
     fn go(mut self) -> (u64, Tally) {
         let mut store = self.open();
+        let mut index = self.open_index(&store);
         for cut in 0..CUTS_PER_RUN {
             self.cut = cut;
-            self.operate(&mut store);
+            self.operate(&mut store, &mut index);
             if self.disk.is_dead() {
                 self.tally.cuts_mid_operation += 1;
             }
             self.disk.kill();
+            drop(index);
             drop(store);
             self.disk
                 .power_cut(&mut |n| self.rng.gen_range(0..n.max(1)));
             store = self.open();
-            self.verify(&store);
+            index = self.open_index(&store);
+            self.verify(&store, &index);
         }
+        drop(index);
         drop(store);
         (self.disk.power_cuts(), self.tally)
     }
@@ -495,4 +577,9 @@ fn sync_flush_keeps_every_acknowledged_message_through_power_cuts() {
 #[test]
 fn async_flush_loses_at_most_the_unflushed_tail_through_power_cuts() {
     runs(FlushPolicy::Async);
+}
+
+/// The `KEYS` property of the message with this id.
+fn key_of(id: u64) -> String {
+    format!("k{id}")
 }

@@ -17,7 +17,7 @@ use actix::prelude::*;
 use skiff_storage::key_index::KeyBatch;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::metadata::TopicConfig;
-use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, StoreError, SyncWaiter};
+use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, SyncWaiter};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
@@ -147,9 +147,7 @@ impl MessageStoreActor {
             if half {
                 self.snapshot.halves += 1;
             }
-            let routed = route_delayed(message).map_err(|e| BrokerError::InvalidRequest {
-                reason: e.to_string(),
-            })?;
+            let routed = route_delayed(message)?;
             if routed.delayed {
                 self.snapshot.delayed += 1;
             }
@@ -348,13 +346,10 @@ impl Handler<AppendMessages> for MessageStoreActor {
             match durable_rx.await {
                 Ok(Ok(())) => Ok(results),
                 Ok(Err(e)) => Err(BrokerError::Store(e)),
-                Err(_) => Err(BrokerError::Store(StoreError::Io {
-                    path: "<commit log>".into(),
-                    source: std::io::Error::other(
-                        "group-commit wait failed: the durability request was dropped unanswered",
-                    )
-                    .into(),
-                })),
+                // The flusher went away with the store: the broker is shutting down.
+                Err(_) => Err(BrokerError::Closed {
+                    what: "the commit log's group commit",
+                }),
             }
         })
     }

@@ -161,6 +161,7 @@ impl Broker {
         let store_host = store.config().store_host;
         // Recovery of the key index: whatever the commit log holds past the watermark.
         let mut index = KeyIndex::open(
+            &store.config().disk,
             store
                 .config()
                 .dir

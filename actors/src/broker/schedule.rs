@@ -266,8 +266,9 @@ impl DelaySchedulerActor {
                     Ok(_) => {}
                     // The real topic or queue is gone for good; retrying would wedge the level.
                     Err(
-                        e
-                        @ (BrokerError::InvalidRequest { .. } | BrokerError::TopicNotExist { .. }),
+                        e @ (BrokerError::InvalidRequest { .. }
+                        | BrokerError::InvalidDelay(_)
+                        | BrokerError::TopicNotExist { .. }),
                     ) => {
                         tracing::error!(
                             level,

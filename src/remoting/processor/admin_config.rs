@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use skiff_actors::logic::delay::{DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_TOPIC};
+use skiff_actors::logic::transaction::HALF_TOPIC;
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig};
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
@@ -31,9 +33,9 @@ const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
 /// Topics the Java broker keeps for itself (`TopicValidator.SYSTEM_TOPIC_SET`).
 const SYSTEM_TOPICS: &[&str] = &[
     AUTO_CREATE_TOPIC_KEY,
-    "SCHEDULE_TOPIC_XXXX",
+    SCHEDULE_TOPIC,
     "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
+    HALF_TOPIC,
     "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
@@ -58,7 +60,7 @@ pub(super) fn topic_name_problem(topic: &str) -> Option<String> {
             "The specified topic: {topic}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         ));
     }
-    if topic.starts_with("%RETRY%") || topic.starts_with("%DLQ%") {
+    if topic.starts_with(RETRY_TOPIC_PREFIX) || topic.starts_with(DLQ_TOPIC_PREFIX) {
         if topic.len() > RETRY_OR_DLQ_TOPIC_MAX_LENGTH {
             return Some(format!("The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max length: {RETRY_OR_DLQ_TOPIC_MAX_LENGTH}"));
         }
