@@ -99,6 +99,7 @@ final class Scenarios {
         m.put("lite_pull_assign_seek", new Def(60, Scenarios::litePullAssignSeek));
         m.put("pull_offset_edges", new Def(60, Scenarios::pullOffsetEdges));
         m.put("lookup_by_id_and_key", new Def(60, Scenarios::lookupByIdAndKey));
+        m.put("client_create_topic", new Def(60, Scenarios::clientCreateTopic));
         m.put("transaction_commit_rollback", new Def(60, Scenarios::transactions));
         // Both brokers run with transactionTimeOut 3 s and transactionCheckInterval 2 s here
         // (tests/conformance/apache/start.sh, run.sh), so a check-back comes within seconds.
@@ -990,6 +991,33 @@ final class Scenarios {
         } catch (Exception e) {
             ctx.fail("viewMessage(topic, UNIQ_KEY): " + Main.chain(e));
         }
+    }
+
+    /**
+     * The client's own {@code createTopic(key, topic, queues)}: UPDATE_AND_CREATE_TOPIC (17) to
+     * every master of the key topic's route; the name server then routes the new topic with
+     * exactly those queues, and a send to it is stored on one of them.
+     */
+    static void clientCreateTopic(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = producer(ctx);
+        Util.createTopic(p, p.getCreateTopicKey(), topic, 3);
+        List<Integer> queueIds = new ArrayList<>();
+        boolean routed = await(20_000, () -> {
+            try {
+                queueIds.clear();
+                p.fetchPublishMessageQueues(topic).forEach(mq -> queueIds.add(mq.getQueueId()));
+                return !queueIds.isEmpty();
+            } catch (Exception e) {
+                return false; // not routed yet
+            }
+        });
+        ctx.check(routed, "topic created by the client has no route within 20 s");
+        Collections.sort(queueIds);
+        ctx.eq("queues of the created topic", Arrays.asList(0, 1, 2), queueIds);
+        SendResult r = p.send(msg(topic, "C", null, "created-0", null));
+        ctx.check(r.getMessageQueue().getQueueId() < 3, "sent to queue " + r.getMessageQueue().getQueueId());
+        ctx.eq("bodies stored in the created topic", Arrays.asList("created-0"), Util.bodies(readAll(ctx, topic, 1, 10_000)));
     }
 
     /** TransactionMQProducer: COMMIT is delivered, ROLLBACK is not. */

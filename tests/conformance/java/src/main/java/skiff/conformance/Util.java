@@ -181,6 +181,32 @@ final class Util {
         return true;
     }
 
+    /**
+     * {@code DefaultMQProducer.createTopic}: 4.x takes {@code (key, topic, queues)}, 5.x
+     * {@code (key, topic, queues, attributes)}; this source compiles against both.
+     */
+    static void createTopic(DefaultMQProducer p, String key, String topic, int queues) throws Exception {
+        for (Method m : DefaultMQProducer.class.getMethods()) {
+            Class<?>[] params = m.getParameterTypes();
+            if (!m.getName().equals("createTopic") || params.length < 3 || params[2] != int.class) {
+                continue;
+            }
+            try {
+                if (params.length == 3) {
+                    m.invoke(p, key, topic, queues);
+                    return;
+                }
+                if (params.length == 4 && params[3] == Map.class) {
+                    m.invoke(p, key, topic, queues, new HashMap<String, String>());
+                    return;
+                }
+            } catch (InvocationTargetException e) {
+                throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+            }
+        }
+        throw new NoSuchMethodException("DefaultMQProducer.createTopic(key, topic, queues[, attributes])");
+    }
+
     private static Class<?> firstClass(String... names) throws ClassNotFoundException {
         for (String name : names) {
             try {
