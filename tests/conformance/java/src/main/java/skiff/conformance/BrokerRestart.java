@@ -50,9 +50,9 @@ final class BrokerRestart {
         c.start();
         ctx.check(got.awaitDistinct(10, 20_000), "before the restart the group got " + got.distinct().size() + "/10");
         Thread.sleep(1500);
-        c.shutdown(); // persists the offsets
-        ctx.check(Util.awaitCommitted(p, group, topic, 10, 10_000),
+        ctx.check(Util.awaitCommitted(p, group, topic, 10, 15_000),
             "offsets committed before the restart: " + Util.committedTotal(p, group, topic) + "/10");
+        c.shutdown();
         ctx.eq("deliveries before the restart", 10, got.all.size());
         Files.write(state, (topic + "\n" + group + "\n" + uniqueKey + "\n").getBytes(StandardCharsets.UTF_8));
     }

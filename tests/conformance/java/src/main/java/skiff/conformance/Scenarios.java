@@ -661,9 +661,11 @@ final class Scenarios {
         c1.start();
         ctx.check(one.awaitDistinct(10, 20_000), "first consumer got " + one.distinct().size() + "/10");
         Thread.sleep(1500);
-        c1.shutdown(); // persists its offsets
-        ctx.check(Util.awaitCommitted(p, group, topic, 10, 10_000),
-            "offsets committed after the first consumer's shutdown: " + Util.committedTotal(p, group, topic) + "/10");
+        // The broker holds the group's offsets before the restart (the client persists them
+        // every 5 s; its last persist at shutdown is oneway and may be lost on a loaded host).
+        ctx.check(Util.awaitCommitted(p, group, topic, 10, 15_000),
+            "offsets committed by the first consumer: " + Util.committedTotal(p, group, topic) + "/10");
+        c1.shutdown();
         for (int i = 0; i < 5; i++) {
             p.send(msg(topic, "R", null, "second-" + i, null));
         }
@@ -1171,10 +1173,10 @@ final class Scenarios {
             }
         }
         ctx.eq("first poller distinct bodies", 10, new HashSet<>(first).size());
-        c1.commitSync(); // clustering: into the client's offset store, sent to the broker at shutdown
+        c1.commitSync(); // clustering: into the client's offset store, persisted every 5 s and at shutdown
+        ctx.check(Util.awaitCommitted(p, group, topic, 10, 15_000),
+            "offsets committed after commitSync: " + Util.committedTotal(p, group, topic) + "/10");
         c1.shutdown();
-        ctx.check(Util.awaitCommitted(p, group, topic, 10, 10_000),
-            "offsets committed after commitSync and shutdown: " + Util.committedTotal(p, group, topic) + "/10");
         for (int i = 0; i < 3; i++) {
             p.send(msg(topic, "LP", null, "lp-late-" + i, null));
         }

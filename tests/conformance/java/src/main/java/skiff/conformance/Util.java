@@ -166,8 +166,9 @@ final class Util {
 
     /**
      * Waits until the broker's committed offsets for {@code group} on {@code topic} add up to
-     * {@code total}. A consumer persists its offsets at shutdown with a oneway request, which the
-     * Apache broker may apply after a new consumer's first offset query on another connection.
+     * {@code total}. Scenarios about a restarted group wait for this before the restart: the
+     * client's last persist at shutdown is a oneway request, which the Apache broker may apply
+     * after a new consumer's first offset query on another connection, or lose on a loaded host.
      */
     static boolean awaitCommitted(DefaultMQProducer p, String group, String topic, long total, long timeoutMs)
         throws Exception {
