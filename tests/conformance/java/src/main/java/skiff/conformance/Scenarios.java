@@ -1241,8 +1241,11 @@ final class Scenarios {
     static void requestReply(Ctx ctx) throws Exception {
         String topic = ctx.name("t");
         DefaultMQProducer requester = producer(ctx);
-        requester.send(msg(topic, "warm", null, "warm", null)); // the topic exists for the consumer
         DefaultMQProducer replier = producer(ctx);
+        // The topic exists for the consumer. Not sent by the requester: its first request() must
+        // find the topic's route new, which is when a 4.x client sends the heartbeat that lets the
+        // broker find its connection (a 5.x client also sends one when a connection opens).
+        replier.send(msg(topic, "warm", null, "warm", null));
         List<SendResult> replySends = new CopyOnWriteArrayList<>();
         List<String> replyErrors = new CopyOnWriteArrayList<>();
         Map<String, String> clusterOfRequest = new ConcurrentHashMap<>();
@@ -1294,6 +1297,8 @@ final class Scenarios {
             ctx.check(reply.getProperty(MessageConst.PROPERTY_PUSH_REPLY_TIME) != null,
                 body + ": the broker stamped PUSH_REPLY_TIME on the pushed reply");
         }
+        // The requester has its reply before the replier has the answer to its send.
+        await(20_000, () -> replySends.size() + replyErrors.size() >= 3);
         ctx.eq("errors sending replies", Collections.emptyList(), replyErrors);
         ctx.eq("reply sends", 3, replySends.size());
         for (SendResult r : replySends) {
@@ -1324,11 +1329,17 @@ final class Scenarios {
         try {
             SendResult r = replier.send(orphan);
             ctx.fail("a reply to an unknown client was accepted: " + r);
-        } catch (MQBrokerException e) {
-            ctx.eq("response code of a reply to an unknown client", 1, e.getResponseCode());
-            ctx.note("reply to an unknown client refused: " + e.getErrorMessage());
         } catch (Exception e) {
-            ctx.fail("a reply to an unknown client: expected MQBrokerException, got " + Main.chain(e));
+            // SYSTEM_ERROR is a code the client retries, so the broker's answer may come wrapped.
+            Throwable t = e;
+            while (t != null && !(t instanceof MQBrokerException)) {
+                t = t.getCause();
+            }
+            if (ctx.check(t != null, "a reply to an unknown client: expected the broker's refusal, got " + Main.chain(e))) {
+                MQBrokerException b = (MQBrokerException) t;
+                ctx.eq("response code of a reply to an unknown client", 1, b.getResponseCode());
+                ctx.note("reply to an unknown client refused: " + b.getErrorMessage());
+            }
         }
     }
 }
