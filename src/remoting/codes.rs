@@ -53,6 +53,12 @@ pub mod request {
     pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
+    /// A request-reply answer, sent by the replier with the SEND_MESSAGE header.
+    pub const SEND_REPLY_MESSAGE: i32 = 324;
+    /// A request-reply answer with the SEND_MESSAGE_V2 (single-letter) header.
+    pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
+    /// Broker → requester: the reply, pushed on the requester's own connection.
+    pub const PUSH_REPLY_MESSAGE_TO_CLIENT: i32 = 326;
     pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const QUERY_ASSIGNMENT: i32 = 400;
     pub const POP_MESSAGE: i32 = 200_050;

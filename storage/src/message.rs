@@ -35,6 +35,16 @@ pub mod property {
     pub const MSG_REGION: &str = "MSG_REGION";
     /// The storing broker's trace switch.
     pub const TRACE_ON: &str = "TRACE_ON";
+    /// Request-reply: the client id of the requester a reply goes back to.
+    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+    /// Request-reply: what ties a reply to its request.
+    pub const CORRELATION_ID: &str = "CORRELATION_ID";
+    /// Request-reply: how long the requester waits (ms).
+    pub const TTL: &str = "TTL";
+    /// `reply` on a reply message.
+    pub const MSG_TYPE: &str = "MSG_TYPE";
+    /// When the broker pushed a reply to its requester (epoch ms).
+    pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
 }
 
 /// MessageSysFlag bits the codec itself manages (§6.3).

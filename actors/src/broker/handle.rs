@@ -170,6 +170,11 @@ impl BrokerHandle {
         &self.inner.reader
     }
 
+    /// The address stored messages carry as their store host (and offset message ids encode).
+    pub fn store_host(&self) -> SocketAddr {
+        self.inner.store_host
+    }
+
     /// The broker clock (epoch ms; follows tokio time, see [`BrokerClock`]).
     pub fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()

@@ -183,6 +183,12 @@ impl Broker {
             config.auto_create_topic,
             config.auto_create_subscription_group,
         );
+        // Replies to requests go to the cluster's reply topic, which must be routable before
+        // any replier asks for it (Java's broker creates it at start too).
+        registry.ensure_topic(
+            &crate::logic::reply::reply_topic(&config.cluster_name),
+            crate::logic::reply::REPLY_TOPIC_QUEUE_NUMS,
+        )?;
         let metrics = Metrics::default();
         let cursors = schedule::load_cursors(offsets.as_ref(), &reader)?;
         let halves = transaction::load_halves(

@@ -133,6 +133,15 @@ impl Registry {
         })
     }
 
+    /// Creates a topic the broker keeps for itself with `queues` queues if it is missing
+    /// (at start, whatever `auto_create_topic` says); an existing config is left as it is.
+    pub(crate) fn ensure_topic(&self, name: &str, queues: u32) -> Result<TopicConfig, BrokerError> {
+        if let Some(config) = self.topic(name)? {
+            return Ok(config);
+        }
+        self.create_topic(name, queues)
+    }
+
     /// Creates `%RETRY%group` with the group's retry queue count if it is missing (heartbeat).
     pub(crate) fn ensure_retry_topic(
         &self,

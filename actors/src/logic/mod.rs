@@ -17,6 +17,7 @@
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
 //! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
+//! - [`reply`]: request-reply's reply topic and message type.
 
 pub mod ack;
 pub mod allocate;
@@ -26,6 +27,7 @@ pub mod inflight;
 pub mod pull;
 pub mod pull_from_where;
 pub mod queue;
+pub mod reply;
 pub mod sql92;
 pub mod transaction;
 

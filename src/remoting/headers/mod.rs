@@ -209,14 +209,15 @@ impl SendMessageRequestHeader {
             .done()
     }
 
-    /// Decodes by request code: V2 for SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, V1 otherwise;
+    /// Decodes by request code: V2 for SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and
+    /// SEND_REPLY_MESSAGE_V2, V1 otherwise;
     /// a V1 code carrying only V2 keys is read as V2.
     pub fn from_request(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
         use super::codes::request;
         let ext = &cmd.ext_fields;
         let v2 = matches!(
             cmd.code,
-            request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE
+            request::SEND_MESSAGE_V2 | request::SEND_BATCH_MESSAGE | request::SEND_REPLY_MESSAGE_V2
         ) || (!ext.contains_key("producerGroup") && ext.contains_key("a"));
         if v2 {
             Self::from_v2_ext(ext)
@@ -730,6 +731,69 @@ impl CustomHeader for CheckTransactionStateRequestHeader {
     }
 }
 
+/// PUSH_REPLY_MESSAGE_TO_CLIENT (326) request header, broker → requester: the reply's send
+/// header as the replier sent it, plus where and when the broker took it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplyMessageRequestHeader {
+    pub producer_group: String,
+    pub topic: String,
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: Option<String>,
+    pub reconsume_times: Option<i32>,
+    pub unit_mode: bool,
+    /// `ip:port` of the replier's connection.
+    pub born_host: String,
+    /// `ip:port` of the broker.
+    pub store_host: String,
+    pub store_timestamp: i64,
+}
+
+impl CustomHeader for ReplyMessageRequestHeader {
+    fn from_ext(ext: &ExtFields) -> Result<Self, HeaderError> {
+        let r = Reader { ext };
+        Ok(ReplyMessageRequestHeader {
+            producer_group: r.req_str("producerGroup")?,
+            topic: r.req_str("topic")?,
+            default_topic: r.req_str("defaultTopic")?,
+            default_topic_queue_nums: r.req_num("defaultTopicQueueNums")?,
+            queue_id: r.req_num("queueId")?,
+            sys_flag: r.req_num("sysFlag")?,
+            born_timestamp: r.req_num("bornTimestamp")?,
+            flag: r.req_num("flag")?,
+            properties: r.opt_str("properties"),
+            reconsume_times: r.opt_num("reconsumeTimes")?,
+            unit_mode: r.opt_bool("unitMode").unwrap_or(false),
+            born_host: r.req_str("bornHost")?,
+            store_host: r.req_str("storeHost")?,
+            store_timestamp: r.req_num("storeTimestamp")?,
+        })
+    }
+
+    fn to_ext(&self) -> ExtFields {
+        Writer::default()
+            .put("producerGroup", &self.producer_group)
+            .put("topic", &self.topic)
+            .put("defaultTopic", &self.default_topic)
+            .put("defaultTopicQueueNums", self.default_topic_queue_nums)
+            .put("queueId", self.queue_id)
+            .put("sysFlag", self.sys_flag)
+            .put("bornTimestamp", self.born_timestamp)
+            .put("flag", self.flag)
+            .put_opt("properties", self.properties.as_ref())
+            .put_opt("reconsumeTimes", self.reconsume_times)
+            .put("unitMode", self.unit_mode)
+            .put("bornHost", &self.born_host)
+            .put("storeHost", &self.store_host)
+            .put("storeTimestamp", self.store_timestamp)
+            .done()
+    }
+}
+
 /// GET_MAX_OFFSET (30) request header (§3.10).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetMaxOffsetRequestHeader {
@@ -943,6 +1007,42 @@ mod tests {
         // A code-10 request with only V2 keys is read as V2.
         let cmd = RemotingCommand::new_request(10).with_ext_fields(v2_ext);
         assert_eq!(SendMessageRequestHeader::from_request(&cmd).unwrap(), v1);
+    }
+
+    #[test]
+    fn reply_v2_is_read_by_code_and_the_push_header_round_trips() {
+        let v1 = SendMessageRequestHeader::from_ext(&v1_send()).unwrap();
+        let cmd = RemotingCommand::new_request(super::super::codes::request::SEND_REPLY_MESSAGE_V2)
+            .with_ext_fields(v1.to_v2_ext());
+        assert_eq!(SendMessageRequestHeader::from_request(&cmd).unwrap(), v1);
+        let push = ReplyMessageRequestHeader {
+            producer_group: "pg".into(),
+            topic: "DefaultCluster_REPLY_TOPIC".into(),
+            default_topic: AUTO_CREATE_TOPIC_KEY.into(),
+            default_topic_queue_nums: 4,
+            queue_id: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            flag: 0,
+            properties: Some("CORRELATION_ID\u{1}c\u{2}".into()),
+            reconsume_times: Some(0),
+            unit_mode: false,
+            born_host: "127.0.0.1:5000".into(),
+            store_host: "127.0.0.1:9876".into(),
+            store_timestamp: 1_700_000_000_001,
+        };
+        let ext = push.to_ext();
+        assert_eq!(
+            ext.get("storeHost").map(String::as_str),
+            Some("127.0.0.1:9876")
+        );
+        assert_eq!(ReplyMessageRequestHeader::from_ext(&ext).unwrap(), push);
+        let mut missing = ext;
+        missing.remove("bornHost");
+        assert_eq!(
+            ReplyMessageRequestHeader::from_ext(&missing),
+            Err(HeaderError::Missing { field: "bornHost" })
+        );
     }
 
     #[test]

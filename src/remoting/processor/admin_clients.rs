@@ -24,7 +24,7 @@ use crate::remoting::wire::physical_offset_of;
 
 /// How long the broker waits for a client's answer to a forwarded request (Java's
 /// `Broker2Client.callClient`).
-const CALL_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CALL_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Processor {
     /// GET_CONSUMER_CONNECTION_LIST (203): the group's connected consumers with their

@@ -9,7 +9,7 @@
 //! QUERY_TOPIC_CONSUME_BY_WHO (300), and the broker → client forwarding of
 //! GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309), which must reach the named
 //! client on its own connection. Producers are kept so that a producer group's connections can
-//! be listed; transaction check-backs reach producers through the broker's own registry
+//! be listed and a request-reply answer can reach its requester by client id; transaction check-backs reach producers through the broker's own registry
 //! (`transaction.rs`), which keeps only what those need.
 //!
 //! Plain data, generic over the connection handle `C`, so it is tested without sockets.
@@ -136,6 +136,15 @@ impl<C: Clone> ClientTable<C> {
             .map(|c| c.channel.handle.clone())
     }
 
+    /// The connection of a producer by its client id, whatever its group (Java's
+    /// `ProducerManager.findChannel`): where request-reply pushes a reply to its requester.
+    pub fn producer_handle(&self, client_id: &str) -> Option<C> {
+        self.producers
+            .values()
+            .find_map(|members| members.get(client_id))
+            .map(|c| c.handle.clone())
+    }
+
     /// Groups with a connected consumer that subscribes to `topic`.
     pub fn groups_subscribing(&self, topic: &str) -> Vec<String> {
         self.consumers
@@ -254,5 +263,7 @@ mod tests {
         assert_eq!(connections.len(), 2);
         assert_eq!(connections[0].client_id, "a");
         assert_eq!(connections[1].client_addr, "127.0.0.1:40002");
+        assert_eq!(table.producer_handle("b"), Some(2));
+        assert_eq!(table.producer_handle("c"), None);
     }
 }

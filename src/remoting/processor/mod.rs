@@ -21,6 +21,8 @@
 //! * `clients`: the table of clients by group and connection that those read.
 //! * `lookup`: finding stored messages (VIEW_MESSAGE_BY_ID, QUERY_MESSAGE).
 //! * `transaction`: END_TRANSACTION, and the CHECK_TRANSACTION_STATE pushed to producers.
+//! * `reply`: request-reply (SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2), and the
+//!   PUSH_REPLY_MESSAGE_TO_CLIENT pushed to the requester.
 //!
 //! A new request code gets an arm in [`Processor::process`] and a handler in the file of its
 //! side.
@@ -70,6 +72,7 @@ mod consume;
 mod lookup;
 mod name_server;
 mod produce;
+mod reply;
 mod transaction;
 
 pub use bridge::{
@@ -235,6 +238,9 @@ impl Processor {
             rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.topic_list(),
             rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
                 self.send(&conn, &request).await
+            }
+            rc::SEND_REPLY_MESSAGE | rc::SEND_REPLY_MESSAGE_V2 => {
+                self.send_reply(&conn, &request).await
             }
             rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
                 // A long poll whose connection closes is dropped at once, not at its timeout.

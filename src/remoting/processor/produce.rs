@@ -23,9 +23,9 @@ use crate::remoting::server::ConnectionHandle;
 use crate::remoting::wire::{clamp_i32, clamp_i64};
 
 /// Java's `BrokerConfig.regionId` default, answered as `MSG_REGION`.
-const DEFAULT_REGION: &str = "DefaultRegion";
+pub(super) const DEFAULT_REGION: &str = "DefaultRegion";
 /// Java's `BrokerConfig.traceOn` default, answered as `TRACE_ON`.
-const TRACE_SWITCH: &str = "true";
+pub(super) const TRACE_SWITCH: &str = "true";
 /// Topics producers may not send to (`TopicValidator.isNotAllowedSendTopic`, the subset skiff has).
 const NOT_ALLOWED_SEND_TOPICS: [&str; 2] = [SCHEDULE_TOPIC, HALF_TOPIC];
 
@@ -53,7 +53,11 @@ impl Processor {
     }
 
     /// Refuses what Java's broker refuses before storing anything, with its codes and remarks.
-    fn check_send(&self, header: &SendMessageRequestHeader, batch: bool) -> Result<(), Failure> {
+    pub(super) fn check_send(
+        &self,
+        header: &SendMessageRequestHeader,
+        batch: bool,
+    ) -> Result<(), Failure> {
         let topic = header.topic.as_str();
         if topic.trim().is_empty() {
             return Err(Failure::system("The specified topic is blank."));
@@ -97,7 +101,7 @@ impl Processor {
 
     /// The queue a send goes to: the header's, or a random one when it is negative (Java's
     /// `randomQueueId(writeQueueNums)`).
-    fn send_queue(&self, header: &SendMessageRequestHeader) -> Result<u32, Failure> {
+    pub(super) fn send_queue(&self, header: &SendMessageRequestHeader) -> Result<u32, Failure> {
         if let Ok(queue_id) = u32::try_from(header.queue_id) {
             return Ok(queue_id);
         }
@@ -114,7 +118,7 @@ impl Processor {
 
     /// How many queues the topic gets if this send creates it: what the producer asks for, at
     /// most the broker's default.
-    fn auto_create_queue_nums(&self, header: &SendMessageRequestHeader) -> u32 {
+    pub(super) fn auto_create_queue_nums(&self, header: &SendMessageRequestHeader) -> u32 {
         let config = self.broker.config();
         let asked = u32::try_from(header.default_topic_queue_nums)
             .ok()

@@ -181,9 +181,27 @@ fn running_info_answer(
     }
 }
 
+/// PUSH_REPLY_MESSAGE_TO_CLIENT (326): a broker pushes a reply to a request this client sent.
+/// skiff's client sends no request-reply requests, so nothing waits for one: the answer is
+/// SYSTEM_ERROR naming the correlation id, which the broker passes on to the replier (a Java
+/// client answers SUCCESS and drops a reply whose request it no longer waits for).
+pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
+    let correlation_id = request
+        .ext("properties")
+        .and_then(|p| skiff_storage::message::property(p, "CORRELATION_ID"))
+        .unwrap_or("none");
+    RemotingCommand::response_to(
+        request,
+        code::SYSTEM_ERROR,
+        Some(format!(
+            "no request waits for this reply (CORRELATION_ID {correlation_id}): skiff's client does not send request-reply requests"
+        )),
+    )
+}
+
 /// Runs on the arbiter: NOTIFY_CONSUMER_IDS_CHANGED goes to the group's notifiers,
-/// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats; other requests are answered
-/// REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
+/// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats, PUSH_REPLY_MESSAGE_TO_CLIENT with
+/// [`reply_push_answer`]; other requests are answered REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
 pub(super) async fn dispatch_inbound(
     mut inbound: mpsc::Receiver<InboundRequest>,
     notifiers: Weak<Notifiers>,
@@ -222,10 +240,33 @@ pub(super) async fn dispatch_inbound(
                     .reply(RemotingCommand::success_to(&request.request))
                     .await;
             }
+        } else if request.request.code == rc::PUSH_REPLY_MESSAGE_TO_CLIENT {
+            let answer = reply_push_answer(&request.request);
+            debug!(addr = %request.addr, remark = ?answer.remark, "reply push refused: no request waits for it");
+            let _ = request.reply(answer).await;
         } else {
             debug!(addr = %request.addr, code = request.request.code, "server request not supported");
             let answer = RemotingCommand::not_supported(&request.request);
             let _ = request.reply(answer).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_push_is_refused_with_its_correlation_id() {
+        let push = RemotingCommand::new_request(rc::PUSH_REPLY_MESSAGE_TO_CLIENT).with_ext(
+            "properties",
+            "CORRELATION_ID\u{1}c-42\u{2}MSG_TYPE\u{1}reply\u{2}",
+        );
+        let answer = reply_push_answer(&push);
+        assert!(answer.is_response());
+        assert_eq!(answer.opaque, push.opaque);
+        assert_eq!(answer.code, code::SYSTEM_ERROR);
+        let remark = answer.remark.unwrap_or_default();
+        assert!(remark.contains("c-42"), "{remark}");
     }
 }

@@ -37,7 +37,7 @@ public final class Main {
      */
     static final List<String> CORE = Arrays.asList("send_sync", "send_async", "send_oneway", "send_batch",
         "push_tag_filter", "retry_to_dlq", "from_first_offset", "restart_resumes", "rebalance_two_consumers",
-        "orderly_consume_suspend", "broadcasting");
+        "orderly_consume_suspend", "broadcasting", "request_reply");
 
     public static void main(String[] args) throws Exception {
         String namesrv = null;

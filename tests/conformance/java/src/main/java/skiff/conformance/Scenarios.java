@@ -25,6 +25,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -33,7 +34,9 @@ import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
+import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.exception.RequestTimeoutException;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
@@ -49,7 +52,9 @@ import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageConst;
@@ -106,6 +111,7 @@ final class Scenarios {
         m.put("transaction_check_back", new Def(90, Scenarios::transactionCheckBack));
         m.put("sql92_selector", new Def(90, Scenarios::sql92Selector));
         m.put("sql92_malformed_selector", new Def(60, Scenarios::sql92Malformed));
+        m.put("request_reply", new Def(90, Scenarios::requestReply));
         return m;
     }
 
@@ -1251,5 +1257,119 @@ final class Scenarios {
             return committed[0] == 10;
         });
         ctx.eq("committed offset read back from the broker", 10L, committed[0]);
+    }
+
+    /**
+     * Request-reply: {@code producer.request(msg, timeout)} gets the answer a push consumer builds
+     * with {@code MessageUtil.createReplyMessage} and sends with its own producer. The reply goes
+     * to the cluster's reply topic (named after the CLUSTER property the broker stamped on the
+     * request), the client sends it as SEND_REPLY_MESSAGE(_V2), and the broker pushes it to the
+     * requester's connection (PUSH_REPLY_MESSAGE_TO_CLIENT). Then: a request nobody answers ends
+     * in RequestTimeoutException, and a reply for a client that is not connected is refused by
+     * the broker with SYSTEM_ERROR.
+     */
+    static void requestReply(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer requester = producer(ctx);
+        DefaultMQProducer replier = producer(ctx);
+        // The topic exists for the consumer. Not sent by the requester: its first request() must
+        // find the topic's route new, which is when a 4.x client sends the heartbeat that lets the
+        // broker find its connection (a 5.x client also sends one when a connection opens).
+        replier.send(msg(topic, "warm", null, "warm", null));
+        List<SendResult> replySends = new CopyOnWriteArrayList<>();
+        List<String> replyErrors = new CopyOnWriteArrayList<>();
+        Map<String, String> clusterOfRequest = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
+        c.subscribe(topic, "*");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, cc) -> {
+            for (MessageExt m : msgs) {
+                if (m.getProperty(MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT) == null) {
+                    continue; // the warm-up message
+                }
+                String body = str(m.getBody());
+                clusterOfRequest.put(body, String.valueOf(m.getProperty(MessageConst.PROPERTY_CLUSTER)));
+                try {
+                    Message reply = MessageUtil.createReplyMessage(m, utf8("reply-to-" + body));
+                    replySends.add(replier.send(reply));
+                } catch (Exception e) {
+                    replyErrors.add(body + ": " + Main.chain(e));
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+
+        for (int i = 0; i < 3; i++) {
+            String body = "request-" + i;
+            Message request = msg(topic, "req", null, body, props("n", String.valueOf(i)));
+            Message reply;
+            try {
+                reply = requester.request(request, 30_000);
+            } catch (Exception e) {
+                ctx.fail("request " + body + ": " + Main.chain(e));
+                continue;
+            }
+            if (!ctx.check(reply != null, "request " + body + " got no reply")) {
+                continue;
+            }
+            ctx.eq(body + ": reply body", "reply-to-" + body, str(reply.getBody()));
+            String cluster = clusterOfRequest.get(body);
+            ctx.check(cluster != null && !cluster.equals("null"), body + ": the stored request carries CLUSTER");
+            ctx.eq(body + ": reply topic", cluster + "_REPLY_TOPIC", reply.getTopic());
+            ctx.eq(body + ": reply MSG_TYPE", "reply", reply.getProperty(MessageConst.PROPERTY_MESSAGE_TYPE));
+            ctx.eq(body + ": reply CORRELATION_ID", request.getProperty(MessageConst.PROPERTY_CORRELATION_ID),
+                reply.getProperty(MessageConst.PROPERTY_CORRELATION_ID));
+            ctx.check(request.getProperty(MessageConst.PROPERTY_CORRELATION_ID) != null,
+                body + ": request() put a CORRELATION_ID on the request");
+            ctx.eq(body + ": reply REPLY_TO_CLIENT", request.getProperty(MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT),
+                reply.getProperty(MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT));
+            ctx.check(reply.getProperty(MessageConst.PROPERTY_PUSH_REPLY_TIME) != null,
+                body + ": the broker stamped PUSH_REPLY_TIME on the pushed reply");
+        }
+        // The requester has its reply before the replier has the answer to its send.
+        await(20_000, () -> replySends.size() + replyErrors.size() >= 3);
+        ctx.eq("errors sending replies", Collections.emptyList(), replyErrors);
+        ctx.eq("reply sends", 3, replySends.size());
+        for (SendResult r : replySends) {
+            ctx.eq("reply send status", SendStatus.SEND_OK, r.getSendStatus());
+            ctx.note("reply send: offsetMsgId " + r.getOffsetMsgId() + ", queue " + r.getMessageQueue()
+                + ", queueOffset " + r.getQueueOffset());
+        }
+
+        // Nobody consumes this topic: the request times out on the requester's side.
+        String silent = ctx.name("t");
+        requester.send(msg(silent, "warm", null, "warm", null));
+        long start = System.currentTimeMillis();
+        try {
+            Message r = requester.request(msg(silent, "req", null, "unanswered", null), 2_000);
+            ctx.fail("a request nobody answers returned " + (r == null ? "null" : str(r.getBody())));
+        } catch (RequestTimeoutException e) {
+            ctx.check(System.currentTimeMillis() - start >= 1_900, "the timeout waited its 2 s");
+        } catch (Exception e) {
+            ctx.fail("a request nobody answers: expected RequestTimeoutException, got " + Main.chain(e));
+        }
+
+        // A reply for a client that is not connected: the broker cannot push it.
+        String cluster = clusterOfRequest.values().stream().findFirst().orElse("DefaultCluster");
+        Message orphan = new Message(cluster + "_REPLY_TOPIC", utf8("orphan"));
+        MessageAccessor.putProperty(orphan, MessageConst.PROPERTY_MESSAGE_TYPE, "reply");
+        MessageAccessor.putProperty(orphan, MessageConst.PROPERTY_CORRELATION_ID, "no-such-request");
+        MessageAccessor.putProperty(orphan, MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT, "127.0.0.9@no-such-client");
+        try {
+            SendResult r = replier.send(orphan);
+            ctx.fail("a reply to an unknown client was accepted: " + r);
+        } catch (Exception e) {
+            // SYSTEM_ERROR is a code the client retries, so the broker's answer may come wrapped.
+            Throwable t = e;
+            while (t != null && !(t instanceof MQBrokerException)) {
+                t = t.getCause();
+            }
+            if (ctx.check(t != null, "a reply to an unknown client: expected the broker's refusal, got " + Main.chain(e))) {
+                MQBrokerException b = (MQBrokerException) t;
+                ctx.eq("response code of a reply to an unknown client", 1, b.getResponseCode());
+                ctx.note("reply to an unknown client refused: " + b.getErrorMessage());
+            }
+        }
     }
 }
