@@ -9,8 +9,9 @@
 //! QUERY_TOPIC_CONSUME_BY_WHO (300), and the broker → client forwarding of
 //! GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309), which must reach the named
 //! client on its own connection. Producers are kept so that a producer group's connections can
-//! be listed and a request-reply answer can reach its requester by client id; transaction check-backs reach producers through the broker's own registry
-//! (`transaction.rs`), which keeps only what those need.
+//! be listed and a request-reply answer can reach its requester by client id; transaction
+//! check-backs reach producers through the broker's own registry (`transaction.rs`), which keeps
+//! only what those need.
 //!
 //! Plain data, generic over the connection handle `C`, so it is tested without sockets.
 
