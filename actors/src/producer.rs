@@ -1,17 +1,33 @@
 //! The producer: picks a queue per message (round robin over the topic's write queues) and
 //! sends batches through the [`BrokerApi`]. It is a plain value, not an actor: sending is a
 //! request/response call and needs no state beyond the route cache.
+//!
+//! Transactional sends ([`Producer::send_in_transaction`]) follow the Java client's
+//! `TransactionMQProducer`: a half message, the local transaction, then END_TRANSACTION with
+//! what it decided; the checker registered with
+//! [`Producer::register_transaction_checker`] answers the broker's check-backs of halves left
+//! unresolved.
 
-use crate::broker_api::{BrokerApi, BrokerError, SendResult, TopicRoute};
+use crate::broker_api::{
+    BrokerApi, BrokerError, EndTransactionRequest, SendResult, TopicRoute, TransactionCheck,
+    TransactionCheckListener,
+};
 use crate::logic::queue::MessageQueue;
+use crate::logic::transaction::{
+    TransactionResolution, PRODUCER_GROUP, TRANSACTION_PREPARED_TYPE, TRAN_MSG,
+};
 use bytes::Bytes;
 use skiff_storage::clock::epoch_millis;
-use skiff_storage::message::{encode_properties, property, push_property, MessageToAppend};
+use skiff_storage::message::{
+    encode_properties, property, push_property, MessageToAppend, StoredMessage,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// A message to send.
@@ -64,6 +80,53 @@ pub struct Producer {
     routes: Rc<RefCell<HashMap<String, TopicRoute>>>,
     next_queue: Rc<Cell<u32>>,
     born_host: SocketAddr,
+    /// Set once a transaction checker is registered: transactional sends need one.
+    checker_registered: Rc<Cell<bool>>,
+}
+
+/// What [`Producer::send_in_transaction`] did: where the half message went, and what the local
+/// transaction decided (and was sent to the broker).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionSendResult {
+    /// The half message as stored (in the broker's half queue).
+    pub half: SendResult,
+    /// The transaction id: the message's `UNIQ_KEY`.
+    pub transaction_id: String,
+    pub resolution: TransactionResolution,
+}
+
+/// Answers the broker's check-backs for an embedded producer: asks the checker, then sends its
+/// decision with END_TRANSACTION (UNKNOW included: the half waits for the next round).
+struct CheckListener {
+    broker: Rc<dyn BrokerApi>,
+    checker: Box<dyn Fn(&StoredMessage) -> TransactionResolution>,
+}
+
+impl TransactionCheckListener for CheckListener {
+    fn check_transaction_state(&self, check: TransactionCheck) {
+        let resolution = (self.checker)(&check.message);
+        let transaction_id = check.msg_id.clone().unwrap_or_default();
+        let request = EndTransactionRequest {
+            producer_group: check.producer_group,
+            tran_state_table_offset: check.tran_state_table_offset,
+            commit_log_offset: check.commit_log_offset,
+            resolution,
+            from_transaction_check: true,
+            msg_id: transaction_id.clone(),
+            transaction_id: Some(transaction_id),
+            broker_name: check.broker_name,
+        };
+        let ended = self.broker.end_transaction(request);
+        // Called from the broker's transaction actor, which must not wait for itself.
+        actix::spawn(async move {
+            if let Err(e) = ended.await {
+                tracing::warn!(
+                    error = &e as &dyn std::error::Error,
+                    "answering a transaction check-back failed; the broker asks again"
+                );
+            }
+        });
+    }
 }
 
 impl Producer {
@@ -74,7 +137,115 @@ impl Producer {
             routes: Rc::default(),
             next_queue: Rc::default(),
             born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            checker_registered: Rc::default(),
         }
+    }
+
+    /// Registers `checker` as this producer group's answer to the broker's check-backs: a half
+    /// message whose local transaction answered [`TransactionResolution::Unknown`] (or whose
+    /// END_TRANSACTION was lost) is shown to it after the broker's transaction timeout, until
+    /// it commits or rolls back or the broker's check limit is reached (Java's
+    /// `TransactionListener.checkLocalTransaction`). Required before
+    /// [`Self::send_in_transaction`].
+    pub async fn register_transaction_checker(
+        &self,
+        checker: impl Fn(&StoredMessage) -> TransactionResolution + 'static,
+    ) -> Result<(), BrokerError> {
+        // The BrokerApi takes listeners as `Arc` (a connection's is shared with its reader);
+        // this one holds the node's `Rc` broker and stays on the node's thread.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let listener: Arc<dyn TransactionCheckListener> = Arc::new(CheckListener {
+            broker: self.broker.clone(),
+            checker: Box::new(checker),
+        });
+        self.broker
+            .register_producer(self.group.clone(), unique_id(), listener)
+            .await?;
+        self.checker_registered.set(true);
+        Ok(())
+    }
+
+    /// Sends `message` as a transaction (Java's `sendMessageInTransaction`): stores it as a
+    /// half message no consumer sees, runs `local_transaction` with where it went, and ends
+    /// the transaction with its answer: COMMIT delivers the message, ROLLBACK drops it, UNKNOW
+    /// leaves it to the checker. A delay level is dropped, as Java drops it. A failed
+    /// END_TRANSACTION is logged, not returned, as in Java: the half is checked back later.
+    pub async fn send_in_transaction<F, Fut>(
+        &self,
+        message: OutgoingMessage,
+        local_transaction: F,
+    ) -> Result<TransactionSendResult, BrokerError>
+    where
+        F: FnOnce(&SendResult) -> Fut,
+        Fut: Future<Output = TransactionResolution>,
+    {
+        if !self.checker_registered.get() {
+            return Err(BrokerError::InvalidRequest {
+                reason: format!(
+                    "producer group {} sends a transaction without a registered transaction checker",
+                    self.group
+                ),
+            });
+        }
+        let queue = self.next_write_queue(&message.topic).await?;
+        let mut half = self.to_append(
+            OutgoingMessage {
+                delay_level: 0,
+                ..message
+            },
+            queue.queue_id,
+        );
+        half.sys_flag |= TRANSACTION_PREPARED_TYPE;
+        push_property(&mut half.properties, TRAN_MSG, "true");
+        push_property(&mut half.properties, PRODUCER_GROUP, &self.group);
+        let transaction_id = property(&half.properties, property::UNIQ_KEY)
+            .unwrap_or_default()
+            .to_owned();
+        let stored = self
+            .broker
+            .send_messages_to(queue.broker_name.clone(), vec![half])
+            .await?
+            .pop()
+            .ok_or_else(|| BrokerError::InvalidRequest {
+                reason: "the broker answered an empty send".to_string(),
+            })?;
+        let resolution = local_transaction(&stored).await;
+        let end = EndTransactionRequest {
+            producer_group: self.group.clone(),
+            tran_state_table_offset: stored.queue_offset,
+            commit_log_offset: stored.physical_offset,
+            resolution,
+            from_transaction_check: false,
+            msg_id: transaction_id.clone(),
+            transaction_id: Some(transaction_id.clone()),
+            broker_name: stored.broker_name.clone(),
+        };
+        if let Err(e) = self.broker.end_transaction(end).await {
+            tracing::warn!(
+                group = %self.group,
+                transaction_id = %transaction_id,
+                error = &e as &dyn std::error::Error,
+                "end transaction failed; the broker will check the transaction back"
+            );
+        }
+        Ok(TransactionSendResult {
+            half: stored,
+            transaction_id,
+            resolution,
+        })
+    }
+
+    /// The write queue the next message of `topic` goes to (round robin).
+    async fn next_write_queue(&self, topic: &str) -> Result<MessageQueue, BrokerError> {
+        let queues = self.route(topic).await?.write_queues();
+        let index = self.next_queue.get() as usize;
+        self.next_queue.set(self.next_queue.get().wrapping_add(1));
+        queues
+            .get(index % queues.len().max(1))
+            .cloned()
+            .ok_or_else(|| BrokerError::TopicNotExist {
+                topic: topic.to_owned(),
+            })
     }
 
     pub fn group(&self) -> &str {
