@@ -1,7 +1,9 @@
 //! The durable index of pending timer messages (RocketMQ 5's timer wheel and timer log).
 //!
 //! A timer message itself is an ordinary commit-log record in the timer topic; this sled tree,
-//! [`TIMER_INDEX_TREE`] in the broker's metadata database, says when each one is due. It holds
+//! [`TIMER_INDEX_TREE`] in its own database ([`TIMER_INDEX_DIR`] in the store's directory,
+//! opened with a small cache of [`TIMER_INDEX_CACHE_BYTES`] so that a million pending timers
+//! cost disk, not memory), says when each one is due. It holds
 //! three kinds of keys, each behind its own one-byte prefix so one tree (and so one atomic
 //! `apply_batch`) covers them all:
 //!
@@ -26,6 +28,13 @@ use crate::record::{self, Decoded};
 
 /// Name of the sled tree.
 pub const TIMER_INDEX_TREE: &str = "timer_index";
+
+/// The index's own sled database, under the message store's directory.
+pub const TIMER_INDEX_DIR: &str = "timerindex";
+
+/// sled's page cache for the index: the due window and the tree's upper levels fit; the rest
+/// of the pending timers stays on disk.
+pub const TIMER_INDEX_CACHE_BYTES: u64 = 8 << 20;
 
 const RECORD_VERSION: u8 = 1;
 const ENTRY_PREFIX: u8 = b'e';
@@ -82,6 +91,8 @@ pub enum TimerIndexError {
         #[source]
         source: sled::Error,
     },
+    #[error(transparent)]
+    Open(#[from] crate::metadata::OpenDbError),
     #[error("timer index record {key} in {file} is unreadable: {reason}")]
     Corrupt {
         file: PathBuf,
@@ -98,6 +109,16 @@ pub struct TimerIndex {
 }
 
 impl TimerIndex {
+    /// Opens (creating if needed) the index's own database in `dir`.
+    pub fn open_dir(dir: &Path) -> Result<Self, TimerIndexError> {
+        let db = crate::metadata::open_db_with(
+            sled::Config::new()
+                .path(dir)
+                .cache_capacity(TIMER_INDEX_CACHE_BYTES),
+        )?;
+        Self::open(&db, dir.to_path_buf())
+    }
+
     /// Opens (creating if needed) the tree in `db`; `path_for_errors` names the database.
     pub fn open(db: &sled::Db, path_for_errors: PathBuf) -> Result<Self, TimerIndexError> {
         let tree = db

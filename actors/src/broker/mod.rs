@@ -180,9 +180,11 @@ impl Broker {
             metadata.db(),
             metadata.path().to_path_buf(),
         )?;
-        let timer_index = skiff_storage::timer_index::TimerIndex::open(
-            metadata.db(),
-            metadata.path().to_path_buf(),
+        let timer_index = skiff_storage::timer_index::TimerIndex::open_dir(
+            &store
+                .config()
+                .dir
+                .join(skiff_storage::timer_index::TIMER_INDEX_DIR),
         )?;
         // Before anything appends: a delivery cut short by a crash is settled against the log.
         timer::resolve_in_flight(&timer_index, &reader)?;

@@ -193,13 +193,15 @@ pub enum Undeliverable {
     NoRealQueue,
 }
 
-/// What the real topic gets when the timer fires: the message as the producer sent it (body,
-/// flags, born time and host, `UNIQ_KEY` and every user property, including the `TIMER_*` ones
-/// and `TIMER_OUT_MS`) without `REAL_TOPIC` / `REAL_QID`, plus `TIMER_ENQUEUE_MS` (when the timer
-/// message was stored) and `TIMER_DEQUEUE_MS` (`dequeue_ms`, the delivery round's time), as
-/// Apache's copy has, and nothing else: a consumer sees what it would see from Apache. The copy
-/// is a pure function of the timer message and `dequeue_ms`, which is what lets crash recovery
-/// recognise it in the commit log.
+/// What the real topic gets when the timer fires: the timer message as stored (body, flags,
+/// born time and host, `UNIQ_KEY` and every property, including the `TIMER_*` ones,
+/// `TIMER_OUT_MS`, `REAL_TOPIC` and `REAL_QID`), plus `TIMER_ENQUEUE_MS` (when the timer message
+/// was stored) and `TIMER_DEQUEUE_MS` (`dequeue_ms`, the delivery round's time), and nothing
+/// else: a consumer sees what it sees from Apache. (Apache's `convertMessage` clears
+/// `REAL_TOPIC` / `REAL_QID` from the property map after it has already rendered the stored
+/// properties string, so its delivered messages still carry both; the conformance scenario
+/// `timer_delays` shows them.) The copy is a pure function of the timer message and
+/// `dequeue_ms`, which is what lets crash recovery recognise it in the commit log.
 pub fn delivered_copy(
     message: &StoredMessage,
     dequeue_ms: i64,
@@ -213,9 +215,8 @@ pub fn delivered_copy(
         .property(REAL_QID)
         .and_then(|q| q.trim().parse().ok())
         .ok_or(Undeliverable::NoRealQueue)?;
-    let kept = without_properties(&message.properties, &[REAL_TOPIC, REAL_QID]);
     let properties = with_properties(
-        &kept,
+        &message.properties,
         &[
             (TIMER_ENQUEUE_MS, &message.store_timestamp.to_string()),
             (TIMER_DEQUEUE_MS, &dequeue_ms.to_string()),
@@ -425,6 +426,8 @@ mod tests {
                 (UNIQ_KEY, "ABC"),
                 (TIMER_DELAY_SEC, "3"),
                 (TIMER_OUT_MS, "3000"),
+                (REAL_TOPIC, "Orders"),
+                (REAL_QID, "2"),
                 (TIMER_ENQUEUE_MS, "22"),
                 (TIMER_DEQUEUE_MS, "3050"),
             ])
