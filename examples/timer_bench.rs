@@ -36,6 +36,8 @@ struct Args {
     secs: u64,
     delay_ms: i64,
     pending: u64,
+    /// Send the `--pending` messages without a deliver time (a baseline for the RSS figure).
+    plain: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -45,6 +47,7 @@ fn parse_args() -> anyhow::Result<Args> {
         secs: 10,
         delay_ms: 2_000,
         pending: 1_000_000,
+        plain: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -55,6 +58,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--secs" => args.secs = value.parse()?,
             "--delay-ms" => args.delay_ms = value.parse()?,
             "--pending" => args.pending = value.parse()?,
+            "--plain" => args.plain = value.parse()?,
             other => anyhow::bail!("unknown flag {other}"),
         }
     }
@@ -276,7 +280,15 @@ async fn main() -> anyhow::Result<()> {
     let mut i = 0u64;
     while i < args.pending {
         let n = (args.pending - i).min(1000);
-        let entries: Vec<BatchEntry> = (i..i + n).map(|j| timer_entry(far + j as i64, j)).collect();
+        let entries: Vec<BatchEntry> = (i..i + n)
+            .map(|j| {
+                let mut entry = timer_entry(far + j as i64, j);
+                if args.plain {
+                    entry.properties = format!("UNIQ_KEY\u{1}TB{j:016X}\u{2}");
+                }
+                entry
+            })
+            .collect();
         send_batch(&client, &addr, PENDING_TOPIC, &entries).await?;
         i += n;
     }
@@ -296,8 +308,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let rss = samples.last().copied().unwrap_or(0);
     println!(
-        "pending: {} timers sent in {:.1} s; broker VmRSS {:.1} MiB before, {:.1} MiB with them pending (peak VmHWM {:.1} MiB); timer index on disk {:.1} MiB, store {:.1} MiB",
+        "pending: {} {} sent in {:.1} s; broker VmRSS {:.1} MiB before, {:.1} MiB with them pending (peak VmHWM {:.1} MiB); timer index on disk {:.1} MiB, store {:.1} MiB",
         args.pending,
+        if args.plain { "plain messages" } else { "timers" },
         send_secs,
         rss_before as f64 / 1024.0,
         rss as f64 / 1024.0,
