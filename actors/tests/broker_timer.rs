@@ -13,7 +13,7 @@ use skiff_storage::message::property::{
 };
 use skiff_storage::message::{decode_records, StoredMessage};
 use skiff_storage::store::{MessageStore, StoreConfig};
-use skiff_storage::timer_index::{InFlight, TimerEntry, TimerIndex};
+use skiff_storage::timer_index::{TimerEntry, TimerIndex};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -191,24 +191,22 @@ fn pending_timers_fire_once_after_a_restart() {
     });
 }
 
-/// A crash between appending a round's copies and removing its entries: recovery finds the
-/// copies that made it to the log and drops only their entries.
+/// A crash between appending a round's copies and recording the round's end: recovery finds
+/// the copies that made it to the log; the others fire again, each once.
 #[test]
 fn a_delivery_cut_short_is_settled_against_the_commit_log() {
     let dir = tempfile::tempdir().unwrap();
-    let store = MessageStore::open(StoreConfig::new(store_dir(dir.path()))).unwrap();
-    let mut store = store;
+    let mut store = MessageStore::open(StoreConfig::new(store_dir(dir.path()))).unwrap();
     let reader = store.reader();
-    let db = sled::open(meta_dir(dir.path())).unwrap();
-    let index = TimerIndex::open(&db, meta_dir(dir.path())).unwrap();
+    let index_dir = dir.path().join("timerindex");
+    let index = TimerIndex::open_dir(&index_dir).unwrap();
 
-    // Two timer messages in the timer topic, indexed.
-    let routed = [1u64, 2].map(|i| {
-        let mut m = timed(&format!("t{i}"), TIMER_DELAY_SEC, "1");
-        m = skiff_actors::logic::timer::route_timer(m, 1_000)
+    // Three timer messages in the timer topic, indexed.
+    let routed = [1u64, 2, 3].map(|i| {
+        let m = timed(&format!("t{i}"), TIMER_DELAY_SEC, "1");
+        skiff_actors::logic::timer::route_timer(m, 1_000)
             .unwrap()
-            .message;
-        m
+            .message
     });
     let appended = store.append_batch(&routed).unwrap().unwrap();
     let entries: Vec<TimerEntry> = appended
@@ -218,15 +216,15 @@ fn a_delivery_cut_short_is_settled_against_the_commit_log() {
             physical_offset: r.physical_offset,
         })
         .collect();
-    index.ingest(&entries, 2).unwrap();
+    index.ingest(&entries, 3).unwrap();
 
     // The round starts; only the first copy reaches the log before the "crash".
-    let in_flight = InFlight {
-        log_from: reader.commit_log_end(),
-        dequeue_ms: 2_100,
-        entries: entries.clone(),
-    };
-    index.begin_delivery(&in_flight).unwrap();
+    let due = index.due(2_100, 10).unwrap();
+    assert_eq!(due, entries);
+    index
+        .begin_delivery(reader.commit_log_end(), 2_100, due)
+        .unwrap();
+    index.flush().unwrap();
     let first = reader
         .read_by_physical_offset(entries[0].physical_offset)
         .unwrap()
@@ -236,13 +234,19 @@ fn a_delivery_cut_short_is_settled_against_the_commit_log() {
         .append_batch(&[unrelated, delivered_copy(&first, 2_100).unwrap()])
         .unwrap()
         .unwrap();
+    drop(index);
 
+    let index = TimerIndex::open_dir(&index_dir).unwrap();
     assert_eq!(resolve_in_flight(&index, &reader).unwrap(), 1);
     assert_eq!(index.in_flight().unwrap(), None);
-    assert_eq!(index.due(u64::MAX, 10).unwrap(), vec![entries[1]]);
-    // Settling again is a no-op.
+    let mut again = index.due(2_100, 10).unwrap();
+    again.sort();
+    assert_eq!(again, entries[1..].to_vec());
+    // Settling again is a no-op, also after a reopen.
     assert_eq!(resolve_in_flight(&index, &reader).unwrap(), 0);
-    assert_eq!(index.pending(), 1);
+    drop(index);
+    let index = TimerIndex::open_dir(&index_dir).unwrap();
+    assert_eq!(index.pending().unwrap(), 2);
 }
 
 #[test]

@@ -92,19 +92,13 @@ pub struct OpenDbError {
 /// Opens (creating if needed) the sled database at `dir`, e.g. `<data_dir>/meta`, shared by
 /// [`MetadataStore`] and [`crate::offset_table::SledOffsetTable`].
 pub fn open_db(dir: impl AsRef<Path>) -> Result<sled::Db, OpenDbError> {
-    open_db_with(sled::Config::new().path(dir.as_ref()))
-}
-
-/// [`open_db`] with a given sled configuration (its path included), e.g. a smaller cache.
-pub fn open_db_with(config: sled::Config) -> Result<sled::Db, OpenDbError> {
-    let dir = config.path.clone();
-    let dir = dir.as_path();
+    let dir = dir.as_ref();
     // sled's background flusher keeps its file lock for a moment after the last `Db` handle
     // is dropped, so a close-then-reopen in one process can see the lock still held. Only that
     // error is retried, for a bounded time; a lock held by another live process still fails.
     let deadline = std::time::Instant::now() + LOCK_RELEASE_WAIT;
     loop {
-        match config.open() {
+        match sled::Config::new().path(dir).open() {
             Ok(db) => return Ok(db),
             Err(source) if is_lock_contention(&source) && std::time::Instant::now() < deadline => {
                 tracing::debug!(path = %dir.display(), "sled lock still held; retrying open");

@@ -3,10 +3,11 @@
 //! **Where timers wait.** The message store diverts a timer message to [`TIMER_TOPIC`] queue 0
 //! ([`route_timer`](crate::logic::timer::route_timer)), so it is a durable commit-log record
 //! no consumer of its real topic sees. The [`TimerActor`] reads that queue from its ingest
-//! cursor and records one entry per message in the [`TimerIndex`], a sled tree keyed by
-//! (deliver ms, commit-log offset): pending timers cost disk, not memory. Every [`TICK`] (and
-//! on each arrival in the timer topic) it reads only the due window of the index, at most
-//! [`DELIVER_BATCH`] entries, copies those messages to their real topics and removes the entries.
+//! cursor and appends one 16-byte record per message to the [`TimerIndex`]: append-only files,
+//! one per due second, with a small state file (cursor, delivery position, delivery in flight).
+//! Pending timers cost disk, not memory. Every [`TICK`] (and on each arrival in the timer topic)
+//! it reads only the due slot, at most [`DELIVER_BATCH`] entries, copies those messages to
+//! their real topics and moves the slot's position past them.
 //!
 //! **Exactly once across crashes**, in three steps per delivery round:
 //!
@@ -14,7 +15,8 @@
 //!    written to the index as the delivery in flight ([`InFlight`]), and the index is flushed.
 //! 2. The copies are appended to their real topics and made durable (the store is flushed
 //!    unless the sync flush policy already waited for it).
-//! 3. The entries and the in-flight record are removed in one atomic batch.
+//! 3. The slot position moves past the entries and the in-flight record is dropped (durable
+//!    with the next round's flush; until then a crash settles the round as below).
 //!
 //! A copy is appended only while an in-flight record naming it is durable, and an entry leaves
 //! the index only after its copy is durable. So after a crash ([`resolve_in_flight`], run before
@@ -22,8 +24,8 @@
 //! to the commit-log end say exactly which entries of the interrupted round were delivered.
 //! A copy is a pure function of its timer message and `dequeue_ms`
 //! ([`delivered_copy`]), so recovery rebuilds each entry's copy and looks for it (topic, queue,
-//! properties, body) in that window: found, the entry is removed; not found, it stays and fires
-//! again. Nothing is lost (an entry outlives its copy's append) and nothing fires twice (a
+//! properties, body) in that window: found, the entry is done; not found, it is indexed again
+//! in the current slot and fires again. Nothing is lost (an entry outlives its copy's append) and nothing fires twice (a
 //! durable copy is always found). Two entries with identical copies (a producer's resend) are
 //! counted as a multiset, so each copy found settles one entry. The scan is short: it covers
 //! only what was appended during the interrupted round.
@@ -31,9 +33,9 @@
 //! Why not mark each copy with its origin offset, or keep delivered offsets? A marker property
 //! would show on every delivered message, which Apache's copies do not carry, and a set of
 //! delivered offsets would grow for ever; the rebuilt copy needs neither. Ingest needs no flush
-//! of its own: the cursor moves in the same batch as the entries, and sled recovers a prefix of
-//! its writes, so the flush in step 1 covers every ingest before it; an ingest lost to a crash
-//! is simply read again.
+//! of its own: the flush in step 1 fsyncs the slot files before it writes the cursor, and a
+//! timer indexed after the last flush is recognised when it is ingested again after a crash
+//! (see [`TimerIndex`]), so each timer is indexed once.
 
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
@@ -45,7 +47,7 @@ use actix::prelude::*;
 use bytes::Bytes;
 use skiff_storage::message::{decode_record, decode_records, MessageToAppend};
 use skiff_storage::store::{FlushPolicy, ReadStatus, StoreReader};
-use skiff_storage::timer_index::{InFlight, TimerEntry, TimerIndex};
+use skiff_storage::timer_index::{TimerEntry, TimerIndex};
 use std::collections::HashMap;
 use std::error::Error;
 use std::time::Duration;
@@ -74,8 +76,9 @@ fn copy_key(topic: &str, queue_id: u32, properties: &str, body: &Bytes) -> CopyK
 }
 
 /// Settles a delivery interrupted by a crash or a failure: entries whose copy is in the commit
-/// log past the in-flight record's `log_from` were delivered and are removed; the others stay
-/// pending. Answers how many were found delivered. Flushes the index.
+/// log past the in-flight record's `log_from` were delivered; entries whose message cannot be
+/// read or copied would be dropped again; the others are indexed again to fire. Answers how
+/// many were found delivered. Flushes the index.
 pub fn resolve_in_flight(index: &TimerIndex, reader: &StoreReader) -> Result<usize, BrokerError> {
     let Some(in_flight) = index.in_flight()? else {
         return Ok(0);
@@ -98,7 +101,7 @@ pub fn resolve_in_flight(index: &TimerIndex, reader: &StoreReader) -> Result<usi
                 .push(*entry);
         }
     }
-    let mut delivered = Vec::new();
+    let mut delivered = 0;
     let end = reader.commit_log_end();
     let mut position = in_flight.log_from.max(reader.commit_log_start());
     while position < end && !expected.is_empty() {
@@ -114,8 +117,8 @@ pub fn resolve_in_flight(index: &TimerIndex, reader: &StoreReader) -> Result<usi
                 &message.body,
             );
             if let Some(entries) = expected.get_mut(&key) {
-                if let Some(entry) = entries.pop() {
-                    delivered.push(entry);
+                if entries.pop().is_some() {
+                    delivered += 1;
                 }
                 if entries.is_empty() {
                     expected.remove(&key);
@@ -127,15 +130,17 @@ pub fn resolve_in_flight(index: &TimerIndex, reader: &StoreReader) -> Result<usi
         }
         position = reached;
     }
-    index.finish_delivery(&delivered)?;
+    let again: Vec<TimerEntry> = expected.into_values().flatten().collect();
+    index.finish_delivery(&again)?;
     index.flush()?;
     tracing::info!(
         interrupted = in_flight.entries.len(),
-        already_delivered = delivered.len(),
+        already_delivered = delivered,
+        again = again.len(),
         log_from = in_flight.log_from,
         "timer delivery in flight resolved"
     );
-    Ok(delivered.len())
+    Ok(delivered)
 }
 
 /// The ingest cursor to start from: the stored one, or the start of the timer queue.
@@ -349,13 +354,10 @@ impl TimerActor {
                 }
             }
         }
-        let in_flight = InFlight {
-            log_from: self.reader.commit_log_end(),
-            dequeue_ms: now_ms,
-            entries: due,
-        };
-        if let Err(e) = self.index.begin_delivery(&in_flight) {
+        let log_from = self.reader.commit_log_end();
+        if let Err(e) = self.index.begin_delivery(log_from, now_ms, due) {
             self.snapshot.failures += 1;
+            self.unresolved = true;
             tracing::error!(
                 error = &e as &dyn Error,
                 "recording a timer delivery failed"
@@ -367,7 +369,6 @@ impl TimerActor {
         let store = self.store.clone();
         let default_queue_nums = self.default_queue_nums;
         let flush_store = self.flush_policy == FlushPolicy::Async;
-        let entries = in_flight.entries;
         let count = copies.len() as u64;
         let work = async move {
             index.flush_async().await?;
@@ -381,7 +382,7 @@ impl TimerActor {
                         source,
                     })??;
             }
-            index.finish_delivery(&entries)?;
+            index.finish_delivery(&[])?;
             Ok::<_, BrokerError>(dropped)
         };
         ctx.spawn(work.into_actor(self).map(move |outcome, act, ctx| {
