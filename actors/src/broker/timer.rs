@@ -56,6 +56,8 @@ use std::time::Duration;
 pub const TICK: Duration = Duration::from_millis(100);
 /// Entries delivered per round (one append, one flush of each store).
 pub const DELIVER_BATCH: usize = 512;
+/// How often timers indexed since the last flush are made durable when no round flushes them.
+const INGEST_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Timer-queue messages indexed per step.
 const INGEST_BATCH: u32 = 1024;
 const INGEST_BATCH_BYTES: u32 = 8 * 1024 * 1024;
@@ -179,6 +181,9 @@ pub struct TimerActor {
     snapshot: TimerSnapshot,
     /// The last round failed: settle its in-flight record before the next.
     unresolved: bool,
+    /// Timers were indexed since the index was last flushed, and when that was.
+    ingested_since_flush: bool,
+    last_flush: tokio::time::Instant,
 }
 
 impl TimerActor {
@@ -203,6 +208,8 @@ impl TimerActor {
                 ..TimerSnapshot::default()
             },
             unresolved: false,
+            ingested_since_flush: false,
+            last_flush: tokio::time::Instant::now(),
         }
     }
 
@@ -290,7 +297,30 @@ impl TimerActor {
                 return;
             }
             self.snapshot.indexed += entries.len() as u64;
+            self.ingested_since_flush = true;
             self.snapshot.cursor = next;
+        }
+    }
+
+    /// Makes what was indexed durable once per [`INGEST_FLUSH_INTERVAL`] when no round does it:
+    /// timers due far ahead would otherwise wait for the next delivery round to record their
+    /// cursor, and a restart would read them all again.
+    fn flush_ingested(&mut self) {
+        if !self.ingested_since_flush
+            || self.snapshot.delivering
+            || self.last_flush.elapsed() < INGEST_FLUSH_INTERVAL
+        {
+            return;
+        }
+        match self.index.flush() {
+            Ok(()) => {
+                self.ingested_since_flush = false;
+                self.last_flush = tokio::time::Instant::now();
+            }
+            Err(e) => {
+                self.snapshot.failures += 1;
+                tracing::warn!(error = &e as &dyn Error, "flushing the timer index failed");
+            }
         }
     }
 
@@ -365,6 +395,9 @@ impl TimerActor {
             return;
         }
         self.snapshot.delivering = true;
+        // The round's first step flushes the index, ingested timers included.
+        self.ingested_since_flush = false;
+        self.last_flush = tokio::time::Instant::now();
         let index = self.index.clone();
         let store = self.store.clone();
         let default_queue_nums = self.default_queue_nums;
@@ -461,6 +494,7 @@ impl Actor for TimerActor {
         self.ingest();
         self.deliver_due(ctx);
         ctx.run_interval(TICK, |act, ctx| {
+            act.flush_ingested();
             act.ingest();
             act.deliver_due(ctx);
         });
