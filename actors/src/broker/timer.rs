@@ -12,7 +12,8 @@
 //! **Exactly once across crashes**, in three steps per delivery round:
 //!
 //! 1. The round's entries, the commit-log end and the round's delivery time (`dequeue_ms`) are
-//!    written to the index as the delivery in flight ([`InFlight`]), and the index is flushed.
+//!    written to the index as the delivery in flight
+//!    ([`InFlight`](skiff_storage::timer_index::InFlight)), and the index is flushed.
 //! 2. The copies are appended to their real topics and made durable (the store is flushed
 //!    unless the sync flush policy already waited for it).
 //! 3. The slot position moves past the entries and the in-flight record is dropped (durable
@@ -25,17 +26,17 @@
 //! A copy is a pure function of its timer message and `dequeue_ms`
 //! ([`delivered_copy`]), so recovery rebuilds each entry's copy and looks for it (topic, queue,
 //! properties, body) in that window: found, the entry is done; not found, it is indexed again
-//! in the current slot and fires again. Nothing is lost (an entry outlives its copy's append) and nothing fires twice (a
-//! durable copy is always found). Two entries with identical copies (a producer's resend) are
+//! in the current slot and fires again. Nothing is lost (the position passes an entry only
+//! after its copy is durable) and nothing fires twice (a durable copy is always found). Two entries with identical copies (a producer's resend) are
 //! counted as a multiset, so each copy found settles one entry. The scan is short: it covers
 //! only what was appended during the interrupted round.
 //!
 //! Why not mark each copy with its origin offset, or keep delivered offsets? A marker property
 //! would show on every delivered message, which Apache's copies do not carry, and a set of
-//! delivered offsets would grow for ever; the rebuilt copy needs neither. Ingest needs no flush
-//! of its own: the flush in step 1 fsyncs the slot files before it writes the cursor, and a
-//! timer indexed after the last flush is recognised when it is ingested again after a crash
-//! (see [`TimerIndex`]), so each timer is indexed once.
+//! delivered offsets would grow for ever; the rebuilt copy needs neither. Ingest is flushed by
+//! step 1, or once a second when no round runs (the slot files are fsynced before the state
+//! records the cursor); a timer indexed after the last flush is recognised when it is ingested
+//! again after a crash (see [`TimerIndex`]), so each timer is indexed once.
 
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
