@@ -282,3 +282,35 @@ fn an_embedded_producer_schedules_with_a_delay_or_a_deliver_time() {
         broker.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn timers_far_ahead_are_indexed_once_across_a_restart_without_any_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        let messages = (1..=3)
+            .map(|i| timed(&format!("far{i}"), TIMER_DELAY_SEC, "30"))
+            .collect();
+        BrokerApi::send_messages(&broker, messages).await.unwrap();
+        advance(Duration::from_millis(1_500)).await;
+        let snapshot = broker.addrs().timer.send(timer::Observe).await.unwrap();
+        assert_eq!((snapshot.indexed, snapshot.cursor), (3, 3));
+        broker.shutdown().await.unwrap();
+    });
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        let snapshot = broker.addrs().timer.send(timer::Observe).await.unwrap();
+        assert_eq!((snapshot.indexed, snapshot.cursor), (0, 3), "indexed again");
+        advance(Duration::from_secs(31)).await;
+        wait_for("all three", async || {
+            read_all(&broker, TOPIC, 0).await.len() >= 3
+        })
+        .await;
+        advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            bodies(&read_all(&broker, TOPIC, 0).await),
+            ["far1", "far2", "far3"]
+        );
+        broker.shutdown().await.unwrap();
+    });
+}

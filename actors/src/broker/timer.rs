@@ -513,12 +513,18 @@ impl Handler<NotifyArrivals> for TimerActor {
     }
 }
 
-/// Stops the actor. A round still running is abandoned; its in-flight record is settled at the
-/// next start.
+/// Flushes what was indexed and stops. A round still running is abandoned; its in-flight
+/// record is settled at the next start.
 impl Handler<Quit> for TimerActor {
     type Result = ();
 
     fn handle(&mut self, _: Quit, ctx: &mut Self::Context) {
+        if let Err(e) = self.index.flush() {
+            tracing::warn!(
+                error = &e as &dyn Error,
+                "flushing the timer index at shutdown failed"
+            );
+        }
         ctx.stop();
     }
 }
