@@ -70,5 +70,5 @@ pub mod prelude {
     pub use skiff_actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};
     pub use skiff_actors::consumer::{ConsumeStatus, Listener, OrderlyStatus, ReceivedMessage};
     pub use skiff_actors::logic::pull_from_where::ConsumeFromWhere;
-    pub use skiff_actors::producer::{OutgoingMessage, Producer};
+    pub use skiff_actors::producer::{DeliverTime, OutgoingMessage, Producer};
 }

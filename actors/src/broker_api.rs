@@ -15,6 +15,7 @@ use skiff_storage::message::{MessageToAppend, StoredMessage};
 use skiff_storage::metadata::MetadataError;
 use skiff_storage::offset_table::OffsetTableError;
 use skiff_storage::store::{AppendRejected, BoundaryType, StoreError};
+use skiff_storage::timer_index::TimerIndexError;
 use skiff_storage::transaction_states::TransactionStatesError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,11 @@ pub enum BrokerError {
     KeyIndex(#[from] KeyIndexError),
     #[error("transaction states failed")]
     TransactionStates(#[from] TransactionStatesError),
+    #[error("timer index failed")]
+    TimerIndex(#[from] TimerIndexError),
+    /// A send's timer properties are refused (MESSAGE_ILLEGAL, 13); nothing was stored.
+    #[error(transparent)]
+    IllegalTimer(#[from] crate::logic::timer::InvalidTimer),
     /// The broker is shutting down and `what` was already released.
     #[error("{what} is closed")]
     Closed { what: &'static str },

@@ -29,6 +29,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// A message to send.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,8 +37,11 @@ pub struct OutgoingMessage {
     pub topic: String,
     pub tags: Option<String>,
     pub keys: Option<String>,
-    /// Delay level 1..=18 (1s .. 2h); 0 for none.
+    /// Delay level 1..=18 (1s .. 2h); 0 for none. A level wins over [`Self::deliver`].
     pub delay_level: u8,
+    /// When the broker delivers the message (a timer message, up to 3 days ahead); `None`
+    /// delivers at once.
+    pub deliver: Option<DeliverTime>,
     pub properties: Vec<(String, String)>,
     pub body: Bytes,
 }
@@ -71,6 +75,37 @@ impl OutgoingMessage {
         self.delay_level = level;
         self
     }
+
+    /// Delivers the message at `epoch_ms` (milliseconds since the Unix epoch; the broker rounds
+    /// it down to the second). A time already past delivers at once.
+    pub fn with_deliver_time_ms(mut self, epoch_ms: i64) -> Self {
+        self.deliver = Some(DeliverTime::At { epoch_ms });
+        self
+    }
+
+    /// Delivers the message at `at` (rounded down to the second by the broker).
+    pub fn with_deliver_time(self, at: std::time::SystemTime) -> Self {
+        let epoch_ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        self.with_deliver_time_ms(epoch_ms)
+    }
+
+    /// Delivers the message `delay` after the broker receives it (at most 3 days).
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.deliver = Some(DeliverTime::After(delay));
+        self
+    }
+}
+
+/// When a timer message is delivered ([`OutgoingMessage::deliver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliverTime {
+    /// At this time, in milliseconds since the Unix epoch (`TIMER_DELIVER_MS`).
+    At { epoch_ms: i64 },
+    /// This long after the broker receives the send (`TIMER_DELAY_MS`).
+    After(Duration),
 }
 
 #[derive(Clone)]
@@ -350,6 +385,19 @@ impl Producer {
         }
         if message.delay_level > 0 {
             pairs.push((property::DELAY, &delay));
+        }
+        let timer = match message.deliver {
+            Some(DeliverTime::At { epoch_ms }) => {
+                Some((property::TIMER_DELIVER_MS, epoch_ms.to_string()))
+            }
+            Some(DeliverTime::After(delay)) => Some((
+                property::TIMER_DELAY_MS,
+                delay.as_millis().min(i64::MAX as u128).to_string(),
+            )),
+            None => None,
+        };
+        if let Some((name, value)) = &timer {
+            pairs.push((name, value));
         }
         let mut properties = encode_properties(&pairs);
         // Every send carries a client message id, embedded or remote, so a consumer's

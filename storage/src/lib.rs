@@ -18,6 +18,8 @@
 //! - [`metadata`]: topic and subscription-group configuration.
 //! - [`key_index`]: message key -> commit-log offsets, for QUERY_MESSAGE; built off the send
 //!   path and caught up from its watermark at open.
+//! - [`timer_index`]: pending timer messages by due time, with the ingest cursor and the
+//!   delivery in flight that make each timer fire once across crashes.
 //! - `testsuite` (feature `testsuite`, and this crate's unit tests): set-up shared by tests,
 //!   such as store configurations and ready-to-append messages.
 
@@ -35,4 +37,5 @@ pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
+pub mod timer_index;
 pub mod transaction_states;

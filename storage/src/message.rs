@@ -45,6 +45,17 @@ pub mod property {
     pub const MSG_TYPE: &str = "MSG_TYPE";
     /// When the broker pushed a reply to its requester (epoch ms).
     pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
+    /// Timer messages (RocketMQ 5): deliver at this absolute epoch ms ...
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// ... or this many seconds after the broker receives the message ...
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// ... or this many milliseconds after.
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// The broker's due time of a timer message (rounded), set when it enters the timer topic.
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// On a delivered timer copy: when the timer message was stored, and when it was delivered.
+    pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
 }
 
 /// MessageSysFlag bits the codec itself manages (§6.3).

@@ -57,6 +57,7 @@ pub struct BrokerAddrs {
     pub scheduler: Addr<DelaySchedulerActor>,
     pub key_index: Addr<KeyIndexActor>,
     pub transactions: Addr<TransactionActor>,
+    pub timer: Addr<crate::broker::timer::TimerActor>,
 }
 
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
@@ -534,6 +535,7 @@ impl BrokerHandle {
         // Scheduler and retry write to the store, so they stop before it closes.
         let quits = [
             ("scheduler", addrs.scheduler.send(Quit::new()).await),
+            ("timer", addrs.timer.send(Quit::new()).await),
             ("transactions", addrs.transactions.send(Quit::new()).await),
             ("retry", addrs.retry.send(Quit::new()).await),
             ("membership", addrs.membership.send(Quit::new()).await),

@@ -10,6 +10,7 @@ use crate::broker::retention::{DiskState, RetentionConfig};
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::delay::route_delayed;
+use crate::logic::timer::route_timer;
 use crate::logic::transaction::route_half;
 use crate::metrics::Metrics;
 use crate::quit::Quit;
@@ -24,8 +25,9 @@ use std::path::PathBuf;
 use tokio::sync::oneshot;
 
 /// Appends a batch; answers once the batch is as durable as the flush policy promises.
-/// Messages carrying a `DELAY` level are diverted to the schedule topic first, half
-/// (prepared) transactional messages to the half topic.
+/// Messages carrying a `DELAY` level are diverted to the schedule topic first, timer messages
+/// (a future `TIMER_*` deliver time) to the timer topic, half (prepared) transactional messages
+/// to the half topic.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<Vec<AppendResult>, BrokerError>")]
 pub struct AppendMessages {
@@ -73,6 +75,8 @@ pub struct MessageStoreSnapshot {
     pub delayed: u64,
     /// Transactional half messages diverted to the half topic.
     pub halves: u64,
+    /// Timer messages diverted to the timer topic.
+    pub timers: u64,
     pub created_topics: Vec<String>,
     /// Arrival notices dropped because a listener's mailbox was full (its sweep catches up).
     pub dropped_notices: u64,
@@ -147,7 +151,11 @@ impl MessageStoreActor {
             if half {
                 self.snapshot.halves += 1;
             }
-            let routed = route_delayed(message)?;
+            let timer = route_timer(message, self.clock.now_ms())?;
+            if timer.deliver_ms.is_some() {
+                self.snapshot.timers += 1;
+            }
+            let routed = route_delayed(timer.message)?;
             if routed.delayed {
                 self.snapshot.delayed += 1;
             }

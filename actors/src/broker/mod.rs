@@ -12,6 +12,8 @@
 //! - [`queue_locks::QueueLocksActor`]: orderly-consumption locks.
 //! - [`retry::RetryActor`]: send-back to `%RETRY%group` / `%DLQ%group`.
 //! - [`schedule::DelaySchedulerActor`]: delivers delayed messages when due.
+//! - [`timer::TimerActor`]: indexes timer messages by due time and delivers them when due,
+//!   exactly once across crashes.
 //! - [`transaction::TransactionActor`]: transactional half messages: END_TRANSACTION, check-backs.
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
@@ -33,6 +35,7 @@ pub mod registry;
 pub mod retention;
 pub mod retry;
 pub mod schedule;
+pub mod timer;
 pub mod transaction;
 
 pub use admin::QueueProgress;
@@ -178,6 +181,15 @@ impl Broker {
             metadata.db(),
             metadata.path().to_path_buf(),
         )?;
+        let timer_index = skiff_storage::timer_index::TimerIndex::open_dir(
+            &store
+                .config()
+                .dir
+                .join(skiff_storage::timer_index::TIMER_INDEX_DIR),
+        )?;
+        // Before anything appends: a delivery cut short by a crash is settled against the log.
+        timer::resolve_in_flight(&timer_index, &reader)?;
+        let timer_cursor = timer::load_cursor(&timer_index, &reader)?;
         let registry = registry::Registry::new(
             metadata,
             config.auto_create_topic,
@@ -235,6 +247,16 @@ impl Broker {
             cursors,
         )
         .start();
+        let timer = timer::TimerActor::new(
+            reader.clone(),
+            store_addr.clone(),
+            timer_index,
+            clock,
+            flush_policy,
+            config.default_topic_queue_nums,
+            timer_cursor,
+        )
+        .start();
         let key_index = key_index::KeyIndexActor::start(index, reader.clone(), config.key_index);
         let producers = transaction::ProducerChannels::default();
         let transactions = transaction::TransactionActor::new(
@@ -265,6 +287,9 @@ impl Broker {
         store_addr.do_send(message_store::SubscribeArrivals {
             recipient: transactions.clone().recipient(),
         });
+        store_addr.do_send(message_store::SubscribeArrivals {
+            recipient: timer.clone().recipient(),
+        });
         tracing::info!(broker = %config.broker_name, addr = %config.listen_addr, "broker started");
         Ok(BrokerHandle::new(
             config,
@@ -286,6 +311,7 @@ impl Broker {
                 scheduler,
                 key_index,
                 transactions,
+                timer,
             },
         ))
     }

@@ -8,6 +8,7 @@ use crate::broker_api::BrokerError;
 use crate::logic::delay::{
     retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_QUEUE_NUMS, SCHEDULE_TOPIC,
 };
+use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use skiff_storage::metadata::{
     MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ, PERM_WRITE,
@@ -99,6 +100,8 @@ impl Registry {
         }
         let queues = if name == SCHEDULE_TOPIC {
             SCHEDULE_QUEUE_NUMS
+        } else if name == TIMER_TOPIC {
+            TIMER_QUEUE_NUMS
         } else if name.starts_with(DLQ_TOPIC_PREFIX) || name == HALF_TOPIC {
             1
         } else if let Some(group) = name.strip_prefix(RETRY_TOPIC_PREFIX) {
@@ -232,6 +235,7 @@ impl Registry {
 pub fn is_system_topic(name: &str) -> bool {
     name == SCHEDULE_TOPIC
         || name == HALF_TOPIC
+        || name == TIMER_TOPIC
         || name.starts_with(RETRY_TOPIC_PREFIX)
         || name.starts_with(DLQ_TOPIC_PREFIX)
 }

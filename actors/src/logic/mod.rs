@@ -16,6 +16,8 @@
 //!   §1.A.12).
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
+//! - [`timer`]: timer messages (RocketMQ 5): which sends wait in the timer topic, until when,
+//!   and what their real topic gets when they fire.
 //! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
 //! - [`reply`]: request-reply's reply topic and message type.
 
@@ -29,6 +31,7 @@ pub mod pull_from_where;
 pub mod queue;
 pub mod reply;
 pub mod sql92;
+pub mod timer;
 pub mod transaction;
 
 pub use queue::MessageQueue;

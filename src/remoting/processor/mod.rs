@@ -172,6 +172,9 @@ fn broker_failure(e: BrokerError) -> Failure {
         BrokerError::MessageNotFound { physical_offset } => {
             Failure::system(format!("look message by offset failed, {physical_offset}"))
         }
+        BrokerError::IllegalTimer(illegal) => {
+            Failure::new(code::MESSAGE_ILLEGAL, illegal.to_string())
+        }
         BrokerError::Rejected(rejected) => {
             Failure::new(code::MESSAGE_ILLEGAL, rejected.to_string())
         }

@@ -112,6 +112,9 @@ final class Scenarios {
         m.put("sql92_selector", new Def(90, Scenarios::sql92Selector));
         m.put("sql92_malformed_selector", new Def(60, Scenarios::sql92Malformed));
         m.put("request_reply", new Def(90, Scenarios::requestReply));
+        // Timer messages exist from the 5.x client and broker on; never in the 4.9.8 core set.
+        m.put("timer_delays", new Def(60, Scenarios::timerDelays));
+        m.put("timer_delay_too_long", new Def(60, Scenarios::timerDelayTooLong));
         return m;
     }
 
@@ -904,6 +907,141 @@ final class Scenarios {
         Long d5 = delay.get("delay-5s");
         ctx.check(d1 != null && d1 >= 800 && d1 <= 6_000, "level 1 (1 s) delivered after " + d1 + " ms");
         ctx.check(d5 != null && d5 >= 4_500 && d5 <= 12_000, "level 2 (5 s) delivered after " + d5 + " ms");
+    }
+
+    // ---- timer messages (RocketMQ 5) ------------------------------------------------------------
+
+    /** The timer properties' names: MessageConst has them from 5.x on only. */
+    static final String TIMER_DELAY_SEC = "TIMER_DELAY_SEC";
+    static final String TIMER_DELAY_MS = "TIMER_DELAY_MS";
+    static final String TIMER_DELIVER_MS = "TIMER_DELIVER_MS";
+    /** The broker rounds deliver times down to its timerPrecisionMs (1 s by default). */
+    static final long TIMER_PRECISION_MS = 1000;
+
+    /**
+     * Sets a timer property through the 5.x client's own setter ({@code setDelayTimeSec},
+     * {@code setDelayTimeMs}, {@code setDeliverTimeMs}) when the client has it, else writes the
+     * property directly, so these sources also compile against rocketmq-client 4.9.8.
+     */
+    static void setTimer(Message m, String setter, String property, long value) throws Exception {
+        try {
+            Message.class.getMethod(setter, long.class).invoke(m, value);
+        } catch (NoSuchMethodException e) {
+            org.apache.rocketmq.common.message.MessageAccessor.putProperty(m, property, Long.toString(value));
+        }
+    }
+
+    /**
+     * Timer messages at several delays (1 s and 3 s relative, an absolute time 5 s ahead, a past
+     * time): each reaches the consumer not before its time (less the broker's rounding down to
+     * the second) and within a few seconds of it, with its message id, tags and user properties.
+     */
+    static void timerDelays(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = producer(ctx);
+        p.send(msg(topic, "Now", null, "now", null));
+        Util.Collector got = new Util.Collector();
+        DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
+        c.subscribe(topic, "*");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, cc) -> {
+            msgs.forEach(x -> got.add(x, "c"));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        ctx.check(got.awaitDistinct(1, 15_000), "plain message not consumed");
+
+        Map<String, Long> dueAt = new LinkedHashMap<>();
+        Map<String, String> msgIds = new HashMap<>();
+        String[] names = {"delay-ms-1s", "delay-sec-3s", "deliver-at-5s", "deliver-in-past"};
+        for (String name : names) {
+            Message m = msg(topic, "Timed", "tk-" + name, name, props("timer", name));
+            long now = System.currentTimeMillis();
+            switch (name) {
+                case "delay-ms-1s":
+                    setTimer(m, "setDelayTimeMs", TIMER_DELAY_MS, 1000);
+                    dueAt.put(name, now + 1000);
+                    break;
+                case "delay-sec-3s":
+                    setTimer(m, "setDelayTimeSec", TIMER_DELAY_SEC, 3);
+                    dueAt.put(name, now + 3000);
+                    break;
+                case "deliver-at-5s":
+                    setTimer(m, "setDeliverTimeMs", TIMER_DELIVER_MS, now + 5000);
+                    dueAt.put(name, now + 5000);
+                    break;
+                default:
+                    setTimer(m, "setDeliverTimeMs", TIMER_DELIVER_MS, now - 60_000);
+                    dueAt.put(name, now);
+                    break;
+            }
+            SendResult r = p.send(m);
+            ctx.eq(name + " send status", SendStatus.SEND_OK, r.getSendStatus());
+            msgIds.put(name, r.getMsgId());
+        }
+        ctx.check(got.awaitDistinct(1 + names.length, 25_000), "not every timer message arrived");
+        // Anything delivered twice would show up within this second.
+        Thread.sleep(1000);
+        Map<String, Long> lateness = new TreeMap<>();
+        for (Util.Received r : got.all) {
+            String name = r.body();
+            if (!dueAt.containsKey(name)) {
+                continue;
+            }
+            long late = r.at - dueAt.get(name);
+            lateness.put(name, late);
+            ctx.check(late >= -TIMER_PRECISION_MS,
+                name + " arrived " + (-late) + " ms before its time (more than the rounding)");
+            ctx.check(late <= 4_000, name + " arrived " + late + " ms after its time");
+            ctx.eq(name + " topic", topic, r.msg.getTopic());
+            ctx.eq(name + " tags", "Timed", r.msg.getTags());
+            ctx.eq(name + " keys", "tk-" + name, r.msg.getKeys());
+            ctx.eq(name + " msgId", msgIds.get(name), r.msg.getMsgId());
+            ctx.eq(name + " user properties", props("timer", name), userProps(r.msg));
+            // What the broker leaves on a message that waited as a timer (Apache keeps REAL_*);
+            // one whose time had passed was stored as sent.
+            boolean waited = !name.equals("deliver-in-past");
+            ctx.eq(name + " REAL_TOPIC", waited ? topic : null, r.msg.getProperty("REAL_TOPIC"));
+            for (String p2 : new String[] {"TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"}) {
+                ctx.eq(name + " has " + p2, waited, r.msg.getProperty(p2) != null);
+            }
+        }
+        ctx.note("lateness " + lateness + " ms");
+        for (Util.Received r : got.all) {
+            if (r.body().equals("delay-sec-3s")) {
+                ctx.note("property names on a delivered timer message " + new TreeSet<>(r.msg.getProperties().keySet()));
+            }
+        }
+        ctx.eq("deliveries", 1 + names.length, got.all.size());
+        List<String> order = new ArrayList<>();
+        for (Util.Received r : got.all) {
+            if (!r.body().equals("now") && !r.body().equals("deliver-in-past")) {
+                order.add(r.body());
+            }
+        }
+        ctx.eq("order of the future ones", Arrays.asList("delay-ms-1s", "delay-sec-3s", "deliver-at-5s"), order);
+    }
+
+    /** A delay beyond the broker's 3-day maximum is refused with MESSAGE_ILLEGAL (13). */
+    static void timerDelayTooLong(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = producer(ctx);
+        p.send(msg(topic, "Now", null, "now", null));
+        Message m = msg(topic, "Timed", null, "too-far", null);
+        setTimer(m, "setDelayTimeSec", TIMER_DELAY_SEC, 4L * 24 * 3600);
+        try {
+            SendResult r = p.send(m);
+            ctx.fail("a 4-day delay was accepted: " + r);
+        } catch (org.apache.rocketmq.client.exception.MQBrokerException e) {
+            ctx.eq("response code", 13, e.getResponseCode());
+            ctx.check(e.getErrorMessage() != null && e.getErrorMessage().contains("max delay"),
+                "remark names the max delay: " + e.getErrorMessage());
+            ctx.note("remark: " + e.getErrorMessage());
+        }
+        // A delay within the maximum (3 days, less a minute) is accepted.
+        Message ok = msg(topic, "Timed", null, "far", null);
+        setTimer(ok, "setDelayTimeSec", TIMER_DELAY_SEC, 3L * 24 * 3600 - 60);
+        ctx.eq("3-day delay send status", SendStatus.SEND_OK, p.send(ok).getSendStatus());
     }
 
     // ---- offsets, lookup, transactions -----------------------------------------------------------
