@@ -39,7 +39,7 @@ async fn one_run(mode: Mode, messages: usize) -> anyhow::Result<f64> {
     let node = Node::open(config)?;
     let producer = node.producer("transaction-bench");
     producer
-        .register_transaction_checker(|_| TransactionResolution::Commit)
+        .register_transaction_checker(|_| async { TransactionResolution::Commit })
         .await?;
     let body = vec![b'x'; 100];
     // The topic's route is created by the first send, outside the timed loop.

@@ -36,11 +36,12 @@ fn committed_and_checked_back_commits_are_delivered_once_and_rollbacks_never() -
             .register_transaction_checker(move |half| {
                 let body = String::from_utf8_lossy(&half.body).into_owned();
                 *asked.borrow_mut().entry(body.clone()).or_default() += 1;
-                match body.as_str() {
+                let decision = match body.as_str() {
                     "unknown-then-commit" => TransactionResolution::Commit,
                     "unknown-then-rollback" => TransactionResolution::Rollback,
                     _ => TransactionResolution::Unknown,
-                }
+                };
+                async move { decision }
             })
             .await?;
 

@@ -25,7 +25,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -130,31 +131,38 @@ pub struct TransactionSendResult {
     pub resolution: TransactionResolution,
 }
 
+type Checker = dyn Fn(StoredMessage) -> Pin<Box<dyn Future<Output = TransactionResolution>>>;
+
 /// Answers the broker's check-backs for an embedded producer: asks the checker, then sends its
 /// decision with END_TRANSACTION (UNKNOW included: the half waits for the next round).
 struct CheckListener {
-    broker: Rc<dyn BrokerApi>,
-    checker: Box<dyn Fn(&StoredMessage) -> TransactionResolution>,
+    /// Weak: the broker keeps this listener, which must not keep the broker alive.
+    broker: Weak<dyn BrokerApi>,
+    checker: Rc<Checker>,
 }
 
 impl TransactionCheckListener for CheckListener {
     fn check_transaction_state(&self, check: TransactionCheck) {
-        let resolution = (self.checker)(&check.message);
-        let transaction_id = check.msg_id.clone().unwrap_or_default();
-        let request = EndTransactionRequest {
-            producer_group: check.producer_group,
-            tran_state_table_offset: check.tran_state_table_offset,
-            commit_log_offset: check.commit_log_offset,
-            resolution,
-            from_transaction_check: true,
-            msg_id: transaction_id.clone(),
-            transaction_id: Some(transaction_id),
-            broker_name: check.broker_name,
+        let Some(broker) = self.broker.upgrade() else {
+            return;
         };
-        let ended = self.broker.end_transaction(request);
-        // Called from the broker's transaction actor, which must not wait for itself.
+        let decided = (self.checker)(check.message.clone());
+        // Called from the broker's transaction actor, which must neither wait for the checker
+        // nor for itself: the answer goes back from a task of its own.
         actix::spawn(async move {
-            if let Err(e) = ended.await {
+            let resolution = decided.await;
+            let transaction_id = check.msg_id.clone().unwrap_or_default();
+            let request = EndTransactionRequest {
+                producer_group: check.producer_group,
+                tran_state_table_offset: check.tran_state_table_offset,
+                commit_log_offset: check.commit_log_offset,
+                resolution,
+                from_transaction_check: true,
+                msg_id: transaction_id.clone(),
+                transaction_id: Some(transaction_id),
+                broker_name: check.broker_name,
+            };
+            if let Err(e) = broker.end_transaction(request).await {
                 tracing::warn!(
                     error = &e as &dyn std::error::Error,
                     "answering a transaction check-back failed; the broker asks again"
@@ -182,16 +190,18 @@ impl Producer {
     /// it commits or rolls back or the broker's check limit is reached (Java's
     /// `TransactionListener.checkLocalTransaction`). Required before
     /// [`Self::send_in_transaction`].
-    pub async fn register_transaction_checker(
-        &self,
-        checker: impl Fn(&StoredMessage) -> TransactionResolution + 'static,
-    ) -> Result<(), BrokerError> {
+    pub async fn register_transaction_checker<C, Fut>(&self, checker: C) -> Result<(), BrokerError>
+    where
+        C: Fn(StoredMessage) -> Fut + 'static,
+        Fut: Future<Output = TransactionResolution> + 'static,
+    {
+        let checker: Rc<Checker> = Rc::new(move |half| Box::pin(checker(half)));
         // The BrokerApi takes listeners as `Arc` (a connection's is shared with its reader);
         // this one holds the node's `Rc` broker and stays on the node's thread.
         #[allow(clippy::arc_with_non_send_sync)]
         let listener: Arc<dyn TransactionCheckListener> = Arc::new(CheckListener {
-            broker: self.broker.clone(),
-            checker: Box::new(checker),
+            broker: Rc::downgrade(&self.broker),
+            checker,
         });
         self.broker
             .register_producer(self.group.clone(), unique_id(), listener)

@@ -237,11 +237,14 @@ impl KeyIndex {
         disk.create_dir_all(&dir).map_err(io_err(&dir))?;
         let mut files = Vec::new();
         for entry in disk.read_dir(&dir).map_err(io_err(&dir))? {
-            let first_offset = entry.name.as_deref().and_then(|n| n.parse::<u64>().ok());
-            match (first_offset, entry.is_dir) {
-                (Some(first_offset), false) => files.push(IndexFile {
+            let parsed = entry
+                .name
+                .as_deref()
+                .and_then(|n| Some((n, n.parse::<u64>().ok()?)));
+            match (parsed, entry.is_dir) {
+                (Some((name, first_offset)), false) => files.push(IndexFile {
                     first_offset,
-                    path: dir.join(format!("{first_offset:020}")),
+                    path: dir.join(name),
                 }),
                 _ => tracing::warn!(
                     dir = %dir.display(),

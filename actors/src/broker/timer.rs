@@ -146,11 +146,32 @@ pub fn resolve_in_flight(index: &TimerIndex, reader: &StoreReader) -> Result<usi
     Ok(delivered)
 }
 
-/// The ingest cursor to start from: the stored one, or the start of the timer queue.
+/// The ingest cursor to start from: the stored one, or the start of the timer queue; never
+/// past the queue's end (a cursor from before a power cut that lost the queue's tail would
+/// skip the timers written there since).
 pub fn load_cursor(index: &TimerIndex, reader: &StoreReader) -> Result<u64, BrokerError> {
+    let end = reader.max_offset(TIMER_TOPIC, 0);
     Ok(index
         .cursor()?
-        .unwrap_or_else(|| reader.min_offset(TIMER_TOPIC, 0)))
+        .unwrap_or_else(|| reader.min_offset(TIMER_TOPIC, 0))
+        .min(end))
+}
+
+/// Makes the commit log durable, then the timer index: every timer message an index entry or
+/// the stored cursor names must survive whatever the index survives.
+async fn flush_index_after_store(
+    store: Addr<MessageStoreActor>,
+    index: TimerIndex,
+) -> Result<(), BrokerError> {
+    store
+        .send(FlushStore)
+        .await
+        .map_err(|source| BrokerError::Mailbox {
+            actor: "message store",
+            source,
+        })??;
+    index.flush_async().await?;
+    Ok(())
 }
 
 #[derive(Message, Debug, Clone, Copy)]
@@ -184,6 +205,8 @@ pub struct TimerActor {
     unresolved: bool,
     /// Timers were indexed since the index was last flushed, and when that was.
     ingested_since_flush: bool,
+    /// A flush of what was ingested is running (see [`Self::flush_ingested`]).
+    flushing_ingested: bool,
     last_flush: tokio::time::Instant,
 }
 
@@ -210,6 +233,7 @@ impl TimerActor {
             },
             unresolved: false,
             ingested_since_flush: false,
+            flushing_ingested: false,
             last_flush: tokio::time::Instant::now(),
         }
     }
@@ -267,7 +291,11 @@ impl TimerActor {
                 Ok(messages) => messages,
                 Err(e) => {
                     self.snapshot.failures += 1;
-                    tracing::error!(offset = cursor, error = %e, "undecodable timer message");
+                    tracing::error!(
+                        offset = cursor,
+                        error = &e as &dyn Error,
+                        "undecodable timer message"
+                    );
                     return;
                 }
             };
@@ -306,23 +334,28 @@ impl TimerActor {
     /// Makes what was indexed durable once per [`INGEST_FLUSH_INTERVAL`] when no round does it:
     /// timers due far ahead would otherwise wait for the next delivery round to record their
     /// cursor, and a restart would read them all again.
-    fn flush_ingested(&mut self) {
+    fn flush_ingested(&mut self, ctx: &mut Context<Self>) {
         if !self.ingested_since_flush
             || self.snapshot.delivering
+            || self.flushing_ingested
             || self.last_flush.elapsed() < INGEST_FLUSH_INTERVAL
         {
             return;
         }
-        match self.index.flush() {
-            Ok(()) => {
-                self.ingested_since_flush = false;
-                self.last_flush = tokio::time::Instant::now();
+        self.flushing_ingested = true;
+        self.ingested_since_flush = false;
+        let work = flush_index_after_store(self.store.clone(), self.index.clone());
+        ctx.spawn(work.into_actor(self).map(|outcome, act, _| {
+            act.flushing_ingested = false;
+            match outcome {
+                Ok(()) => act.last_flush = tokio::time::Instant::now(),
+                Err(e) => {
+                    act.ingested_since_flush = true;
+                    act.snapshot.failures += 1;
+                    tracing::warn!(error = &e as &dyn Error, "flushing the timer index failed");
+                }
             }
-            Err(e) => {
-                self.snapshot.failures += 1;
-                tracing::warn!(error = &e as &dyn Error, "flushing the timer index failed");
-            }
-        }
+        }));
     }
 
     /// Starts a delivery round for what is due, unless one is running.
@@ -360,11 +393,29 @@ impl TimerActor {
         let mut copies = Vec::with_capacity(due.len());
         for entry in &due {
             match self.reader.read_by_physical_offset(entry.physical_offset) {
+                // An entry names a record by position only: make sure it is still the timer
+                // message it was made for (a commit log cut by a power cut and written again
+                // holds other records there).
+                Ok(Some(message))
+                    if message.topic != TIMER_TOPIC
+                        || due_ms(&message) != Some(entry.deliver_ms) =>
+                {
+                    self.snapshot.skipped += 1;
+                    tracing::error!(
+                        offset = entry.physical_offset,
+                        topic = %message.topic,
+                        "timer index entry names another record, skipped"
+                    );
+                }
                 Ok(Some(message)) => match delivered_copy(&message, now_ms) {
                     Ok(copy) => copies.push(copy),
                     Err(e) => {
                         self.snapshot.skipped += 1;
-                        tracing::error!(offset = entry.physical_offset, error = %e, "undeliverable timer message dropped");
+                        tracing::error!(
+                            offset = entry.physical_offset,
+                            error = &e as &dyn Error,
+                            "undeliverable timer message dropped"
+                        );
                     }
                 },
                 Ok(None) => {
@@ -405,7 +456,7 @@ impl TimerActor {
         let flush_store = self.flush_policy == FlushPolicy::Async;
         let count = copies.len() as u64;
         let work = async move {
-            index.flush_async().await?;
+            flush_index_after_store(store.clone(), index.clone()).await?;
             let dropped = append_copies(&store, copies, default_queue_nums).await?;
             if flush_store {
                 store
@@ -495,7 +546,7 @@ impl Actor for TimerActor {
         self.ingest();
         self.deliver_due(ctx);
         ctx.run_interval(TICK, |act, ctx| {
-            act.flush_ingested();
+            act.flush_ingested(ctx);
             act.ingest();
             act.deliver_due(ctx);
         });

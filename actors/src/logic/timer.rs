@@ -24,6 +24,7 @@
 //! already a multiple of the precision, so such a message fires a second early; skiff only rounds
 //! down, so a timer never fires more than the precision before its time.
 
+use crate::logic::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK};
 use skiff_storage::message::property::{
     DELAY, REAL_QID, REAL_TOPIC, TIMER_DELAY_MS, TIMER_DELAY_SEC, TIMER_DELIVER_MS,
     TIMER_DEQUEUE_MS, TIMER_ENQUEUE_MS, TIMER_OUT_MS,
@@ -44,10 +45,6 @@ pub const TIMER_PRECISION_MS: i64 = 1000;
 
 /// The longest delay accepted: 3 days (Apache's `timerMaxDelaySec`).
 pub const TIMER_MAX_DELAY_MS: i64 = 3 * 24 * 60 * 60 * 1000;
-
-/// Transaction bits of the message sys flag; only plain and committed messages are timers.
-const TRANSACTION_MASK: i32 = 0xC;
-const TRANSACTION_COMMIT: i32 = 0x8;
 
 /// Why a send's timer properties are refused (answered MESSAGE_ILLEGAL, 13).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,8 +116,12 @@ pub fn route_timer(message: MessageToAppend, now_ms: i64) -> Result<TimerRouted,
             deliver_ms: None,
         })
     };
-    let transaction = message.sys_flag & TRANSACTION_MASK;
-    if transaction != 0 && transaction != TRANSACTION_COMMIT {
+    // Only plain and committed messages are timers.
+    let transaction = message.sys_flag & TRANSACTION_TYPE_MASK;
+    // A half message waits for its transaction first (the store routes it to the half topic
+    // before this runs, clearing its prepared bits): its timer starts when the commit stores
+    // the real message, which comes through here again.
+    if (transaction != 0 && transaction != TRANSACTION_COMMIT_TYPE) || message.topic == HALF_TOPIC {
         return as_is(message);
     }
     if has_delay_level(&message.properties) {
@@ -281,6 +282,29 @@ mod tests {
                 (REAL_QID, "3"),
             ])
         );
+    }
+
+    #[test]
+    fn a_transactional_timer_waits_for_its_commit_before_the_timer_topic() {
+        use crate::logic::transaction::{route_half, TRANSACTION_PREPARED_TYPE};
+        let prepared = MessageToAppend {
+            sys_flag: TRANSACTION_PREPARED_TYPE,
+            ..to_append("T", 2, &[(TIMER_DELAY_SEC, "5"), (UNIQ_KEY, "U1")])
+        };
+        // As the message store routes a send: half first, then timers.
+        let (half, diverted) = route_half(prepared);
+        assert!(diverted);
+        let routed = route_timer(half.clone(), NOW).unwrap();
+        assert_eq!(routed.deliver_ms, None, "the half stays a half");
+        assert_eq!(routed.message, half);
+        // The committed copy (real topic, commit type) starts its timer then.
+        let committed = MessageToAppend {
+            sys_flag: TRANSACTION_COMMIT_TYPE,
+            ..to_append("T", 2, &[(TIMER_DELAY_SEC, "5"), (UNIQ_KEY, "U1")])
+        };
+        let routed = route_timer(committed, NOW).unwrap();
+        assert_eq!(routed.deliver_ms, Some(1_700_000_005_000));
+        assert_eq!(routed.message.topic, TIMER_TOPIC);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use skiff_actors::broker_api::SendResult;
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
 use skiff_actors::logic::delay::SCHEDULE_TOPIC;
+use skiff_actors::logic::timer::TIMER_TOPIC;
 use skiff_actors::logic::transaction::{is_prepared, HALF_TOPIC};
 use skiff_storage::message::property::{
     CLUSTER, MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, UNIQ_KEY,
@@ -26,8 +27,10 @@ use crate::remoting::wire::{clamp_i32, clamp_i64};
 pub(super) const DEFAULT_REGION: &str = "DefaultRegion";
 /// Java's `BrokerConfig.traceOn` default, answered as `TRACE_ON`.
 pub(super) const TRACE_SWITCH: &str = "true";
-/// Topics producers may not send to (`TopicValidator.isNotAllowedSendTopic`, the subset skiff has).
-const NOT_ALLOWED_SEND_TOPICS: [&str; 2] = [SCHEDULE_TOPIC, HALF_TOPIC];
+/// Topics producers may not send to (`TopicValidator.isNotAllowedSendTopic`, the subset skiff
+/// has), and the timer topic: a message written there directly would skip the 3-day limit and
+/// name any destination.
+const NOT_ALLOWED_SEND_TOPICS: [&str; 3] = [SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC];
 
 impl Processor {
     /// SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
