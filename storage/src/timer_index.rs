@@ -28,6 +28,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -188,16 +189,26 @@ impl Inner {
             return Ok(());
         }
         let path = self.slot_path(slot);
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
-            .append(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
             .open(&path)
             .map_err(io(&path))?;
         let mut buf = Vec::with_capacity(entries.len() * RECORD_LEN as usize);
         for entry in entries {
             buf.extend_from_slice(&entry.encode());
         }
-        file.write_all(&buf).map_err(io(&path))?;
+        // Records start at multiples of the record length: a tail shorter than one (a write
+        // cut short by a crash or a full disk) is written over, and a failed write is cut
+        // back, so no partial record is ever followed by whole ones.
+        let len = file.metadata().map_err(io(&path))?.len();
+        let start = len - len % RECORD_LEN;
+        if let Err(e) = file.write_all_at(&buf, start) {
+            let _ = file.set_len(start);
+            return Err(io(&path)(e));
+        }
         self.slots.insert(slot);
         self.dirty.insert(slot);
         Ok(())
@@ -480,6 +491,26 @@ mod tests {
         assert_eq!(index.due(5000, 1).unwrap(), vec![entry(1000, 30)]);
         assert_eq!(index.pending().unwrap(), 3);
         assert_eq!(index.cursor().unwrap(), Some(3));
+    }
+
+    #[test]
+    fn a_torn_record_at_a_slot_end_is_written_over_by_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = TimerIndex::open_dir(dir.path()).unwrap();
+        index.ingest(&[entry(1000, 1), entry(1000, 2)], 2).unwrap();
+        // A crash (or a full disk) cut the next record short: five of its sixteen bytes.
+        let slot_file = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_str().unwrap() != STATE_FILE)
+            .unwrap();
+        let mut file = OpenOptions::new().append(true).open(&slot_file).unwrap();
+        file.write_all(&[0xAB; 5]).unwrap();
+        index.ingest(&[entry(1000, 3)], 3).unwrap();
+        assert_eq!(
+            index.due(1000, 10).unwrap(),
+            vec![entry(1000, 1), entry(1000, 2), entry(1000, 3)]
+        );
     }
 
     #[test]

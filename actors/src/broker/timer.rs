@@ -47,7 +47,7 @@ use crate::quit::Quit;
 use actix::prelude::*;
 use bytes::Bytes;
 use skiff_storage::message::{decode_record, decode_records, MessageToAppend};
-use skiff_storage::store::{FlushPolicy, ReadStatus, StoreReader};
+use skiff_storage::store::{FlushPolicy, ReadStatus, StoreError, StoreReader};
 use skiff_storage::timer_index::{TimerEntry, TimerIndex};
 use std::collections::HashMap;
 use std::error::Error;
@@ -423,6 +423,15 @@ impl TimerActor {
                     tracing::error!(
                         offset = entry.physical_offset,
                         "timer message no longer in the commit log, dropped"
+                    );
+                }
+                // One damaged record must not hold back every timer due after it.
+                Err(e @ StoreError::CorruptRecord { .. }) => {
+                    self.snapshot.skipped += 1;
+                    tracing::error!(
+                        offset = entry.physical_offset,
+                        error = &e as &dyn Error,
+                        "damaged timer message dropped"
                     );
                 }
                 Err(e) => {
