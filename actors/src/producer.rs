@@ -136,7 +136,9 @@ type Checker = dyn Fn(StoredMessage) -> Pin<Box<dyn Future<Output = TransactionR
 /// Answers the broker's check-backs for an embedded producer: asks the checker, then sends its
 /// decision with END_TRANSACTION (UNKNOW included: the half waits for the next round).
 struct CheckListener {
-    /// Weak: the broker keeps this listener, which must not keep the broker alive.
+    /// The producer's handle, held weakly: the broker keeps this listener, which must not keep
+    /// the broker alive. Once the producer and its clones are dropped, check-backs go
+    /// unanswered and the broker sets the halves aside after its check limit.
     broker: Weak<dyn BrokerApi>,
     checker: Rc<Checker>,
 }
