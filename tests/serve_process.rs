@@ -2,6 +2,9 @@
 //! request, refuses a taken port and a locked data directory with a clear error, and on
 //! SIGTERM exits 0 with its messages and consumer offsets on disk.
 
+mod common;
+
+use common::request;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -12,7 +15,6 @@ use std::time::Duration;
 use anyhow::{anyhow, ensure, Context};
 use skiff::remoting::body::{JsonBody, TopicRouteData};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
-use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::{Node, NodeConfig};
 
@@ -146,14 +148,6 @@ fn terminate(server: &Server) -> anyhow::Result<()> {
     let r = unsafe { libc::kill(pid, libc::SIGTERM) };
     ensure!(r == 0, "kill failed: {}", std::io::Error::last_os_error());
     Ok(())
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
 }
 
 /// Over the wire: a route, one message, an acknowledged consumer offset.

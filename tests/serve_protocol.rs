@@ -2,6 +2,9 @@
 //! system, real time) and driven with hand-built RemotingCommands through the transport's
 //! `RemotingClient` (and a raw socket where the client would hide what is tested).
 
+mod common;
+
+use common::request;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Context};
@@ -70,14 +73,6 @@ impl Harness {
 
 fn client() -> RemotingClient {
     RemotingClient::new(ClientConfig::default())
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
 }
 
 fn send_v2(topic: &str, queue_id: i32, body: &str, tags: &str) -> RemotingCommand {

@@ -3,6 +3,9 @@
 //! sending SEND_REPLY_MESSAGE(_V2), and the PUSH_REPLY_MESSAGE_TO_CLIENT (326) the broker sends
 //! on the requester's connection, answered by the test.
 
+mod common;
+
+use common::request;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Context};
@@ -111,14 +114,6 @@ impl RawConn {
             );
         }
     }
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
 }
 
 fn props(pairs: &[(&str, &str)]) -> String {

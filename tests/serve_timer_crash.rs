@@ -5,13 +5,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
+use common::request;
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
-use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::storage::clock::epoch_millis;
 use skiff::storage::message::decode_records;
@@ -21,58 +19,6 @@ const GROUP: &str = "timer-crash-pg";
 const TIMERS: usize = 80;
 /// Deliver times spread over this many seconds after the first whole second from now.
 const SPREAD_SECS: usize = 8;
-
-/// A child `skiff serve`, SIGKILLed on drop if still running.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(data_dir: &Path, listen: &str) -> anyhow::Result<Server> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(data_dir.join("serve.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["serve", "--listen", listen, "--data-dir"])
-        .arg(data_dir.join("data"))
-        .current_dir(data_dir)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("spawning skiff serve")?;
-    Ok(Server(child))
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
-}
-
-async fn wait_ready(client: &RemotingClient, addr: &str) -> anyhow::Result<()> {
-    common::poll_until(
-        "skiff serve answers routes",
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || async {
-            let route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", TOPIC)]);
-            Ok(client
-                .invoke(addr, route, Duration::from_secs(2))
-                .await
-                .is_ok_and(|r| r.code == code::SUCCESS))
-        },
-    )
-    .await
-}
 
 async fn send_timer(
     client: &RemotingClient,
@@ -160,8 +106,8 @@ async fn sigkill_with_pending_timers_fires_each_exactly_once_after_restart() -> 
     let addr = format!("127.0.0.1:{port}");
     let client = RemotingClient::new(ClientConfig::default());
 
-    let mut server = spawn(dir.path(), &addr)?;
-    wait_ready(&client, &addr).await?;
+    let mut server = common::spawn_serve(dir.path(), &addr, &[])?;
+    common::wait_serving(&client, &addr, TOPIC).await?;
     // Whole seconds, so the broker's rounding down keeps each deliver time as sent.
     let base = (epoch_millis() / 1000 + 2) * 1000;
     let mut due: BTreeMap<String, i64> = BTreeMap::new();
@@ -188,8 +134,8 @@ async fn sigkill_with_pending_timers_fires_each_exactly_once_after_restart() -> 
         "every timer fired before the kill; the test proves nothing"
     );
 
-    let _server = spawn(dir.path(), &addr)?;
-    wait_ready(&client, &addr).await?;
+    let _server = common::spawn_serve(dir.path(), &addr, &[])?;
+    common::wait_serving(&client, &addr, TOPIC).await?;
     common::poll_until(
         "every timer fires after the restart",
         Duration::from_secs(60),

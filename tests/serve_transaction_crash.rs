@@ -6,10 +6,10 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context};
+use common::{request, ServeChild};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CheckTransactionStateRequestHeader, CustomHeader};
@@ -20,61 +20,19 @@ const TOPIC: &str = "TxnCrash";
 const GROUP: &str = "txn-crash-pg";
 const HALVES: usize = 30;
 
-/// A child `skiff serve`, SIGKILLed on drop if still running.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(data_dir: &Path, listen: &str, check_interval_ms: u64) -> anyhow::Result<Server> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(data_dir.join("serve.log"))?;
-    let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
-        .args(["serve", "--listen", listen, "--data-dir"])
-        .arg(data_dir.join("data"))
-        .current_dir(data_dir)
-        .env("RUST_LOG", "info")
-        .env("SKIFF_TRANSACTION_TIMEOUT_MS", "1000")
-        .env(
-            "SKIFF_TRANSACTION_CHECK_INTERVAL_MS",
-            check_interval_ms.to_string(),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("spawning skiff serve")?;
-    Ok(Server(child))
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
-}
-
-async fn wait_ready(client: &RemotingClient, addr: &str) -> anyhow::Result<()> {
-    common::poll_until(
-        "skiff serve answers routes",
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || async {
-            let route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", TOPIC)]);
-            Ok(client
-                .invoke(addr, route, Duration::from_secs(2))
-                .await
-                .is_ok_and(|r| r.code == code::SUCCESS))
-        },
+/// `skiff serve` with a 1 s transaction timeout and this check interval.
+fn spawn(data_dir: &Path, listen: &str, check_interval_ms: u64) -> anyhow::Result<ServeChild> {
+    common::spawn_serve(
+        data_dir,
+        listen,
+        &[
+            ("SKIFF_TRANSACTION_TIMEOUT_MS", "1000".to_owned()),
+            (
+                "SKIFF_TRANSACTION_CHECK_INTERVAL_MS",
+                check_interval_ms.to_string(),
+            ),
+        ],
     )
-    .await
 }
 
 /// What the test decides for half `i`: ended before the crash (commit or rollback), or left
@@ -209,7 +167,7 @@ async fn sigkill_with_halves_in_flight_delivers_every_commit_and_no_rollback() -
 
     // First life: no check-back before the crash (the interval is far away).
     let mut server = spawn(dir.path(), &addr, 3_600_000)?;
-    wait_ready(&client, &addr).await?;
+    common::wait_serving(&client, &addr, TOPIC).await?;
     let mut halves = Vec::new();
     for i in 0..HALVES {
         halves.push(send_half(&client, &addr, i).await?);
@@ -241,7 +199,7 @@ async fn sigkill_with_halves_in_flight_delivers_every_commit_and_no_rollback() -
 
     // Second life: check-backs every 200 ms, answered by a producer of the group.
     let _server = spawn(dir.path(), &addr, 200)?;
-    wait_ready(&client, &addr).await?;
+    common::wait_serving(&client, &addr, TOPIC).await?;
     let mut checks = client.request_channel(64);
     let heartbeat = RemotingCommand::new_request(rc::HEART_BEAT).with_body(
         format!(r#"{{"clientID":"txn-crash@1","producerDataSet":[{{"groupName":"{GROUP}"}}],"consumerDataSet":[]}}"#)

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: a paused-time actix system, a node in a temporary
-//! directory, recording listeners and a way to advance time until a condition holds.
+//! directory, recording listeners and a way to advance time until a condition holds; for the
+//! tests over the wire, a `skiff serve` child process and raw requests.
 #![allow(dead_code)]
 
 use skiff::actors::broker_api::{
@@ -10,11 +11,16 @@ use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
 use skiff::actors::logic::queue::MessageQueue;
 use skiff::actors::producer::OutgoingMessage;
+use skiff::remoting::codes::{request as rc, response as code};
+use skiff::remoting::frame::RemotingCommand;
+use skiff::remoting::RemotingClient;
 use skiff::storage::message::MessageToAppend;
 use skiff::storage::store::BoundaryType;
 use skiff::{Node, NodeConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -331,4 +337,65 @@ pub async fn broker_offsets(
         .filter(|row| row.topic == topic)
         .map(|row| (row.queue_id, row.consumer_offset))
         .collect())
+}
+
+/// A request with these header fields, as a client sends it.
+pub fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::new_request(code);
+    for (k, v) in ext {
+        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
+    }
+    cmd
+}
+
+/// A child `skiff serve`, SIGKILLed on drop if still running.
+pub struct ServeChild(pub Child);
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `skiff serve` on `listen` with its data in `data_dir/data`, its log appended to
+/// `data_dir/serve.log` (kept across restarts) and `env` added to its environment.
+pub fn spawn_serve(
+    data_dir: &Path,
+    listen: &str,
+    env: &[(&str, String)],
+) -> anyhow::Result<ServeChild> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data_dir.join("serve.log"))?;
+    let child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["serve", "--listen", listen, "--data-dir"])
+        .arg(data_dir.join("data"))
+        .current_dir(data_dir)
+        .env("RUST_LOG", "info")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!(e).context("spawning skiff serve"))?;
+    Ok(ServeChild(child))
+}
+
+/// Waits until the `skiff serve` at `addr` answers the route of `topic` (auto-created).
+pub async fn wait_serving(client: &RemotingClient, addr: &str, topic: &str) -> anyhow::Result<()> {
+    poll_until(
+        "skiff serve answers routes",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async {
+            let route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", topic)]);
+            Ok(client
+                .invoke(addr, route, Duration::from_secs(2))
+                .await
+                .is_ok_and(|r| r.code == code::SUCCESS))
+        },
+    )
+    .await
 }
