@@ -285,14 +285,19 @@ impl Producer {
     /// The write queue the next message of `topic` goes to (round robin).
     async fn next_write_queue(&self, topic: &str) -> Result<MessageQueue, BrokerError> {
         let queues = self.route(topic).await?.write_queues();
-        let index = self.next_queue.get() as usize;
-        self.next_queue.set(self.next_queue.get().wrapping_add(1));
-        queues
-            .get(index % queues.len().max(1))
+        self.take_turn(&queues)
             .cloned()
             .ok_or_else(|| BrokerError::TopicNotExist {
                 topic: topic.to_owned(),
             })
+    }
+
+    /// The next queue of the producer's round robin over `queues` (`None` when there are none);
+    /// every call moves the round on.
+    fn take_turn<'q>(&self, queues: &'q [MessageQueue]) -> Option<&'q MessageQueue> {
+        let index = self.next_queue.get() as usize;
+        self.next_queue.set(self.next_queue.get().wrapping_add(1));
+        queues.get(index % queues.len().max(1))
     }
 
     pub fn group(&self) -> &str {
@@ -336,10 +341,8 @@ impl Producer {
                 .get(&message.topic)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
-            let index = self.next_queue.get() as usize;
-            self.next_queue.set(self.next_queue.get().wrapping_add(1));
             // A route without write queues: queue 0 of no broker, which the broker refuses.
-            let (broker_name, queue_id) = match queues.get(index % queues.len().max(1)) {
+            let (broker_name, queue_id) = match self.take_turn(queues) {
                 Some(queue) => (queue.broker_name.clone(), queue.queue_id),
                 None => (String::new(), 0),
             };
