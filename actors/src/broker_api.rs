@@ -49,6 +49,18 @@ pub enum BrokerError {
     TransactionStates(#[from] TransactionStatesError),
     #[error("timer index failed")]
     TimerIndex(#[from] TimerIndexError),
+    #[error("pop state failed")]
+    PopState(#[from] skiff_storage::pop_state::PopStateError),
+    #[error(transparent)]
+    InvalidReceipt(#[from] crate::logic::pop::InvalidReceipt),
+    #[error("stored message {topic}:{queue_id} at offset {queue_offset} does not decode")]
+    UnreadableMessage {
+        topic: String,
+        queue_id: u32,
+        queue_offset: u64,
+        #[source]
+        source: skiff_storage::message::MessageDecodeError,
+    },
     /// A send's timer properties are refused (MESSAGE_ILLEGAL, 13); nothing was stored.
     #[error(transparent)]
     IllegalTimer(#[from] crate::logic::timer::InvalidTimer),

@@ -61,8 +61,12 @@ pub mod request {
     pub const PUSH_REPLY_MESSAGE_TO_CLIENT: i32 = 326;
     pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const QUERY_ASSIGNMENT: i32 = 400;
+    pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const POP_MESSAGE: i32 = 200_050;
     pub const ACK_MESSAGE: i32 = 200_051;
+    pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200_053;
+    pub const NOTIFICATION: i32 = 200_054;
+    pub const BATCH_ACK_MESSAGE: i32 = 200_151;
 }
 
 /// Response codes (`RemotingSysResponseCode` + `ResponseCode`).

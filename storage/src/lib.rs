@@ -18,6 +18,8 @@
 //! - [`metadata`]: topic and subscription-group configuration.
 //! - [`key_index`]: message key -> commit-log offsets, for QUERY_MESSAGE; built off the send
 //!   path and caught up from its watermark at open.
+//! - [`pop_state`]: pop checkpoints (popped, not yet acknowledged messages) and each group's
+//!   request mode (pull or pop) per topic.
 //! - [`timer_index`]: pending timer messages by due time, with the ingest cursor and the
 //!   delivery in flight that make each timer fire once across crashes.
 //! - `testsuite` (feature `testsuite`, and this crate's unit tests): set-up shared by tests,
@@ -32,6 +34,7 @@ pub mod key_index;
 pub mod message;
 pub mod metadata;
 pub mod offset_table;
+pub mod pop_state;
 pub mod record;
 pub mod stats;
 pub mod store;

@@ -15,20 +15,25 @@
 //! - [`timer::TimerActor`]: indexes timer messages by due time and delivers them when due,
 //!   exactly once across crashes.
 //! - [`transaction::TransactionActor`]: transactional half messages: END_TRANSACTION, check-backs.
+//! - [`invisibility::InvisibilityActor`]: popped messages while invisible: durable checkpoints,
+//!   revival of unacknowledged ones into the pop retry topic, orderly pop's queue blocks.
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
 //!
 //! Not actors: [`registry`], the topic and group configuration they share, and the
 //! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
-//! `pull.rs` (PULL_MESSAGE) and `admin.rs` (progress, offset resets).
+//! `pull.rs` (PULL_MESSAGE), `pop.rs` (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
+//! `admin.rs` (progress, offset resets).
 
 mod admin;
 pub mod consumer_offsets;
 mod handle;
+pub mod invisibility;
 pub mod key_index;
 pub mod long_poll;
 pub mod membership;
 pub mod message_store;
+mod pop;
 mod pull;
 pub mod queue_locks;
 pub mod registry;
@@ -40,6 +45,7 @@ pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
+pub use pop::{Assignment, PopAnswer, PopRequest};
 
 use crate::broker_api::BrokerError;
 use crate::metrics::Metrics;
@@ -87,6 +93,9 @@ pub struct BrokerConfig {
     pub retention: RetentionConfig,
     /// Transactional messages: check-back timeout, interval and maximum.
     pub transactions: transaction::TransactionConfig,
+    /// How often popped messages past their invisible time are looked for (Java's
+    /// `reviveInterval`).
+    pub revive_interval: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -109,6 +118,7 @@ impl Default for BrokerConfig {
             key_index: true,
             retention: RetentionConfig::default(),
             transactions: transaction::TransactionConfig::default(),
+            revive_interval: Duration::from_secs(1),
         }
     }
 }
@@ -181,6 +191,8 @@ impl Broker {
             metadata.db(),
             metadata.path().to_path_buf(),
         )?;
+        let pop_state =
+            skiff_storage::pop_state::PopState::open(metadata.db(), metadata.path().to_path_buf())?;
         let timer_index = skiff_storage::timer_index::TimerIndex::open_dir(
             &store
                 .config()
@@ -257,6 +269,15 @@ impl Broker {
             timer_cursor,
         )
         .start();
+        let invisibility = invisibility::InvisibilityActor::new(
+            pop_state.clone(),
+            reader.clone(),
+            registry.clone(),
+            store_addr.clone(),
+            clock,
+            config.revive_interval,
+        )?
+        .start();
         let key_index = key_index::KeyIndexActor::start(index, reader.clone(), config.key_index);
         let producers = transaction::ProducerChannels::default();
         let transactions = transaction::TransactionActor::new(
@@ -300,6 +321,7 @@ impl Broker {
             inbox,
             producers,
             metrics,
+            pop_state,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,
@@ -312,6 +334,7 @@ impl Broker {
                 key_index,
                 transactions,
                 timer,
+                invisibility,
             },
         ))
     }

@@ -156,7 +156,7 @@ impl RetryActor {
     }
 }
 
-fn copy_of(
+pub(crate) fn copy_of(
     original: &StoredMessage,
     topic: String,
     queue_id: u32,

@@ -15,6 +15,8 @@
 //! - [`pull`]: a pull's status and next offset for a store read (`docs/wire-protocol.md` §4.1,
 //!   §1.A.12).
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
+//! - [`pop`]: pop consumption: receipts, the offset bookkeeping of a pop answer, the pop retry
+//!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.F).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
 //! - [`timer`]: timer messages (RocketMQ 5): which sends wait in the timer topic, until when,
 //!   and what their real topic gets when they fire.
@@ -26,6 +28,7 @@ pub mod allocate;
 pub mod delay;
 pub mod filter;
 pub mod inflight;
+pub mod pop;
 pub mod pull;
 pub mod pull_from_where;
 pub mod queue;

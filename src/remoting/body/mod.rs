@@ -3,6 +3,7 @@
 //! * This module: the JSON bodies (route data, heartbeat, consumer list, lock bodies, message
 //!   queue) and the lenient decoding they share.
 //! * [`batch`]: the binary SEND_BATCH_MESSAGE body.
+//! * [`pop`]: the bodies of pop consumption (batch acks, queue assignments, request modes).
 //! * [`admin`]: the admin bodies keyed by `MessageQueue` objects (consume stats, reset offsets).
 //!
 //! JSON decoding is lenient like fastjson: bodies pass through [`normalize_fastjson`] (unquoted
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 pub mod admin;
 pub mod batch;
+pub mod pop;
 
 pub use admin::{
     Connection, ConsumeStats, ConsumerConnection, DataVersion, GroupList, KvTable, OffsetWrapper,
@@ -27,6 +29,10 @@ pub use admin::{
     TopicConfigBody, TopicConfigWrapper, TopicOffset, TopicStatsTable,
 };
 pub use batch::{decode_batch, encode_batch, BatchEntry, BatchError, BatchMessage};
+pub use pop::{
+    BatchAck, BatchAckBody, QueryAssignmentBody, QueryAssignmentResponseBody, QueueAssignment,
+    SetMessageRequestModeBody,
+};
 
 /// A body that cannot be decoded.
 #[derive(Debug, thiserror::Error)]
@@ -385,6 +391,15 @@ java_enum!(
         Broadcasting = "BROADCASTING",
         #[default]
         Clustering = "CLUSTERING",
+    }
+);
+
+java_enum!(
+    /// `MessageRequestMode`: whether the broker hands a group's queues out for pull or pop.
+    MessageRequestMode {
+        #[default]
+        Pull = "PULL",
+        Pop = "POP",
     }
 );
 

@@ -22,6 +22,7 @@ use super::codes::{pull_sys_flag, version};
 use super::frame::RemotingCommand;
 
 mod admin;
+mod pop;
 pub use admin::{
     ClientTargetRequestHeader, ConsumerGroupField, CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
@@ -30,6 +31,10 @@ pub use admin::{
     GetProducerConnectionListRequestHeader, NameField, NameRequestHeader, ProducerGroupField,
     QueryMessageRequestHeader, QueryMessageResponseHeader, ResetOffsetRequestHeader, TopicField,
     TopicRequestHeader, ViewMessageRequestHeader,
+};
+pub use pop::{
+    AckMessageRequestHeader, ChangeInvisibleTimeResponseHeader, NotificationRequestHeader,
+    NotificationResponseHeader, PopMessageRequestHeader, PopMessageResponseHeader, INIT_MODE_MIN,
 };
 
 /// Ext fields as carried by a [`RemotingCommand`].

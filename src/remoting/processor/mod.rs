@@ -21,6 +21,9 @@
 //! * `clients`: the table of clients by group and connection that those read.
 //! * `lookup`: finding stored messages (VIEW_MESSAGE_BY_ID, QUERY_MESSAGE).
 //! * `transaction`: END_TRANSACTION, and the CHECK_TRANSACTION_STATE pushed to producers.
+//! * `pop`: pop consumption (POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+//!   CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION) and broker-side assignment (QUERY_ASSIGNMENT,
+//!   SET_MESSAGE_REQUEST_MODE).
 //! * `reply`: request-reply (SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2), and the
 //!   PUSH_REPLY_MESSAGE_TO_CLIENT pushed to the requester.
 //!
@@ -71,6 +74,7 @@ mod clients;
 mod consume;
 mod lookup;
 mod name_server;
+mod pop;
 mod produce;
 mod reply;
 mod transaction;
@@ -292,6 +296,28 @@ impl Processor {
                 self.call_consumer(&request).await
             }
             rc::END_TRANSACTION => self.end_transaction(&request).await,
+            rc::POP_MESSAGE | rc::NOTIFICATION => {
+                // A held pop whose connection closes is dropped at once, as a held pull is.
+                let held = async {
+                    if request.code == rc::POP_MESSAGE {
+                        self.pop(&request).await
+                    } else {
+                        self.notification(&request).await
+                    }
+                };
+                tokio::select! {
+                    outcome = held => outcome,
+                    _ = conn.closed() => {
+                        debug!(conn = %conn.id(), opaque = request.opaque, "pop abandoned: connection closed");
+                        return None;
+                    }
+                }
+            }
+            rc::ACK_MESSAGE => self.ack(&request).await,
+            rc::BATCH_ACK_MESSAGE => self.batch_ack(&request).await,
+            rc::CHANGE_MESSAGE_INVISIBLETIME => self.change_invisible_time(&request).await,
+            rc::QUERY_ASSIGNMENT => self.query_assignment(&request).await,
+            rc::SET_MESSAGE_REQUEST_MODE => self.set_request_mode(&request),
             other => {
                 debug!(conn = %conn.id(), code = other, "request code not supported");
                 return Some(RemotingCommand::not_supported(&request));

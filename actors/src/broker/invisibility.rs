@@ -1,0 +1,446 @@
+//! [`InvisibilityActor`]: popped messages while they are invisible (`docs/offset-lifecycle.md`
+//! §1.F). It owns the durable checkpoints of unordered pops (one per message handed out and not
+//! yet acknowledged), revives each one whose invisible time passed into the group's pop retry
+//! topic (or its dead-letter topic), and keeps orderly pop's per-queue blocks.
+//!
+//! Checkpoints live in [`PopState`]'s sled tree and, indexed by the time they become visible, in
+//! memory. The pop path writes a message's checkpoint here before it moves the group's offset
+//! past the message; a revival removes the checkpoint only after the copy is appended, so a crash
+//! in between revives the message once more rather than never.
+
+use crate::broker::message_store::{AppendMessages, MessageStoreActor};
+use crate::broker::registry::Registry;
+use crate::broker::retry::copy_of;
+use crate::broker::BrokerClock;
+use crate::broker_api::BrokerError;
+use crate::logic::pop::{revival, OrderlyQueue, Revival, POP_RETRY_QUEUE_NUMS};
+use crate::quit::Quit;
+use actix::prelude::*;
+use skiff_storage::message::property::{FIRST_POP_TIME, RETRY_TOPIC};
+use skiff_storage::message::{decode_record, with_properties, MessageToAppend};
+use skiff_storage::pop_state::{Checkpoint, CheckpointKey, CheckpointTimes, PopState};
+use skiff_storage::store::StoreReader;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::error::Error;
+use std::time::Duration;
+
+/// Retry max of a group the registry does not know (`SubscriptionGroupConfig` default).
+const DEFAULT_RETRY_MAX_TIMES: i32 = 16;
+/// Revivals running at once; the rest wait for the next round.
+const MAX_REVIVALS_IN_FLIGHT: usize = 256;
+
+/// One queue of one group, as orderly pop blocks it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PopQueue {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+/// Holds the checkpoints of one unordered pop; answered once they are recorded.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct HoldPopped {
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// Acknowledges one popped message. Answers whether a checkpoint of that pop was still held; an
+/// acknowledgement of a message already revived, or of an older pop of it, changes nothing.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, BrokerError>")]
+pub struct AckPopped {
+    pub key: CheckpointKey,
+    pub pop_time_ms: i64,
+}
+
+/// Gives one popped message a new invisible time from now: its checkpoint (of whichever pop) is
+/// replaced by one with `times`, as Java appends a new checkpoint and acknowledges the old.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct ChangeInvisible {
+    pub key: CheckpointKey,
+    pub times: CheckpointTimes,
+}
+
+/// Whether an orderly queue is blocked by a batch still out.
+#[derive(Message, Debug)]
+#[rtype(result = "bool")]
+pub struct OrderlyBlocked {
+    pub queue: PopQueue,
+    pub now_ms: i64,
+}
+
+/// Records an orderly batch; answers each offset with how often it was handed out before.
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<(u64, u32)>")]
+pub struct OrderlyHandOut {
+    pub queue: PopQueue,
+    pub offsets: Vec<u64>,
+    pub next_offset: u64,
+    pub pop_time_ms: i64,
+    pub invisible_ms: i64,
+}
+
+/// Acknowledges one message of an orderly batch; answers the offset to commit, if it moves.
+#[derive(Message, Debug)]
+#[rtype(result = "Option<u64>")]
+pub struct OrderlyAck {
+    pub queue: PopQueue,
+    pub offset: u64,
+    pub pop_time_ms: i64,
+}
+
+/// Moves an orderly batch's visibility; answers whether `pop_time_ms` named the batch out.
+#[derive(Message, Debug)]
+#[rtype(result = "bool")]
+pub struct OrderlyChangeInvisible {
+    pub queue: PopQueue,
+    pub pop_time_ms: i64,
+    pub visible_at_ms: i64,
+}
+
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "InvisibilitySnapshot")]
+pub struct Observe;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvisibilitySnapshot {
+    /// Checkpoints held (popped, neither acknowledged nor revived).
+    pub held: usize,
+    pub acked: u64,
+    pub revived: u64,
+    pub dead_lettered: u64,
+    /// Checkpoints dropped because their message is gone (retention deleted it).
+    pub vanished: u64,
+    pub failed: u64,
+}
+
+pub struct InvisibilityActor {
+    state: PopState,
+    reader: StoreReader,
+    registry: Registry,
+    store: Addr<MessageStoreActor>,
+    clock: BrokerClock,
+    revive_interval: Duration,
+    held: HashMap<CheckpointKey, CheckpointTimes>,
+    by_visible_at: BTreeSet<(i64, CheckpointKey)>,
+    reviving: HashSet<CheckpointKey>,
+    orderly: HashMap<PopQueue, OrderlyQueue>,
+    snapshot: InvisibilitySnapshot,
+}
+
+impl InvisibilityActor {
+    /// Loads every checkpoint a previous run left: each is revived when due, as if the broker
+    /// had never stopped.
+    pub(crate) fn new(
+        state: PopState,
+        reader: StoreReader,
+        registry: Registry,
+        store: Addr<MessageStoreActor>,
+        clock: BrokerClock,
+        revive_interval: Duration,
+    ) -> Result<Self, BrokerError> {
+        let mut actor = InvisibilityActor {
+            held: HashMap::new(),
+            by_visible_at: BTreeSet::new(),
+            reviving: HashSet::new(),
+            orderly: HashMap::new(),
+            snapshot: InvisibilitySnapshot::default(),
+            state,
+            reader,
+            registry,
+            store,
+            clock,
+            revive_interval,
+        };
+        let loaded = actor.state.checkpoints()?;
+        if !loaded.is_empty() {
+            tracing::info!(checkpoints = loaded.len(), "pop checkpoints loaded");
+        }
+        for checkpoint in loaded {
+            actor.index(checkpoint.key, checkpoint.times);
+        }
+        Ok(actor)
+    }
+
+    fn index(&mut self, key: CheckpointKey, times: CheckpointTimes) {
+        if let Some(old) = self.held.insert(key.clone(), times) {
+            self.by_visible_at
+                .remove(&(old.visible_at_ms(), key.clone()));
+        }
+        self.by_visible_at.insert((times.visible_at_ms(), key));
+    }
+
+    fn unindex(&mut self, key: &CheckpointKey) -> Option<CheckpointTimes> {
+        let times = self.held.remove(key)?;
+        self.by_visible_at
+            .remove(&(times.visible_at_ms(), key.clone()));
+        Some(times)
+    }
+
+    /// Starts a revival of every checkpoint whose message is visible again.
+    fn revive_due(&mut self, ctx: &mut Context<Self>) {
+        let now = self.clock.now_ms();
+        let due: Vec<(CheckpointKey, CheckpointTimes)> = self
+            .by_visible_at
+            .iter()
+            .take_while(|(visible_at, _)| *visible_at <= now)
+            .filter(|(_, key)| !self.reviving.contains(key))
+            .take(MAX_REVIVALS_IN_FLIGHT.saturating_sub(self.reviving.len()))
+            .filter_map(|(_, key)| self.held.get(key).map(|times| (key.clone(), *times)))
+            .collect();
+        for (key, times) in due {
+            self.revive(key, times, ctx);
+        }
+    }
+
+    fn revive(&mut self, key: CheckpointKey, times: CheckpointTimes, ctx: &mut Context<Self>) {
+        let (copy, target) = match self.plan_revival(&key, times) {
+            Ok(Some(plan)) => plan,
+            Ok(None) => {
+                // Retention deleted the message: there is nothing left to redeliver.
+                tracing::warn!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, "popped message no longer stored; its checkpoint is dropped");
+                self.snapshot.vanished += 1;
+                self.forget(&key, times);
+                return;
+            }
+            Err(e) => {
+                self.snapshot.failed += 1;
+                tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival of a popped message failed; retried next round");
+                return;
+            }
+        };
+        self.reviving.insert(key.clone());
+        let store = self.store.clone();
+        let append = async move {
+            store
+                .send(AppendMessages {
+                    messages: vec![copy],
+                    default_queue_nums: POP_RETRY_QUEUE_NUMS,
+                })
+                .await
+                .map_err(|source| BrokerError::Mailbox {
+                    actor: "message store",
+                    source,
+                })?
+        };
+        ctx.spawn(append.into_actor(self).map(move |appended, act, _| {
+            act.reviving.remove(&key);
+            match appended {
+                Ok(_) => {
+                    match &target {
+                        Revival::Retry { topic } => {
+                            act.snapshot.revived += 1;
+                            tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %topic, "unacknowledged message revived");
+                        }
+                        Revival::DeadLetter { topic } => {
+                            act.snapshot.dead_lettered += 1;
+                            tracing::warn!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, dlq = %topic, "popped message moved to the dead-letter queue");
+                        }
+                    }
+                    act.forget(&key, times);
+                }
+                Err(e) => {
+                    act.snapshot.failed += 1;
+                    tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival append failed; retried next round");
+                }
+            }
+        }));
+    }
+
+    /// The copy to append for a due checkpoint, and where it goes; `None` when the message is
+    /// no longer stored.
+    fn plan_revival(
+        &self,
+        key: &CheckpointKey,
+        times: CheckpointTimes,
+    ) -> Result<Option<(MessageToAppend, Revival)>, BrokerError> {
+        let read = self.reader.read(
+            &key.topic,
+            key.queue_id,
+            key.queue_offset,
+            1,
+            u32::MAX,
+            None,
+        )?;
+        if read.records.is_empty() {
+            return Ok(None);
+        }
+        let (original, _) =
+            decode_record(&read.records).map_err(|source| BrokerError::UnreadableMessage {
+                topic: key.topic.clone(),
+                queue_id: key.queue_id,
+                queue_offset: key.queue_offset,
+                source,
+            })?;
+        if original.queue_offset != key.queue_offset {
+            return Ok(None);
+        }
+        let retry_max_times = self
+            .registry
+            .group(&key.group)?
+            .map(|g| i32::try_from(g.retry_max_times).unwrap_or(i32::MAX))
+            .unwrap_or(DEFAULT_RETRY_MAX_TIMES);
+        let target = revival(
+            &key.group,
+            &key.topic,
+            original.reconsume_times,
+            retry_max_times,
+        );
+        let mut properties = original.properties.clone();
+        if original.reconsume_times == 0 || original.property(FIRST_POP_TIME).is_none() {
+            properties = with_properties(
+                &properties,
+                &[(FIRST_POP_TIME, &times.pop_time_ms.to_string())],
+            );
+        }
+        let topic = match &target {
+            Revival::Retry { topic } => topic,
+            Revival::DeadLetter { topic } => {
+                // A dead letter names the topic it was consumed from, as a sent-back one does.
+                if original.property(RETRY_TOPIC).is_none() {
+                    properties = with_properties(&properties, &[(RETRY_TOPIC, &key.topic)]);
+                }
+                topic
+            }
+        };
+        self.registry.ensure_topic(topic, POP_RETRY_QUEUE_NUMS)?;
+        let copy = copy_of(
+            &original,
+            topic.clone(),
+            0,
+            original.reconsume_times.saturating_add(1),
+            properties,
+        );
+        Ok(Some((copy, target)))
+    }
+
+    /// Drops a checkpoint that is done with, unless it was changed meanwhile.
+    fn forget(&mut self, key: &CheckpointKey, times: CheckpointTimes) {
+        if self.held.get(key) != Some(&times) {
+            return;
+        }
+        self.unindex(key);
+        if let Err(e) = self.state.remove_checkpoint(key) {
+            tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
+        }
+    }
+}
+
+impl Actor for InvisibilityActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(self.revive_interval, |act, ctx| act.revive_due(ctx));
+    }
+}
+
+impl Handler<HoldPopped> for InvisibilityActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, msg: HoldPopped, _: &mut Self::Context) -> Self::Result {
+        self.state.put_checkpoints(&msg.checkpoints)?;
+        for checkpoint in msg.checkpoints {
+            self.index(checkpoint.key, checkpoint.times);
+        }
+        Ok(())
+    }
+}
+
+impl Handler<AckPopped> for InvisibilityActor {
+    type Result = Result<bool, BrokerError>;
+
+    fn handle(&mut self, msg: AckPopped, _: &mut Self::Context) -> Self::Result {
+        match self.held.get(&msg.key) {
+            Some(times) if times.pop_time_ms == msg.pop_time_ms => {}
+            _ => return Ok(false),
+        }
+        self.unindex(&msg.key);
+        self.state.remove_checkpoint(&msg.key)?;
+        self.snapshot.acked += 1;
+        Ok(true)
+    }
+}
+
+impl Handler<ChangeInvisible> for InvisibilityActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, msg: ChangeInvisible, _: &mut Self::Context) -> Self::Result {
+        self.state.put_checkpoints(&[Checkpoint {
+            key: msg.key.clone(),
+            times: msg.times,
+        }])?;
+        self.index(msg.key, msg.times);
+        Ok(())
+    }
+}
+
+impl Handler<OrderlyBlocked> for InvisibilityActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: OrderlyBlocked, _: &mut Self::Context) -> bool {
+        self.orderly
+            .get(&msg.queue)
+            .is_some_and(|q| q.is_blocked(msg.now_ms))
+    }
+}
+
+impl Handler<OrderlyHandOut> for InvisibilityActor {
+    type Result = MessageResult<OrderlyHandOut>;
+
+    fn handle(&mut self, msg: OrderlyHandOut, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.orderly.entry(msg.queue).or_default().hand_out(
+            &msg.offsets,
+            msg.next_offset,
+            msg.pop_time_ms,
+            msg.invisible_ms,
+        ))
+    }
+}
+
+impl Handler<OrderlyAck> for InvisibilityActor {
+    type Result = Option<u64>;
+
+    fn handle(&mut self, msg: OrderlyAck, _: &mut Self::Context) -> Option<u64> {
+        self.orderly
+            .get_mut(&msg.queue)?
+            .ack(msg.offset, msg.pop_time_ms)
+    }
+}
+
+impl Handler<OrderlyChangeInvisible> for InvisibilityActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: OrderlyChangeInvisible, _: &mut Self::Context) -> bool {
+        self.orderly
+            .get_mut(&msg.queue)
+            .is_some_and(|q| q.change_invisible(msg.pop_time_ms, msg.visible_at_ms))
+    }
+}
+
+/// Makes every checkpoint durable and stops; a revival still appending is answered by the
+/// store, and its checkpoint, still held on disk, revives the message again after a restart.
+impl Handler<Quit<Result<(), BrokerError>>> for InvisibilityActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(
+        &mut self,
+        _: Quit<Result<(), BrokerError>>,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        ctx.stop();
+        self.state.flush()?;
+        Ok(())
+    }
+}
+
+impl Handler<Observe> for InvisibilityActor {
+    type Result = MessageResult<Observe>;
+
+    fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
+        MessageResult(InvisibilitySnapshot {
+            held: self.held.len(),
+            ..self.snapshot.clone()
+        })
+    }
+}

@@ -1,0 +1,835 @@
+//! Pop consumption on the broker handle (`docs/wire-protocol.md` §4.8, `docs/offset-lifecycle.md`
+//! §1.F): POP_MESSAGE, its acknowledgements and invisible-time changes, NOTIFICATION, and the
+//! broker-side assignment (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE) that tells a client
+//! whether to pull or pop.
+//!
+//! A pop reads from the group's offset like a pull, but the broker, not the client, owns what
+//! happens next: the group's offset moves past the popped messages at once, and each message is
+//! held invisible by a checkpoint in the [`InvisibilityActor`] until it is acknowledged or its
+//! invisible time passes and it is revived into the group's pop retry topic. An orderly pop
+//! instead leaves the offset where it is and blocks the queue until the batch is acknowledged.
+
+use crate::broker::consumer_offsets::{OffsetSlot, QueryOffset};
+use crate::broker::handle::{mailbox, BrokerHandle};
+use crate::broker::invisibility::{
+    AckPopped, ChangeInvisible, HoldPopped, InvisibilityActor, OrderlyAck, OrderlyBlocked,
+    OrderlyChangeInvisible, OrderlyHandOut, PopQueue,
+};
+use crate::broker::long_poll::ParkPull;
+use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
+use crate::logic::allocate::{allocate, AllocateStrategy};
+use crate::logic::delay::RETRY_TOPIC_PREFIX;
+use crate::logic::filter::Subscription;
+use crate::logic::pop::{
+    initial_pop_offset, pop_retry_topic, OffsetInfo, Receipt, ORDER_REVIVE_QUEUE, REVIVE_QUEUE_NUM,
+};
+use crate::logic::queue::MessageQueue;
+use actix::Addr;
+use bytes::Bytes;
+use skiff_storage::message::property::POP_CK;
+use skiff_storage::message::{
+    decode_records, encode_record, parse_record, with_properties, MessageToAppend,
+};
+use skiff_storage::metadata::TopicConfig;
+use skiff_storage::pop_state::{
+    Checkpoint, CheckpointKey, CheckpointTimes, RequestMode, RequestModeEntry,
+};
+use skiff_storage::store::ReadStatus;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// One POP_MESSAGE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopRequest {
+    pub group: String,
+    pub topic: String,
+    /// `None`: every queue of the topic (the client's queue id -1).
+    pub queue_id: Option<u32>,
+    pub max_messages: u32,
+    pub invisible_ms: i64,
+    /// How long to wait for a message when none is there; zero answers at once.
+    pub poll: Duration,
+    /// A group without an offset starts at the oldest message (init mode MIN), else the newest.
+    pub from_min: bool,
+    pub expression_type: ExpressionType,
+    pub expression: Option<String>,
+    pub orderly: bool,
+}
+
+/// What a pop found. No records means nothing was there within the poll time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopAnswer {
+    pub pop_time_ms: i64,
+    pub invisible_ms: i64,
+    pub revive_queue_id: i32,
+    /// Messages left in the queues read, after this pop.
+    pub rest: u64,
+    pub offset_info: OffsetInfo,
+    /// Stored records back to back; retried ones rewritten to the consumer's topic and carrying
+    /// their receipt, as Java's broker answers them.
+    pub records: Bytes,
+    pub message_count: usize,
+}
+
+type TagFilter<'a> = &'a dyn Fn(i64) -> bool;
+type PropertyFilter<'a> = &'a dyn Fn(&str) -> bool;
+
+/// What QUERY_ASSIGNMENT answers for one topic of this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub mode: RequestMode,
+    /// `None`: every queue, popped as one (the client's queue id -1).
+    pub queue_ids: Vec<Option<u32>>,
+}
+
+/// Everything about a pop that does not change from queue to queue.
+struct PopRound<'a> {
+    request: &'a PopRequest,
+    subscription: Subscription,
+    pop_time_ms: i64,
+    revive_queue_id: i32,
+    broker_name: &'a str,
+}
+
+/// Marks a queue as being popped, so two pops of one group never read the same offset; dropped,
+/// the queue is free again.
+struct QueueBusy<'a> {
+    handle: &'a BrokerHandle,
+    slot: OffsetSlot,
+}
+
+impl Drop for QueueBusy<'_> {
+    fn drop(&mut self) {
+        self.handle
+            .inner
+            .pops_in_progress
+            .borrow_mut()
+            .remove(&self.slot);
+    }
+}
+
+/// Resolves when any of the parked waits is woken (or its actor went away).
+async fn any_woken(mut waits: Vec<oneshot::Receiver<()>>) {
+    std::future::poll_fn(|cx| {
+        for wait in waits.iter_mut() {
+            if Pin::new(wait).poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+impl BrokerHandle {
+    fn invisibility(&self) -> &Addr<InvisibilityActor> {
+        &self.inner.addrs.invisibility
+    }
+
+    fn pop_topic(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+        self.inner
+            .registry
+            .topic(topic)?
+            .ok_or_else(|| BrokerError::TopicNotExist {
+                topic: topic.to_owned(),
+            })
+    }
+
+    fn pop_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.inner
+            .registry
+            .group_or_create(group)?
+            .map(|_| ())
+            .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
+                group: group.to_owned(),
+            })
+    }
+
+    /// POP_MESSAGE: up to `max_messages` from the request's queues and the group's pop retry
+    /// topic; when nothing is there, waits up to the poll time for an arrival and looks once more.
+    pub async fn pop(&self, request: PopRequest) -> Result<PopAnswer, BrokerError> {
+        let topic = self.pop_topic(&request.topic)?;
+        if let Some(queue_id) = request.queue_id {
+            if queue_id >= topic.read_queue_nums {
+                return Err(BrokerError::InvalidRequest {
+                    reason: format!(
+                        "queueId[{queue_id}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                        topic.name, topic.read_queue_nums
+                    ),
+                });
+            }
+        }
+        self.pop_group(&request.group)?;
+        let expression = request.expression.clone().unwrap_or_else(|| "*".to_owned());
+        let subscription = Subscription::new(
+            request.topic.clone(),
+            request.expression_type,
+            &expression,
+            0,
+        )
+        .map_err(|error| BrokerError::SubscriptionParseFailed {
+            group: request.group.clone(),
+            topic: request.topic.clone(),
+            source: Box::new(InvalidSelector { expression, error }),
+        })?;
+        let first = self
+            .pop_once(&request, &topic, subscription.clone())
+            .await?;
+        if first.message_count > 0 || request.poll.is_zero() {
+            return Ok(first);
+        }
+        let mut waits = Vec::new();
+        for (topic, queue_id) in self.pop_sources(&request, &topic, false)? {
+            let offset = self.inner.reader.max_offset(&topic, queue_id);
+            let wait = self
+                .inner
+                .addrs
+                .long_poll
+                .send(ParkPull {
+                    topic,
+                    queue_id,
+                    offset,
+                })
+                .await
+                .map_err(mailbox("long poll"))?;
+            waits.push(wait);
+        }
+        tracing::trace!(group = %request.group, topic = %request.topic, "pop parked");
+        let _ = tokio::time::timeout(request.poll, any_woken(waits)).await;
+        self.pop_once(&request, &topic, subscription).await
+    }
+
+    /// The queues one pop reads, in order: the topic's (from a random one when all are asked
+    /// for) and the pop retry topic's, the retry topic first one time in five (Java's
+    /// `popFromRetryProbability`); never the retry topic for an orderly pop.
+    fn pop_sources(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        retry_first: bool,
+    ) -> Result<Vec<(String, u32)>, BrokerError> {
+        let queues = topic.read_queue_nums.max(1);
+        let start = rand::random::<u32>() % queues;
+        let mut main: Vec<(String, u32)> = match request.queue_id {
+            Some(queue_id) => vec![(request.topic.clone(), queue_id)],
+            None => (0..queues)
+                .map(|i| (request.topic.clone(), (start + i) % queues))
+                .collect(),
+        };
+        if request.orderly {
+            return Ok(main);
+        }
+        let retry_topic = pop_retry_topic(&request.group, &request.topic);
+        let retry: Vec<(String, u32)> = match self.inner.registry.topic(&retry_topic)? {
+            Some(config) => (0..config.read_queue_nums)
+                .map(|q| (retry_topic.clone(), q))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(if retry_first {
+            retry.into_iter().chain(main).collect()
+        } else {
+            main.extend(retry);
+            main
+        })
+    }
+
+    async fn pop_once(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        subscription: Subscription,
+    ) -> Result<PopAnswer, BrokerError> {
+        let revive_queue_id = if request.orderly {
+            ORDER_REVIVE_QUEUE
+        } else {
+            let n = self.inner.pop_counter.get();
+            self.inner.pop_counter.set(n.wrapping_add(1));
+            (n % REVIVE_QUEUE_NUM as u64) as i32
+        };
+        let round = PopRound {
+            request,
+            subscription,
+            pop_time_ms: self.inner.clock.now_ms(),
+            revive_queue_id,
+            broker_name: &self.inner.config.broker_name,
+        };
+        let retry_first = rand::random::<u32>() % 100 < crate::logic::pop::POP_FROM_RETRY_PERCENT;
+        let mut answer = PopAnswer {
+            pop_time_ms: round.pop_time_ms,
+            invisible_ms: request.invisible_ms,
+            revive_queue_id,
+            rest: 0,
+            offset_info: OffsetInfo::default(),
+            records: Bytes::new(),
+            message_count: 0,
+        };
+        let mut body = Vec::new();
+        for (source, queue_id) in self.pop_sources(request, topic, retry_first)? {
+            let left = request.max_messages as usize
+                - answer.message_count.min(request.max_messages as usize);
+            if left == 0 {
+                answer.rest += self.backlog(&request.group, &source, queue_id).await?;
+                continue;
+            }
+            self.pop_queue(&round, &source, queue_id, left, &mut answer, &mut body)
+                .await?;
+        }
+        answer.records = Bytes::from(body);
+        Ok(answer)
+    }
+
+    /// Messages of a queue the group has not popped yet.
+    async fn backlog(&self, group: &str, topic: &str, queue_id: u32) -> Result<u64, BrokerError> {
+        let max = self.inner.reader.max_offset(topic, queue_id);
+        let offset = self
+            .stored_offset(group, topic, queue_id)
+            .await?
+            .unwrap_or(0);
+        Ok(max.saturating_sub(offset))
+    }
+
+    async fn stored_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+    ) -> Result<Option<u64>, BrokerError> {
+        self.inner
+            .addrs
+            .offsets
+            .send(QueryOffset {
+                slot: OffsetSlot::new(group, topic, queue_id),
+            })
+            .await
+            .map_err(mailbox("consumer offsets"))?
+    }
+
+    /// Where the group pops a queue from: its offset, or where a new group starts (committed,
+    /// as Java does, so the start does not move as messages arrive).
+    async fn pop_offset(
+        &self,
+        request: &PopRequest,
+        topic: &str,
+        queue_id: u32,
+    ) -> Result<u64, BrokerError> {
+        if let Some(offset) = self.stored_offset(&request.group, topic, queue_id).await? {
+            return Ok(offset);
+        }
+        let reader = &self.inner.reader;
+        let offset = initial_pop_offset(
+            request.from_min,
+            topic.starts_with(RETRY_TOPIC_PREFIX),
+            reader.min_offset(topic, queue_id),
+            reader.max_offset(topic, queue_id),
+        );
+        self.commit(&request.group, topic, queue_id, offset).await?;
+        Ok(offset)
+    }
+
+    async fn pop_queue(
+        &self,
+        round: &PopRound<'_>,
+        topic: &str,
+        queue_id: u32,
+        left: usize,
+        answer: &mut PopAnswer,
+        body: &mut Vec<u8>,
+    ) -> Result<(), BrokerError> {
+        let request = round.request;
+        let slot = OffsetSlot::new(&request.group, topic, queue_id);
+        if !self
+            .inner
+            .pops_in_progress
+            .borrow_mut()
+            .insert(slot.clone())
+        {
+            // Another pop of the group holds this queue; Java skips it the same way.
+            answer.rest += self.backlog(&request.group, topic, queue_id).await?;
+            return Ok(());
+        }
+        let _busy = QueueBusy { handle: self, slot };
+        let queue = PopQueue {
+            group: request.group.clone(),
+            topic: topic.to_owned(),
+            queue_id,
+        };
+        if request.orderly
+            && self
+                .invisibility()
+                .send(OrderlyBlocked {
+                    queue: queue.clone(),
+                    now_ms: round.pop_time_ms,
+                })
+                .await
+                .map_err(mailbox("invisibility"))?
+        {
+            return Ok(());
+        }
+        let mut offset = self.pop_offset(request, topic, queue_id).await?;
+        let is_retry = topic != request.topic;
+        let matches = |code: i64| round.subscription.matches_tag_code(code);
+        let select = |properties: &str| round.subscription.matches_properties(properties);
+        let (tag_filter, property_filter): (Option<TagFilter>, Option<PropertyFilter>) =
+            if is_retry || round.subscription.is_all() {
+                (None, None)
+            } else if round.subscription.selector.is_some() {
+                (None, Some(&select))
+            } else {
+                (Some(&matches), None)
+            };
+        let reader = &self.inner.reader;
+        let max_bytes = self.inner.config.max_pull_bytes;
+        let mut read = reader.read_filtered(
+            topic,
+            queue_id,
+            offset,
+            left as u32,
+            max_bytes,
+            tag_filter,
+            property_filter,
+        )?;
+        if matches!(
+            read.status,
+            ReadStatus::OffsetTooSmall | ReadStatus::OffsetOverflowBadly
+        ) {
+            // The stored offset is outside the queue (retention, a deleted topic): Java commits
+            // where the store says to continue and reads again.
+            tracing::warn!(group = %request.group, topic, queue_id, offset, next = read.next_begin_offset, "pop offset corrected");
+            offset = read.next_begin_offset;
+            self.commit(&request.group, topic, queue_id, offset).await?;
+            read = reader.read_filtered(
+                topic,
+                queue_id,
+                offset,
+                left as u32,
+                max_bytes,
+                tag_filter,
+                property_filter,
+            )?;
+        }
+        answer.rest += read.max_offset.saturating_sub(read.next_begin_offset);
+        if read.records.is_empty() {
+            if read.next_begin_offset > offset {
+                // Everything read was filtered out: nothing to hold, the group moves on.
+                self.commit(&request.group, topic, queue_id, read.next_begin_offset)
+                    .await?;
+            }
+            return Ok(());
+        }
+        let offsets = record_offsets(&read.records, topic, queue_id)?;
+        if request.orderly {
+            let counts = self
+                .invisibility()
+                .send(OrderlyHandOut {
+                    queue,
+                    offsets: offsets.clone(),
+                    next_offset: read.next_begin_offset,
+                    pop_time_ms: round.pop_time_ms,
+                    invisible_ms: request.invisible_ms,
+                })
+                .await
+                .map_err(mailbox("invisibility"))?;
+            answer
+                .offset_info
+                .add_order_counts(topic, queue_id, &counts);
+        } else {
+            let times = CheckpointTimes {
+                pop_time_ms: round.pop_time_ms,
+                invisible_ms: request.invisible_ms,
+                batch_start_offset: offset,
+            };
+            let checkpoints = offsets
+                .iter()
+                .map(|queue_offset| Checkpoint {
+                    key: CheckpointKey {
+                        group: request.group.clone(),
+                        topic: topic.to_owned(),
+                        queue_id,
+                        queue_offset: *queue_offset,
+                    },
+                    times,
+                })
+                .collect();
+            // The checkpoints first: an offset past a message with no checkpoint loses it.
+            self.invisibility()
+                .send(HoldPopped { checkpoints })
+                .await
+                .map_err(mailbox("invisibility"))??;
+            self.commit(&request.group, topic, queue_id, read.next_begin_offset)
+                .await?;
+        }
+        answer
+            .offset_info
+            .add_queue(topic, queue_id, offset, &offsets);
+        if is_retry {
+            self.append_retried(round, offset, &read.records, body)?;
+        } else {
+            body.extend_from_slice(&read.records);
+        }
+        answer.message_count += offsets.len();
+        self.inner
+            .metrics
+            .record_pulled(&request.group, topic, queue_id, offsets.len() as u64);
+        Ok(())
+    }
+
+    /// Retried messages go out under the consumer's topic, with their receipt already set, as
+    /// Java's broker answers them (`popResponseReturnActualRetryTopic` false).
+    fn append_retried(
+        &self,
+        round: &PopRound<'_>,
+        start_offset: u64,
+        records: &Bytes,
+        body: &mut Vec<u8>,
+    ) -> Result<(), BrokerError> {
+        let request = round.request;
+        let messages =
+            decode_records(records.clone()).map_err(|source| BrokerError::UnreadableMessage {
+                topic: request.topic.clone(),
+                queue_id: 0,
+                queue_offset: start_offset,
+                source,
+            })?;
+        for message in messages {
+            let receipt = Receipt {
+                checkpoint_offset: start_offset,
+                pop_time_ms: round.pop_time_ms,
+                invisible_ms: request.invisible_ms,
+                revive_queue_id: round.revive_queue_id,
+                kind: crate::logic::pop::TopicKind::of(&message.topic),
+                broker_name: round.broker_name.to_owned(),
+                queue_id: message.queue_id,
+                queue_offset: Some(message.queue_offset),
+            };
+            let properties = if message.property(POP_CK).is_some() {
+                message.properties.clone()
+            } else {
+                with_properties(&message.properties, &[(POP_CK, &receipt.to_string())])
+            };
+            let rewritten = MessageToAppend {
+                topic: request.topic.clone(),
+                queue_id: message.queue_id,
+                flag: message.flag,
+                sys_flag: message.sys_flag,
+                born_timestamp: message.born_timestamp,
+                born_host: message.born_host,
+                reconsume_times: message.reconsume_times,
+                prepared_transaction_offset: message.prepared_transaction_offset,
+                properties,
+                body: message.body.clone(),
+            };
+            encode_record(
+                &rewritten,
+                message.queue_offset,
+                message.physical_offset,
+                message.store_timestamp,
+                message.store_host,
+                body,
+            )
+            .map_err(|source| BrokerError::InvalidRequest {
+                reason: format!("retried message does not re-encode: {source}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// ACK_MESSAGE (and each entry of BATCH_ACK_MESSAGE): `topic` is the topic the message was
+    /// read from (the receipt's kind resolved). Answers whether the message was still held; an
+    /// acknowledgement of one already revived is accepted and changes nothing, as in Java.
+    pub async fn ack_popped(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        receipt: &Receipt,
+    ) -> Result<bool, BrokerError> {
+        if receipt.is_orderly() {
+            let commit = self
+                .invisibility()
+                .send(OrderlyAck {
+                    queue: PopQueue {
+                        group: group.to_owned(),
+                        topic: topic.to_owned(),
+                        queue_id,
+                    },
+                    offset: queue_offset,
+                    pop_time_ms: receipt.pop_time_ms,
+                })
+                .await
+                .map_err(mailbox("invisibility"))?;
+            if let Some(offset) = commit {
+                self.commit(group, topic, queue_id, offset).await?;
+            }
+            return Ok(commit.is_some());
+        }
+        self.invisibility()
+            .send(AckPopped {
+                key: CheckpointKey {
+                    group: group.to_owned(),
+                    topic: topic.to_owned(),
+                    queue_id,
+                    queue_offset,
+                },
+                pop_time_ms: receipt.pop_time_ms,
+            })
+            .await
+            .map_err(mailbox("invisibility"))?
+    }
+
+    /// CHANGE_MESSAGE_INVISIBLETIME: the message stays invisible `invisible_ms` from now.
+    /// Answers the pop time and invisible time its new receipt carries.
+    pub async fn change_invisible_time(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        receipt: &Receipt,
+        invisible_ms: i64,
+    ) -> Result<(i64, i64), BrokerError> {
+        let now = self.inner.clock.now_ms();
+        if receipt.is_orderly() {
+            let visible_at_ms = now.saturating_add(invisible_ms);
+            self.invisibility()
+                .send(OrderlyChangeInvisible {
+                    queue: PopQueue {
+                        group: group.to_owned(),
+                        topic: topic.to_owned(),
+                        queue_id,
+                    },
+                    pop_time_ms: receipt.pop_time_ms,
+                    visible_at_ms,
+                })
+                .await
+                .map_err(mailbox("invisibility"))?;
+            return Ok((receipt.pop_time_ms, visible_at_ms - receipt.pop_time_ms));
+        }
+        self.invisibility()
+            .send(ChangeInvisible {
+                key: CheckpointKey {
+                    group: group.to_owned(),
+                    topic: topic.to_owned(),
+                    queue_id,
+                    queue_offset,
+                },
+                times: CheckpointTimes {
+                    pop_time_ms: now,
+                    invisible_ms,
+                    batch_start_offset: receipt.checkpoint_offset,
+                },
+            })
+            .await
+            .map_err(mailbox("invisibility"))??;
+        Ok((now, invisible_ms))
+    }
+
+    /// NOTIFICATION: whether the group has something to pop in the request's queues or its pop
+    /// retry topic; when not, waits up to `poll` for an arrival and looks once more.
+    pub async fn pop_notification(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: Option<u32>,
+        orderly: bool,
+        poll: Duration,
+    ) -> Result<bool, BrokerError> {
+        let config = self.pop_topic(topic)?;
+        self.pop_group(group)?;
+        let request = PopRequest {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue_id,
+            max_messages: 1,
+            invisible_ms: 0,
+            poll,
+            from_min: false,
+            expression_type: ExpressionType::Tag,
+            expression: None,
+            orderly,
+        };
+        let found = self.has_message(&request, &config).await?;
+        if found || poll.is_zero() {
+            return Ok(found);
+        }
+        let mut waits = Vec::new();
+        for (source, queue) in self.pop_sources(&request, &config, false)? {
+            let offset = self.inner.reader.max_offset(&source, queue);
+            waits.push(
+                self.inner
+                    .addrs
+                    .long_poll
+                    .send(ParkPull {
+                        topic: source,
+                        queue_id: queue,
+                        offset,
+                    })
+                    .await
+                    .map_err(mailbox("long poll"))?,
+            );
+        }
+        let _ = tokio::time::timeout(poll, any_woken(waits)).await;
+        self.has_message(&request, &config).await
+    }
+
+    async fn has_message(
+        &self,
+        request: &PopRequest,
+        config: &TopicConfig,
+    ) -> Result<bool, BrokerError> {
+        let now = self.inner.clock.now_ms();
+        for (source, queue_id) in self.pop_sources(request, config, false)? {
+            let max = self.inner.reader.max_offset(&source, queue_id);
+            let offset = match self
+                .stored_offset(&request.group, &source, queue_id)
+                .await?
+            {
+                Some(offset) => offset,
+                None => initial_pop_offset(
+                    request.from_min,
+                    source.starts_with(RETRY_TOPIC_PREFIX),
+                    self.inner.reader.min_offset(&source, queue_id),
+                    max,
+                ),
+            };
+            if max <= offset {
+                continue;
+            }
+            let blocked = request.orderly
+                && self
+                    .invisibility()
+                    .send(OrderlyBlocked {
+                        queue: PopQueue {
+                            group: request.group.clone(),
+                            topic: source.clone(),
+                            queue_id,
+                        },
+                        now_ms: now,
+                    })
+                    .await
+                    .map_err(mailbox("invisibility"))?;
+            if !blocked {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// SET_MESSAGE_REQUEST_MODE: from now on QUERY_ASSIGNMENT answers `entry` for the group's
+    /// queues of `topic`.
+    pub fn set_request_mode(
+        &self,
+        topic: &str,
+        group: &str,
+        entry: RequestModeEntry,
+    ) -> Result<(), BrokerError> {
+        if topic.starts_with(RETRY_TOPIC_PREFIX) {
+            return Err(BrokerError::InvalidRequest {
+                reason: "retry topic is not allowed to set mode".to_owned(),
+            });
+        }
+        self.pop_topic(topic)?;
+        self.pop_group(group)?;
+        self.inner.pop_state.put_request_mode(topic, group, entry)?;
+        tracing::info!(topic, group, mode = ?entry.mode, pop_share_queue_num = entry.pop_share_queue_num, "request mode set");
+        Ok(())
+    }
+
+    /// QUERY_ASSIGNMENT: the queues of `topic` the broker gives `client_id` and how to read them.
+    /// Pull mode (the default, and always for retry topics) splits the queues among the group's
+    /// consumers by `strategy`; pop mode gives every consumer every queue as one entry with queue
+    /// id -1 per broker, unless `pop_share_queue_num` narrows it. `None` when the topic does not
+    /// exist or the strategy is unknown (Java answers no assignment then).
+    pub async fn query_assignment(
+        &self,
+        topic: &str,
+        group: &str,
+        client_id: &str,
+        strategy: &str,
+        broadcasting: bool,
+    ) -> Result<Option<Assignment>, BrokerError> {
+        let Some(config) = self.inner.registry.topic(topic)? else {
+            return Ok(None);
+        };
+        let entry = match self.inner.pop_state.request_mode(topic, group)? {
+            Some(entry) if !topic.starts_with(RETRY_TOPIC_PREFIX) => entry,
+            _ => RequestModeEntry {
+                mode: RequestMode::Pull,
+                pop_share_queue_num: 0,
+            },
+        };
+        let broker = &self.inner.config.broker_name;
+        let all: Vec<MessageQueue> = (0..config.read_queue_nums)
+            .map(|q| MessageQueue::new(topic, broker.as_str(), q))
+            .collect();
+        let assigned = |queues: Vec<MessageQueue>| Assignment {
+            mode: entry.mode,
+            queue_ids: queues.into_iter().map(|q| Some(q.queue_id)).collect(),
+        };
+        if broadcasting {
+            return Ok(Some(assigned(all)));
+        }
+        let strategy = match strategy {
+            "AVG" => AllocateStrategy::Averagely,
+            "AVG_BY_CIRCLE" => AllocateStrategy::AveragelyByCircle,
+            "CONSISTENT_HASH" => AllocateStrategy::consistent_hash(),
+            other => {
+                tracing::warn!(
+                    group,
+                    topic,
+                    strategy = other,
+                    "query assignment: unsupported strategy"
+                );
+                return Ok(None);
+            }
+        };
+        let mut clients = self.consumer_list(group).await?;
+        clients.sort();
+        let share = entry.pop_share_queue_num;
+        if entry.mode == RequestMode::Pop
+            && (share <= 0 || share as usize >= clients.len().saturating_sub(1))
+        {
+            return Ok(Some(Assignment {
+                mode: entry.mode,
+                queue_ids: vec![None],
+            }));
+        }
+        let queues = if entry.mode == RequestMode::Pop && clients.len() <= all.len() {
+            // Each consumer also pops the queues of the `share` consumers after it.
+            let mut mine = allocate(strategy, client_id, &all, &clients);
+            if let Some(index) = clients.iter().position(|c| c == client_id) {
+                for step in 1..=share as usize {
+                    let other = &clients[(index + step) % clients.len()];
+                    mine.extend(allocate(strategy, other, &all, &clients));
+                }
+            }
+            mine.sort();
+            mine.dedup();
+            mine
+        } else {
+            allocate(strategy, client_id, &all, &clients)
+        };
+        Ok(Some(assigned(queues)))
+    }
+}
+
+/// The queue offset of each record, in order.
+fn record_offsets(records: &[u8], topic: &str, queue_id: u32) -> Result<Vec<u64>, BrokerError> {
+    let mut offsets = Vec::new();
+    let mut rest = records;
+    while !rest.is_empty() {
+        let layout = parse_record(rest).map_err(|source| BrokerError::UnreadableMessage {
+            topic: topic.to_owned(),
+            queue_id,
+            queue_offset: offsets.last().map_or(0, |o| o + 1),
+            source,
+        })?;
+        offsets.push(layout.queue_offset);
+        rest = &rest[(layout.total_size as usize).min(rest.len())..];
+    }
+    Ok(offsets)
+}

@@ -1,0 +1,298 @@
+//! Pop consumption on the broker (`docs/offset-lifecycle.md` §1.F): popped messages stay
+//! invisible until acknowledged; those nobody acknowledges come back from the group's pop retry
+//! topic with one more reconsume, and go to the dead-letter topic past the group's maximum;
+//! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged.
+
+use skiff_actors::broker::{BrokerConfig, BrokerHandle, PopAnswer, PopRequest};
+use skiff_actors::broker_api::{BrokerApi, ExpressionType, PullStatus};
+use skiff_actors::logic::pop::{pop_retry_topic, Receipt, TopicKind};
+use skiff_actors::testsuite::*;
+use skiff_storage::message::property::{FIRST_POP_TIME, POP_CK, RETRY_TOPIC};
+use skiff_storage::message::{decode_records, StoredMessage};
+use skiff_storage::metadata::SubscriptionGroupConfig;
+use std::time::{Duration, Instant};
+
+const GROUP: &str = "pop-group";
+const TOPIC: &str = "PopTopic";
+const INVISIBLE: Duration = Duration::from_secs(10);
+
+fn pop_request(orderly: bool) -> PopRequest {
+    PopRequest {
+        group: GROUP.into(),
+        topic: TOPIC.into(),
+        queue_id: orderly.then_some(0),
+        max_messages: 32,
+        invisible_ms: INVISIBLE.as_millis() as i64,
+        poll: Duration::ZERO,
+        from_min: true,
+        expression_type: ExpressionType::Tag,
+        expression: None,
+        orderly,
+    }
+}
+
+async fn send(broker: &BrokerHandle, bodies: &[&str]) {
+    let messages = bodies
+        .iter()
+        .map(|body| message(TOPIC, 0, body, Some("TagA")))
+        .collect();
+    BrokerApi::send_messages(broker, messages).await.unwrap();
+}
+
+fn popped(answer: &PopAnswer) -> Vec<StoredMessage> {
+    decode_records(answer.records.clone()).unwrap()
+}
+
+fn bodies(messages: &[StoredMessage]) -> Vec<String> {
+    let mut out: Vec<String> = messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The receipt the client builds (or the broker set) for one popped message.
+fn receipt_of(answer: &PopAnswer, message: &StoredMessage) -> Receipt {
+    if let Some(receipt) = message.property(POP_CK) {
+        return Receipt::parse(receipt).unwrap();
+    }
+    Receipt {
+        checkpoint_offset: 0,
+        pop_time_ms: answer.pop_time_ms,
+        invisible_ms: answer.invisible_ms,
+        revive_queue_id: answer.revive_queue_id,
+        kind: TopicKind::Normal,
+        broker_name: "skiff".into(),
+        queue_id: message.queue_id,
+        queue_offset: Some(message.queue_offset),
+    }
+}
+
+async fn ack(broker: &BrokerHandle, answer: &PopAnswer, message: &StoredMessage) -> bool {
+    let receipt = receipt_of(answer, message);
+    let topic = receipt.kind.stored_topic(GROUP, TOPIC);
+    broker
+        .ack_popped(
+            GROUP,
+            &topic,
+            receipt.queue_id,
+            message.queue_offset,
+            &receipt,
+        )
+        .await
+        .unwrap()
+}
+
+/// Waits, in real time and without moving the paused clock, until `done` holds: revivals wait
+/// on store appends that run on other threads.
+async fn wait_for(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn pop_until_found(broker: &BrokerHandle, what: &str) -> PopAnswer {
+    let mut found = None;
+    wait_for(what, async || {
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let hit = answer.message_count > 0;
+        found = Some(answer);
+        hit
+    })
+    .await;
+    found.unwrap()
+}
+
+#[test]
+fn popped_messages_stay_invisible_until_acked_and_the_rest_come_back_from_the_retry_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["a", "b", "c", "d"]).await;
+        let first = broker.pop(pop_request(false)).await.unwrap();
+        let messages = popped(&first);
+        assert_eq!(bodies(&messages), ["a", "b", "c", "d"]);
+        assert_eq!(first.offset_info.start_offsets, "0 0 0");
+        assert_eq!(first.offset_info.message_offsets, "0 0 0,1,2,3");
+        // The group's offset moved at once: nothing else is handed out while they are out.
+        let again = broker.pop(pop_request(false)).await.unwrap();
+        assert_eq!(again.message_count, 0);
+        for m in messages
+            .iter()
+            .filter(|m| &m.body[..] == b"a" || &m.body[..] == b"c")
+        {
+            assert!(ack(&broker, &first, m).await, "ack of {:?}", m.body);
+        }
+        // Acking twice finds nothing the second time.
+        assert!(!ack(&broker, &first, &messages[0]).await);
+
+        advance(INVISIBLE - Duration::from_secs(1)).await;
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0
+        );
+        advance(Duration::from_secs(2)).await;
+        let revived = pop_until_found(&broker, "the unacked messages to come back").await;
+        let messages = popped(&revived);
+        assert_eq!(bodies(&messages), ["b", "d"]);
+        for m in &messages {
+            assert_eq!(m.topic, TOPIC, "a retried message goes out under its topic");
+            assert_eq!(m.reconsume_times, 1);
+            assert!(m.property(FIRST_POP_TIME).is_some());
+            let receipt = receipt_of(&revived, m);
+            assert_eq!(receipt.kind, TopicKind::Retry);
+            assert_eq!(receipt.pop_time_ms, revived.pop_time_ms);
+            assert!(ack(&broker, &revived, m).await);
+        }
+        advance(INVISIBLE * 2).await;
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0
+        );
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_message_never_acked_goes_to_the_dead_letter_topic_after_the_groups_retry_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut group = SubscriptionGroupConfig::new(GROUP);
+    group.retry_max_times = 1;
+    put_group(dir.path(), group);
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["doomed"]).await;
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            1
+        );
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let retried = pop_until_found(&broker, "the first revival").await;
+        assert_eq!(popped(&retried)[0].reconsume_times, 1);
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let dlq = format!("%DLQ%{GROUP}");
+        let mut dead = Vec::new();
+        wait_for("the dead letter", async || {
+            let response = broker.pull(pull(GROUP, &dlq, 0, 0)).await.unwrap();
+            if response.status == PullStatus::Found {
+                dead = decode_records(response.records).unwrap();
+            }
+            !dead.is_empty()
+        })
+        .await;
+        assert_eq!(bodies(&dead), ["doomed"]);
+        assert_eq!(
+            dead[0].property(RETRY_TOPIC),
+            Some(pop_retry_topic(GROUP, TOPIC).as_str())
+        );
+        advance(INVISIBLE * 2).await;
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0
+        );
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn checkpoints_outlive_a_restart_and_the_message_still_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["x", "y"]).await;
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let messages = popped(&answer);
+        let y = messages.iter().find(|m| &m.body[..] == b"y").unwrap();
+        assert!(ack(&broker, &answer, y).await);
+        broker.shutdown().await.unwrap();
+    });
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0
+        );
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let revived = pop_until_found(&broker, "the revival after a restart").await;
+        assert_eq!(bodies(&popped(&revived)), ["x"]);
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_new_invisible_time_moves_the_revival_and_the_old_receipt_acks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["slow"]).await;
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let message = &popped(&answer)[0];
+        let receipt = receipt_of(&answer, message);
+        advance(Duration::from_secs(5)).await;
+        let (pop_time, invisible) = broker
+            .change_invisible_time(GROUP, TOPIC, 0, message.queue_offset, &receipt, 30_000)
+            .await
+            .unwrap();
+        assert_eq!(invisible, 30_000);
+        assert!(pop_time > receipt.pop_time_ms);
+        // Past the first invisible time, the message stays out.
+        advance(INVISIBLE).await;
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0
+        );
+        assert!(
+            !ack(&broker, &answer, message).await,
+            "the old receipt is stale"
+        );
+        advance(Duration::from_secs(30)).await;
+        let revived = pop_until_found(&broker, "the revival at the new time").await;
+        assert_eq!(bodies(&popped(&revived)), ["slow"]);
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn an_orderly_pop_blocks_its_queue_until_the_batch_is_acked_and_counts_redeliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["1", "2"]).await;
+        let mut request = pop_request(true);
+        request.max_messages = 2;
+        let first = broker.pop(request.clone()).await.unwrap();
+        assert_eq!(first.revive_queue_id, 999);
+        assert_eq!(first.offset_info.order_counts, "0 qo0%0 0;0 qo0%1 0");
+        send(&broker, &["3"]).await;
+        assert_eq!(
+            broker.pop(request.clone()).await.unwrap().message_count,
+            0,
+            "the queue is blocked while the batch is out"
+        );
+        // Unacknowledged past its invisible time, the batch comes again, counted.
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let again = broker.pop(request.clone()).await.unwrap();
+        assert_eq!(bodies(&popped(&again)), ["1", "2"]);
+        assert_eq!(again.offset_info.order_counts, "0 qo0%0 1;0 qo0%1 1");
+        for m in popped(&again) {
+            let receipt = Receipt {
+                revive_queue_id: 999,
+                ..receipt_of(&again, &m)
+            };
+            broker
+                .ack_popped(GROUP, TOPIC, 0, m.queue_offset, &receipt)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            Some(2)
+        );
+        let next = broker.pop(request).await.unwrap();
+        assert_eq!(bodies(&popped(&next)), ["3"]);
+        broker.shutdown().await.unwrap();
+    });
+}
