@@ -1,4 +1,4 @@
-//! Pop consumption on the broker (`docs/offset-lifecycle.md` §1.F): popped messages stay
+//! Pop consumption on the broker (`docs/offset-lifecycle.md` §1.H): popped messages stay
 //! invisible until acknowledged; those nobody acknowledges come back from the group's pop retry
 //! topic with one more reconsume, and go to the dead-letter topic past the group's maximum;
 //! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged.

@@ -56,7 +56,7 @@ pub mod property {
     /// On a delivered timer copy: when the timer message was stored, and when it was delivered.
     pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
     pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
-    /// Pop: the receipt of a popped message (`docs/wire-protocol.md` §4.8).
+    /// Pop: the receipt of a popped message (`docs/wire-protocol.md` §4.6).
     pub const POP_CK: &str = "POP_CK";
     /// Pop: when the message was first popped (epoch ms), kept across revivals.
     pub const FIRST_POP_TIME: &str = "1ST_POP_TIME";

@@ -1,5 +1,5 @@
 //! [`InvisibilityActor`]: popped messages while they are invisible (`docs/offset-lifecycle.md`
-//! §1.F). It owns the durable checkpoints of unordered pops (one per message handed out and not
+//! §1.H). It owns the durable checkpoints of unordered pops (one per message handed out and not
 //! yet acknowledged), revives each one whose invisible time passed into the group's pop retry
 //! topic (or its dead-letter topic), and keeps orderly pop's per-queue blocks.
 //!

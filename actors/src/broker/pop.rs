@@ -1,5 +1,5 @@
-//! Pop consumption on the broker handle (`docs/wire-protocol.md` §4.8, `docs/offset-lifecycle.md`
-//! §1.F): POP_MESSAGE, its acknowledgements and invisible-time changes, NOTIFICATION, and the
+//! Pop consumption on the broker handle (`docs/wire-protocol.md` §4.6, `docs/offset-lifecycle.md`
+//! §1.H): POP_MESSAGE, its acknowledgements and invisible-time changes, NOTIFICATION, and the
 //! broker-side assignment (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE) that tells a client
 //! whether to pull or pop.
 //!
@@ -21,7 +21,8 @@ use crate::logic::allocate::{allocate, AllocateStrategy};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
-    initial_pop_offset, pop_retry_topic, OffsetInfo, Receipt, ORDER_REVIVE_QUEUE, REVIVE_QUEUE_NUM,
+    initial_pop_offset, pop_retry_topic, OffsetInfo, Receipt, ORDER_REVIVE_QUEUE,
+    POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
 };
 use crate::logic::queue::MessageQueue;
 use actix::Addr;
@@ -83,6 +84,13 @@ pub struct Assignment {
     pub mode: RequestMode,
     /// `None`: every queue, popped as one (the client's queue id -1).
     pub queue_ids: Vec<Option<u32>>,
+}
+
+/// Whether queues are listed to read them now or to wait for an arrival in them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SourcesFor {
+    Reading,
+    Waiting,
 }
 
 /// Everything about a pop that does not change from queue to queue.
@@ -182,7 +190,7 @@ impl BrokerHandle {
             return Ok(first);
         }
         let mut waits = Vec::new();
-        for (topic, queue_id) in self.pop_sources(&request, &topic, false)? {
+        for (topic, queue_id) in self.pop_sources(&request, &topic, false, SourcesFor::Waiting)? {
             let offset = self.inner.reader.max_offset(&topic, queue_id);
             let wait = self
                 .inner
@@ -210,6 +218,7 @@ impl BrokerHandle {
         request: &PopRequest,
         topic: &TopicConfig,
         retry_first: bool,
+        purpose: SourcesFor,
     ) -> Result<Vec<(String, u32)>, BrokerError> {
         let queues = topic.read_queue_nums.max(1);
         let start = rand::random::<u32>() % queues;
@@ -223,12 +232,15 @@ impl BrokerHandle {
             return Ok(main);
         }
         let retry_topic = pop_retry_topic(&request.group, &request.topic);
-        let retry: Vec<(String, u32)> = match self.inner.registry.topic(&retry_topic)? {
-            Some(config) => (0..config.read_queue_nums)
-                .map(|q| (retry_topic.clone(), q))
-                .collect(),
-            None => Vec::new(),
+        // A wait also watches a retry topic not created yet: the first revival creates it.
+        let retry_queues = match self.inner.registry.topic(&retry_topic)? {
+            Some(config) => config.read_queue_nums,
+            None if purpose == SourcesFor::Waiting => POP_RETRY_QUEUE_NUMS,
+            None => 0,
         };
+        let retry: Vec<(String, u32)> = (0..retry_queues)
+            .map(|q| (retry_topic.clone(), q))
+            .collect();
         Ok(if retry_first {
             retry.into_iter().chain(main).collect()
         } else {
@@ -268,7 +280,9 @@ impl BrokerHandle {
             message_count: 0,
         };
         let mut body = Vec::new();
-        for (source, queue_id) in self.pop_sources(request, topic, retry_first)? {
+        for (source, queue_id) in
+            self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?
+        {
             let left = request.max_messages as usize
                 - answer.message_count.min(request.max_messages as usize);
             if left == 0 {
@@ -657,7 +671,7 @@ impl BrokerHandle {
             return Ok(found);
         }
         let mut waits = Vec::new();
-        for (source, queue) in self.pop_sources(&request, &config, false)? {
+        for (source, queue) in self.pop_sources(&request, &config, false, SourcesFor::Waiting)? {
             let offset = self.inner.reader.max_offset(&source, queue);
             waits.push(
                 self.inner
@@ -682,7 +696,7 @@ impl BrokerHandle {
         config: &TopicConfig,
     ) -> Result<bool, BrokerError> {
         let now = self.inner.clock.now_ms();
-        for (source, queue_id) in self.pop_sources(request, config, false)? {
+        for (source, queue_id) in self.pop_sources(request, config, false, SourcesFor::Reading)? {
             let max = self.inner.reader.max_offset(&source, queue_id);
             let offset = match self
                 .stored_offset(&request.group, &source, queue_id)
@@ -743,7 +757,8 @@ impl BrokerHandle {
     /// Pull mode (the default, and always for retry topics) splits the queues among the group's
     /// consumers by `strategy`; pop mode gives every consumer every queue as one entry with queue
     /// id -1 per broker, unless `pop_share_queue_num` narrows it. `None` when the topic does not
-    /// exist or the strategy is unknown (Java answers no assignment then).
+    /// exist, the group has no consumer online or the strategy is unknown (Java answers no
+    /// assignment then).
     pub async fn query_assignment(
         &self,
         topic: &str,
@@ -787,7 +802,12 @@ impl BrokerHandle {
                 return Ok(None);
             }
         };
-        let mut clients = self.consumer_list(group).await?;
+        // Like Java's broker: no consumer of the group online, no assignment.
+        let mut clients = match self.consumer_list(group).await {
+            Ok(clients) => clients,
+            Err(BrokerError::NoConsumer { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         clients.sort();
         let share = entry.pop_share_queue_num;
         if entry.mode == RequestMode::Pop

@@ -16,7 +16,7 @@
 //!   §1.A.12).
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
 //! - [`pop`]: pop consumption: receipts, the offset bookkeeping of a pop answer, the pop retry
-//!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.F).
+//!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.H).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
 //! - [`timer`]: timer messages (RocketMQ 5): which sends wait in the timer topic, until when,
 //!   and what their real topic gets when they fire.

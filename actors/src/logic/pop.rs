@@ -1,4 +1,4 @@
-//! Pop consumption's rules (RocketMQ 5, `docs/offset-lifecycle.md` §1.F): the receipt a popped
+//! Pop consumption's rules (RocketMQ 5, `docs/offset-lifecycle.md` §1.H): the receipt a popped
 //! message carries, the offset bookkeeping strings of a pop answer, the pop retry topic, where a
 //! group with no offset starts, what happens to a message nobody acknowledged in time, and the
 //! per-queue state of orderly pop.

@@ -1,4 +1,4 @@
-//! Bodies of pop consumption (`docs/wire-protocol.md` §4.8): BATCH_ACK_MESSAGE,
+//! Bodies of pop consumption (`docs/wire-protocol.md` §4.6): BATCH_ACK_MESSAGE,
 //! QUERY_ASSIGNMENT and SET_MESSAGE_REQUEST_MODE, with Java's JSON names.
 
 use base64::Engine as _;

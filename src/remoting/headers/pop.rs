@@ -1,4 +1,4 @@
-//! Headers of pop consumption (`docs/wire-protocol.md` §4.8): POP_MESSAGE, ACK_MESSAGE,
+//! Headers of pop consumption (`docs/wire-protocol.md` §4.6): POP_MESSAGE, ACK_MESSAGE,
 //! CHANGE_MESSAGE_INVISIBLETIME and NOTIFICATION, with Java's field names.
 
 use super::{CustomHeader, ExtFields, HeaderError, Reader, Writer};

@@ -1,4 +1,4 @@
-//! Pop consumption (`docs/wire-protocol.md` §4.8): POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+//! Pop consumption (`docs/wire-protocol.md` §4.6): POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
 //! CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION, and the broker-side assignment a Java push
 //! consumer with `setClientRebalance(false)` asks for (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE).
 //! Codes and remarks are those of Java's pop processors.
