@@ -1,7 +1,7 @@
 //! [`InvisibilityActor`]: popped messages while they are invisible (`docs/offset-lifecycle.md`
 //! §1.H). It owns the durable checkpoints of unordered pops (one per message handed out and not
 //! yet acknowledged), revives each one whose invisible time passed into the group's pop retry
-//! topic (or its dead-letter topic), and keeps orderly pop's per-queue blocks.
+//! topic, and keeps orderly pop's per-queue blocks.
 //!
 //! Checkpoints live in [`PopState`]'s sled tree and, indexed by the time they become visible, in
 //! memory. The pop path writes a message's checkpoint here before it moves the group's offset
@@ -13,10 +13,10 @@ use crate::broker::registry::Registry;
 use crate::broker::retry::copy_of;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
-use crate::logic::pop::{revival, OrderlyQueue, Revival, POP_RETRY_QUEUE_NUMS};
+use crate::logic::pop::{revival_topic, OrderlyQueue, POP_RETRY_QUEUE_NUMS};
 use crate::quit::Quit;
 use actix::prelude::*;
-use skiff_storage::message::property::{FIRST_POP_TIME, RETRY_TOPIC};
+use skiff_storage::message::property::FIRST_POP_TIME;
 use skiff_storage::message::{decode_record, with_properties, MessageToAppend};
 use skiff_storage::pop_state::{Checkpoint, CheckpointKey, CheckpointTimes, PopState};
 use skiff_storage::store::StoreReader;
@@ -24,8 +24,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::error::Error;
 use std::time::Duration;
 
-/// Retry max of a group the registry does not know (`SubscriptionGroupConfig` default).
-const DEFAULT_RETRY_MAX_TIMES: i32 = 16;
 /// Revivals running at once; the rest wait for the next round.
 const MAX_REVIVALS_IN_FLIGHT: usize = 256;
 
@@ -109,7 +107,6 @@ pub struct InvisibilitySnapshot {
     pub held: usize,
     pub acked: u64,
     pub revived: u64,
-    pub dead_lettered: u64,
     /// Checkpoints dropped because their message is gone (retention deleted it).
     pub vanished: u64,
     pub failed: u64,
@@ -228,16 +225,8 @@ impl InvisibilityActor {
             act.reviving.remove(&key);
             match appended {
                 Ok(_) => {
-                    match &target {
-                        Revival::Retry { topic } => {
-                            act.snapshot.revived += 1;
-                            tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %topic, "unacknowledged message revived");
-                        }
-                        Revival::DeadLetter { topic } => {
-                            act.snapshot.dead_lettered += 1;
-                            tracing::warn!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, dlq = %topic, "popped message moved to the dead-letter queue");
-                        }
-                    }
+                    act.snapshot.revived += 1;
+                    tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %target, "unacknowledged message revived");
                     act.forget(&key, times);
                 }
                 Err(e) => {
@@ -248,13 +237,13 @@ impl InvisibilityActor {
         }));
     }
 
-    /// The copy to append for a due checkpoint, and where it goes; `None` when the message is
-    /// no longer stored.
+    /// The copy to append for a due checkpoint, and the retry topic it goes to; `None` when the
+    /// message is no longer stored.
     fn plan_revival(
         &self,
         key: &CheckpointKey,
         times: CheckpointTimes,
-    ) -> Result<Option<(MessageToAppend, Revival)>, BrokerError> {
+    ) -> Result<Option<(MessageToAppend, String)>, BrokerError> {
         let read = self.reader.read(
             &key.topic,
             key.queue_id,
@@ -276,17 +265,6 @@ impl InvisibilityActor {
         if original.queue_offset != key.queue_offset {
             return Ok(None);
         }
-        let retry_max_times = self
-            .registry
-            .group(&key.group)?
-            .map(|g| i32::try_from(g.retry_max_times).unwrap_or(i32::MAX))
-            .unwrap_or(DEFAULT_RETRY_MAX_TIMES);
-        let target = revival(
-            &key.group,
-            &key.topic,
-            original.reconsume_times,
-            retry_max_times,
-        );
         let mut properties = original.properties.clone();
         if original.reconsume_times == 0 || original.property(FIRST_POP_TIME).is_none() {
             properties = with_properties(
@@ -294,17 +272,8 @@ impl InvisibilityActor {
                 &[(FIRST_POP_TIME, &times.pop_time_ms.to_string())],
             );
         }
-        let topic = match &target {
-            Revival::Retry { topic } => topic,
-            Revival::DeadLetter { topic } => {
-                // A dead letter names the topic it was consumed from, as a sent-back one does.
-                if original.property(RETRY_TOPIC).is_none() {
-                    properties = with_properties(&properties, &[(RETRY_TOPIC, &key.topic)]);
-                }
-                topic
-            }
-        };
-        self.registry.ensure_topic(topic, POP_RETRY_QUEUE_NUMS)?;
+        let topic = revival_topic(&key.group, &key.topic);
+        self.registry.ensure_topic(&topic, POP_RETRY_QUEUE_NUMS)?;
         let copy = copy_of(
             &original,
             topic.clone(),
@@ -312,7 +281,7 @@ impl InvisibilityActor {
             original.reconsume_times.saturating_add(1),
             properties,
         );
-        Ok(Some((copy, target)))
+        Ok(Some((copy, topic)))
     }
 
     /// Drops a checkpoint that is done with, unless it was changed meanwhile.

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::delay::{DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX};
+use super::delay::RETRY_TOPIC_PREFIX;
 
 /// The revive queue id an orderly pop's receipt carries (`KeyBuilder.POP_ORDER_REVIVE_QUEUE`);
 /// an acknowledgement with it goes to the orderly bookkeeping.
@@ -211,35 +211,17 @@ pub fn initial_pop_offset(from_min: bool, is_retry_topic: bool, min: u64, max: u
     }
 }
 
-/// What becomes of a popped message nobody acknowledged within its invisible time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Revival {
-    /// Stored again in the group's pop retry topic with one more reconsume.
-    Retry { topic: String },
-    /// Handed out `retry_max_times` times already: to the group's dead-letter topic.
-    DeadLetter { topic: String },
-}
-
-/// Where an unacknowledged message goes: back to the pop retry topic of the topic it came from
-/// (a message already in a retry topic stays there), or to `%DLQ%group` once it was reconsumed
-/// `retry_max_times` times (`docs/architecture.md` rule 5).
-pub fn revival(
-    group: &str,
-    stored_topic: &str,
-    reconsume_times: i32,
-    retry_max_times: i32,
-) -> Revival {
-    if reconsume_times >= retry_max_times {
-        return Revival::DeadLetter {
-            topic: format!("{DLQ_TOPIC_PREFIX}{group}"),
-        };
-    }
-    let topic = if stored_topic.starts_with(RETRY_TOPIC_PREFIX) {
+/// Where a popped message nobody acknowledged in time is stored again: the pop retry topic of
+/// the topic it came from (a message already in a retry topic stays there). As on Java's broker
+/// this happens however often it was reconsumed: the group's `retryMaxTimes` does not apply to
+/// pop, the consumer forwards a message it gives up on to the dead-letter topic itself
+/// (CONSUMER_SEND_MSG_BACK with delay level -1, as the 5.x proxy does).
+pub fn revival_topic(group: &str, stored_topic: &str) -> String {
+    if stored_topic.starts_with(RETRY_TOPIC_PREFIX) {
         stored_topic.to_owned()
     } else {
         pop_retry_topic(group, stored_topic)
-    };
-    Revival::Retry { topic }
+    }
 }
 
 /// The batch an orderly pop handed out from one queue, which blocks the queue until every
@@ -397,25 +379,9 @@ mod tests {
     }
 
     #[test]
-    fn unacknowledged_messages_go_to_the_retry_topic_until_the_group_maximum() {
-        assert_eq!(
-            revival("g", "t", 0, 16),
-            Revival::Retry {
-                topic: "%RETRY%g_t".into()
-            }
-        );
-        assert_eq!(
-            revival("g", "%RETRY%g_t", 15, 16),
-            Revival::Retry {
-                topic: "%RETRY%g_t".into()
-            }
-        );
-        assert_eq!(
-            revival("g", "%RETRY%g_t", 16, 16),
-            Revival::DeadLetter {
-                topic: "%DLQ%g".into()
-            }
-        );
+    fn unacknowledged_messages_go_to_the_retry_topic_of_where_they_came_from() {
+        assert_eq!(revival_topic("g", "t"), "%RETRY%g_t");
+        assert_eq!(revival_topic("g", "%RETRY%g_t"), "%RETRY%g_t");
     }
 
     #[test]
