@@ -239,6 +239,12 @@ run_check updateSubGroup \
     'has updateSubGroup "success" "no success line"; has updateSubGroup "groupName=$SUBGROUP" "group not echoed"' \
     updateSubGroup -c "$CLUSTER" -g "$SUBGROUP"
 
+# setConsumeMode: the broker takes the group's request mode for the topic (POP); a broker that
+# refuses it makes mqadmin throw with -b.
+run_check setConsumeMode \
+    'has setConsumeMode "success" "no success line"; has setConsumeMode "consume mode\[POP\]" "mode not echoed"' \
+    setConsumeMode -b "$BROKER_ADDR" -t "$TOPIC" -g "$GROUP" -m POP -q 0
+
 run_check deleteSubGroup \
     'has deleteSubGroup "success" "no success line"' \
     deleteSubGroup -c "$CLUSTER" -g "$SUBGROUP"
