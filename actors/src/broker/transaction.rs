@@ -25,7 +25,7 @@
 
 use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
 use crate::broker::long_poll::NotifyArrivals;
-use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
+use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::BrokerClock;
 use crate::broker_api::{
     BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
@@ -33,7 +33,8 @@ use crate::broker_api::{
 };
 use crate::logic::transaction::{
     check_decision, check_immunity, committed_message, end_is_too_late, message_to_check,
-    CheckDecision, HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP,
+    CheckDecision, HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP, TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_TYPE_MASK,
 };
 use crate::quit::Quit;
 use actix::prelude::*;
@@ -197,6 +198,7 @@ pub(crate) fn load_halves(
         pending: BTreeMap::new(),
     };
     let first = scan_halves(reader, states, timeout, &mut loaded)?;
+    recover_commits(reader, states, &mut loaded)?;
     if let Some(first) = first {
         let forgotten = states.forget_before(first)?;
         if forgotten > 0 {
@@ -209,6 +211,53 @@ pub(crate) fn load_halves(
         "transactional half messages loaded"
     );
     Ok(loaded)
+}
+
+/// Marks committed every pending half whose committed copy is in the commit log. END_TRANSACTION
+/// records a commit in the state tree without waiting for it to be flushed (the copy in the log
+/// is the durable record, as Java's op messages are), so a crash can lose the state but never
+/// the copy: the copy names its half by `prepared_transaction_offset`. Without this a check-back
+/// after the restart would commit such a half a second time.
+fn recover_commits(
+    reader: &StoreReader,
+    states: &TransactionStates,
+    loaded: &mut LoadedHalves,
+) -> Result<(), BrokerError> {
+    let Some(from) = loaded.pending.values().map(|h| h.physical_offset).min() else {
+        return Ok(());
+    };
+    let by_offset: HashMap<u64, u64> = loaded
+        .pending
+        .iter()
+        .map(|(queue_offset, half)| (half.physical_offset, *queue_offset))
+        .collect();
+    let mut committed = Vec::new();
+    let end = reader.commit_log_end();
+    let mut position = from;
+    while position < end {
+        let reached = reader.scan_records(position, end, SCAN_BATCH as usize, |_, layout, _| {
+            if layout.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE {
+                let half = u64::try_from(layout.prepared_transaction_offset).ok();
+                if let Some(queue_offset) = half.and_then(|h| by_offset.get(&h)) {
+                    committed.push(*queue_offset);
+                }
+            }
+        })?;
+        if reached <= position {
+            break;
+        }
+        position = reached;
+    }
+    for queue_offset in committed {
+        if let Some(half) = loaded.pending.remove(&queue_offset) {
+            states.put(half.physical_offset, HalfState::Committed)?;
+            tracing::info!(
+                physical_offset = half.physical_offset,
+                "committed half recovered from its copy in the log"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Reads the half queue from `loaded.scanned` to its end, adding the halves that are not final
@@ -636,6 +685,7 @@ impl Handler<EndTransaction> for TransactionActor {
         let states = self.states.clone();
         let work = async move {
             if let Some(message) = committed {
+                // Answered once the copy is as durable as the flush policy promises a send.
                 store
                     .send(AppendMessages {
                         messages: vec![message],
@@ -646,20 +696,16 @@ impl Handler<EndTransaction> for TransactionActor {
                         actor: "message store",
                         source,
                     })??;
-                // The state is fsynced below; were it durable before the committed copy (async
-                // flush), a power cut could keep "committed" and lose the message. Durable
-                // copy first: a cut in between leaves the half pending, checked and committed
-                // again (at least once, as Java).
-                store
-                    .send(FlushStore)
-                    .await
-                    .map_err(|source| BrokerError::Mailbox {
-                        actor: "message store",
-                        source,
-                    })??;
             }
             states.put(physical_offset, wanted)?;
-            states.flush_async().await?;
+            // A commit's state is not flushed here (sled flushes on its own and at shutdown): a
+            // crash that loses it leaves the copy in the log, from which the start recovers it
+            // (`recover_commits`). A rollback leaves no trace in the log, and a lost one would
+            // be checked back, where a checker answering COMMIT would deliver a rolled-back
+            // message: its state is durable before the answer.
+            if wanted == HalfState::RolledBack {
+                states.flush_async().await?;
+            }
             Ok::<(), BrokerError>(())
         };
         Box::pin(
