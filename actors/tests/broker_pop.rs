@@ -285,3 +285,31 @@ fn an_orderly_pop_blocks_its_queue_until_the_batch_is_acked_and_counts_redeliver
         broker.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn an_admin_reset_takes_effect_on_the_next_pop_once() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["r0", "r1", "r2"]).await;
+        let first = broker.pop(pop_request(false)).await.unwrap();
+        for m in popped(&first) {
+            assert!(ack(&broker, &first, &m).await);
+        }
+        broker.reset_offset(GROUP, TOPIC, 0, 1).await.unwrap();
+        let again = broker.pop(pop_request(false)).await.unwrap();
+        assert_eq!(bodies(&popped(&again)), ["r1", "r2"]);
+        for m in popped(&again) {
+            assert!(
+                ack(&broker, &again, &m).await,
+                "acks of the re-popped batch hold"
+            );
+        }
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0,
+            "the reset is taken once, not on every pop"
+        );
+        broker.shutdown().await.unwrap();
+    });
+}

@@ -118,7 +118,7 @@ impl BrokerHandle {
     }
 
     /// Admin (DELETE_SUBSCRIPTIONGROUP): forgets the group's config and, with `clean_offsets`,
-    /// its stored offsets. Answers whether the config existed.
+    /// its stored offsets and pop checkpoints. Answers whether the config existed.
     pub async fn remove_group(&self, name: &str, clean_offsets: bool) -> Result<bool, BrokerError> {
         refuse_broker_cursor(name, "")?;
         let existed = self.inner.registry.remove_group(name)?;
@@ -131,6 +131,24 @@ impl BrokerHandle {
                 })
                 .await
                 .map_err(mailbox("consumer offsets"))??;
+            // Its popped, unacknowledged messages too: nobody would acknowledge them, and their
+            // revivals would bring the group's retry topics back.
+            let forgotten = self
+                .inner
+                .addrs
+                .invisibility
+                .send(crate::broker::invisibility::ForgetGroup {
+                    group: name.to_string(),
+                })
+                .await
+                .map_err(mailbox("invisibility"))??;
+            if forgotten > 0 {
+                tracing::info!(
+                    group = name,
+                    checkpoints = forgotten,
+                    "pop checkpoints of a deleted group dropped"
+                );
+            }
         }
         Ok(existed)
     }

@@ -8,7 +8,7 @@
 //! past the message; a revival removes the checkpoint only after the copy is appended, so a crash
 //! in between revives the message once more rather than never.
 
-use crate::broker::message_store::{AppendMessages, MessageStoreActor};
+use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::registry::Registry;
 use crate::broker::retry::copy_of;
 use crate::broker::BrokerClock;
@@ -20,12 +20,14 @@ use skiff_storage::message::property::FIRST_POP_TIME;
 use skiff_storage::message::{decode_record, with_properties, MessageToAppend};
 use skiff_storage::pop_state::{Checkpoint, CheckpointKey, CheckpointTimes, PopState};
 use skiff_storage::store::StoreReader;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::error::Error;
 use std::time::Duration;
 
-/// Revivals running at once; the rest wait for the next round.
-const MAX_REVIVALS_IN_FLIGHT: usize = 256;
+/// Revivals of one round; the rest wait for the next one.
+const MAX_REVIVALS_PER_ROUND: usize = 4096;
+/// How long a checkpoint whose revival failed is left before it is tried again.
+const FAILED_REVIVAL_BACKOFF_MS: i64 = 10_000;
 
 /// One queue of one group, as orderly pop blocks it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,11 +55,19 @@ pub struct AckPopped {
 
 /// Gives one popped message a new invisible time from now: its checkpoint (of whichever pop) is
 /// replaced by one with `times`, as Java appends a new checkpoint and acknowledges the old.
+/// Answers whether the message was still held; one acknowledged or revived already is left so.
 #[derive(Message, Debug)]
-#[rtype(result = "Result<(), BrokerError>")]
+#[rtype(result = "Result<bool, BrokerError>")]
 pub struct ChangeInvisible {
     pub key: CheckpointKey,
     pub times: CheckpointTimes,
+}
+
+/// Drops every checkpoint and orderly block of a group (the group was deleted).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<usize, BrokerError>")]
+pub struct ForgetGroup {
+    pub group: String,
 }
 
 /// Whether an orderly queue is blocked by a batch still out.
@@ -121,7 +131,10 @@ pub struct InvisibilityActor {
     revive_interval: Duration,
     held: HashMap<CheckpointKey, CheckpointTimes>,
     by_visible_at: BTreeSet<(i64, CheckpointKey)>,
-    reviving: HashSet<CheckpointKey>,
+    /// Checkpoints whose revival failed, with when to try again.
+    deferred: HashMap<CheckpointKey, i64>,
+    /// A revival round is appending; the next waits for it.
+    round_running: bool,
     orderly: HashMap<PopQueue, OrderlyQueue>,
     snapshot: InvisibilitySnapshot,
 }
@@ -140,7 +153,8 @@ impl InvisibilityActor {
         let mut actor = InvisibilityActor {
             held: HashMap::new(),
             by_visible_at: BTreeSet::new(),
-            reviving: HashSet::new(),
+            deferred: HashMap::new(),
+            round_running: false,
             orderly: HashMap::new(),
             snapshot: InvisibilitySnapshot::default(),
             state,
@@ -175,63 +189,92 @@ impl InvisibilityActor {
         Some(times)
     }
 
-    /// Starts a revival of every checkpoint whose message is visible again.
+    /// Revives every checkpoint whose message is visible again, in one round at a time: the
+    /// copies are appended, the commit log is flushed once, and only then are the checkpoints
+    /// removed, so a power cut can never keep the removal and lose the copy.
     fn revive_due(&mut self, ctx: &mut Context<Self>) {
+        if self.round_running {
+            return;
+        }
         let now = self.clock.now_ms();
         let due: Vec<(CheckpointKey, CheckpointTimes)> = self
             .by_visible_at
             .iter()
             .take_while(|(visible_at, _)| *visible_at <= now)
-            .filter(|(_, key)| !self.reviving.contains(key))
-            .take(MAX_REVIVALS_IN_FLIGHT.saturating_sub(self.reviving.len()))
+            .filter(|(_, key)| self.deferred.get(key).is_none_or(|until| *until <= now))
+            .take(MAX_REVIVALS_PER_ROUND)
             .filter_map(|(_, key)| self.held.get(key).map(|times| (key.clone(), *times)))
             .collect();
+        let mut round = Vec::with_capacity(due.len());
         for (key, times) in due {
-            self.revive(key, times, ctx);
+            match self.plan_revival(&key, times) {
+                Ok(Some((copy, topic))) => round.push((key, times, copy, topic)),
+                Ok(None) => {
+                    // Retention deleted the message: there is nothing left to redeliver.
+                    tracing::warn!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, "popped message no longer stored; its checkpoint is dropped");
+                    self.snapshot.vanished += 1;
+                    self.forget(&key, times);
+                }
+                Err(e) => {
+                    // Set aside for a while, so it does not hold up the ones behind it.
+                    self.snapshot.failed += 1;
+                    self.deferred
+                        .insert(key.clone(), now.saturating_add(FAILED_REVIVAL_BACKOFF_MS));
+                    tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival of a popped message failed; retried later");
+                }
+            }
         }
-    }
-
-    fn revive(&mut self, key: CheckpointKey, times: CheckpointTimes, ctx: &mut Context<Self>) {
-        let (copy, target) = match self.plan_revival(&key, times) {
-            Ok(Some(plan)) => plan,
-            Ok(None) => {
-                // Retention deleted the message: there is nothing left to redeliver.
-                tracing::warn!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, "popped message no longer stored; its checkpoint is dropped");
-                self.snapshot.vanished += 1;
-                self.forget(&key, times);
-                return;
-            }
-            Err(e) => {
-                self.snapshot.failed += 1;
-                tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival of a popped message failed; retried next round");
-                return;
-            }
-        };
-        self.reviving.insert(key.clone());
+        if round.is_empty() {
+            return;
+        }
+        self.round_running = true;
         let store = self.store.clone();
-        let append = async move {
-            store
-                .send(AppendMessages {
-                    messages: vec![copy],
-                    default_queue_nums: POP_RETRY_QUEUE_NUMS,
-                })
+        let work = async move {
+            let mut appended = Vec::with_capacity(round.len());
+            for (key, times, copy, topic) in round {
+                let outcome = store
+                    .send(AppendMessages {
+                        messages: vec![copy],
+                        default_queue_nums: POP_RETRY_QUEUE_NUMS,
+                    })
+                    .await
+                    .map_err(|source| BrokerError::Mailbox {
+                        actor: "message store",
+                        source,
+                    })
+                    .and_then(|r| r);
+                appended.push((key, times, topic, outcome));
+            }
+            let flushed = store
+                .send(FlushStore)
                 .await
                 .map_err(|source| BrokerError::Mailbox {
                     actor: "message store",
                     source,
-                })?
+                })
+                .and_then(|r| r);
+            (appended, flushed)
         };
-        ctx.spawn(append.into_actor(self).map(move |appended, act, _| {
-            act.reviving.remove(&key);
-            match appended {
-                Ok(_) => {
-                    act.snapshot.revived += 1;
-                    tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %target, "unacknowledged message revived");
-                    act.forget(&key, times);
-                }
-                Err(e) => {
-                    act.snapshot.failed += 1;
-                    tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival append failed; retried next round");
+        ctx.spawn(work.into_actor(self).map(|(appended, flushed), act, _| {
+            act.round_running = false;
+            if let Err(e) = &flushed {
+                // The copies may not be durable: keep every checkpoint; the next round revives
+                // those messages again rather than risk losing them.
+                act.snapshot.failed += appended.len() as u64;
+                tracing::error!(error = e as &dyn Error, "flush after revivals failed; their checkpoints are kept");
+                return;
+            }
+            for (key, times, topic, outcome) in appended {
+                match outcome {
+                    Ok(_) => {
+                        act.snapshot.revived += 1;
+                        tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %topic, "unacknowledged message revived");
+                        act.forget(&key, times);
+                    }
+                    Err(e) => {
+                        act.snapshot.failed += 1;
+                        tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival append failed; retried next round");
+                    }
                 }
             }
         }));
@@ -290,6 +333,7 @@ impl InvisibilityActor {
             return;
         }
         self.unindex(key);
+        self.deferred.remove(key);
         if let Err(e) = self.state.remove_checkpoint(key) {
             tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
         }
@@ -332,15 +376,39 @@ impl Handler<AckPopped> for InvisibilityActor {
 }
 
 impl Handler<ChangeInvisible> for InvisibilityActor {
-    type Result = Result<(), BrokerError>;
+    type Result = Result<bool, BrokerError>;
 
     fn handle(&mut self, msg: ChangeInvisible, _: &mut Self::Context) -> Self::Result {
+        if !self.held.contains_key(&msg.key) {
+            return Ok(false);
+        }
         self.state.put_checkpoints(&[Checkpoint {
             key: msg.key.clone(),
             times: msg.times,
         }])?;
+        self.deferred.remove(&msg.key);
         self.index(msg.key, msg.times);
-        Ok(())
+        Ok(true)
+    }
+}
+
+/// Forgets everything held for a deleted group.
+impl Handler<ForgetGroup> for InvisibilityActor {
+    type Result = Result<usize, BrokerError>;
+
+    fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
+        let keys: Vec<CheckpointKey> = self
+            .held
+            .keys()
+            .filter(|k| k.group == msg.group)
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.unindex(key);
+            self.deferred.remove(key);
+        }
+        self.orderly.retain(|queue, _| queue.group != msg.group);
+        Ok(self.state.remove_group(&msg.group)?)
     }
 }
 
@@ -371,9 +439,12 @@ impl Handler<OrderlyAck> for InvisibilityActor {
     type Result = Option<u64>;
 
     fn handle(&mut self, msg: OrderlyAck, _: &mut Self::Context) -> Option<u64> {
-        self.orderly
-            .get_mut(&msg.queue)?
-            .ack(msg.offset, msg.pop_time_ms)
+        let queue = self.orderly.get_mut(&msg.queue)?;
+        let commit = queue.ack(msg.offset, msg.pop_time_ms);
+        if queue.is_idle() {
+            self.orderly.remove(&msg.queue);
+        }
+        commit
     }
 }
 

@@ -156,6 +156,23 @@ impl Handler<NotifyArrivals> for LongPollActor {
     }
 }
 
+/// Wakes every waiter of one queue whatever its offset: the queue was unblocked without a new
+/// message (an orderly pop's batch was acknowledged).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct WakeQueue {
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+impl Handler<WakeQueue> for LongPollActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: WakeQueue, _: &mut Self::Context) {
+        self.wake_queue(&(msg.topic, msg.queue_id), u64::MAX);
+    }
+}
+
 /// Stops the actor and its sweep. Parked pulls are not answered: their waiters time out and
 /// re-run once.
 impl Handler<Quit> for LongPollActor {

@@ -9,13 +9,13 @@
 //! invisible time passes and it is revived into the group's pop retry topic. An orderly pop
 //! instead leaves the offset where it is and blocks the queue until the batch is acknowledged.
 
-use crate::broker::consumer_offsets::{OffsetSlot, QueryOffset};
+use crate::broker::consumer_offsets::{OffsetSlot, QueryOffset, TakePendingReset};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::invisibility::{
     AckPopped, ChangeInvisible, HoldPopped, InvisibilityActor, OrderlyAck, OrderlyBlocked,
     OrderlyChangeInvisible, OrderlyHandOut, PopQueue,
 };
-use crate::broker::long_poll::ParkPull;
+use crate::broker::long_poll::{ParkPull, WakeQueue};
 use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
 use crate::logic::allocate::{allocate, AllocateStrategy};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
@@ -32,6 +32,7 @@ use skiff_storage::message::{
     decode_records, encode_record, parse_record, with_properties, MessageToAppend,
 };
 use skiff_storage::metadata::TopicConfig;
+use skiff_storage::offset_table::OffsetKey;
 use skiff_storage::pop_state::{
     Checkpoint, CheckpointKey, CheckpointTimes, RequestMode, RequestModeEntry,
 };
@@ -74,6 +75,9 @@ pub struct PopAnswer {
     pub records: Bytes,
     pub message_count: usize,
 }
+
+/// How long a pop that saw unread messages (a busy queue) waits before it looks again.
+const BUSY_RETRY: Duration = Duration::from_millis(50);
 
 type TagFilter<'a> = &'a dyn Fn(i64) -> bool;
 type PropertyFilter<'a> = &'a dyn Fn(&str) -> bool;
@@ -146,6 +150,16 @@ impl BrokerHandle {
             })
     }
 
+    /// Refuses names the offset table and the checkpoint keys cannot hold (empty, `@`, NUL).
+    fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
+        if OffsetKey::new(topic, group).is_valid() {
+            return Ok(());
+        }
+        Err(BrokerError::InvalidRequest {
+            reason: format!("group {group:?} or topic {topic:?} is not a valid name"),
+        })
+    }
+
     fn pop_group(&self, group: &str) -> Result<(), BrokerError> {
         self.inner
             .registry
@@ -159,6 +173,7 @@ impl BrokerHandle {
     /// POP_MESSAGE: up to `max_messages` from the request's queues and the group's pop retry
     /// topic; when nothing is there, waits up to the poll time for an arrival and looks once more.
     pub async fn pop(&self, request: PopRequest) -> Result<PopAnswer, BrokerError> {
+        Self::check_names(&request.group, &request.topic)?;
         let topic = self.pop_topic(&request.topic)?;
         if let Some(queue_id) = request.queue_id {
             if queue_id >= topic.read_queue_nums {
@@ -184,11 +199,18 @@ impl BrokerHandle {
             source: Box::new(InvalidSelector { expression, error }),
         })?;
         let first = self
-            .pop_once(&request, &topic, subscription.clone())
+            .pop_once_detached(&request, &topic, &subscription)
             .await?;
         if first.message_count > 0 || request.poll.is_zero() {
             return Ok(first);
         }
+        // Messages are there but were not read (a queue busy with another pop of the group, the
+        // byte limit): look again soon rather than wait for an arrival.
+        let hold = if first.rest > 0 {
+            request.poll.min(BUSY_RETRY)
+        } else {
+            request.poll
+        };
         let mut waits = Vec::new();
         for (topic, queue_id) in self.pop_sources(&request, &topic, false, SourcesFor::Waiting)? {
             let offset = self.inner.reader.max_offset(&topic, queue_id);
@@ -206,8 +228,27 @@ impl BrokerHandle {
             waits.push(wait);
         }
         tracing::trace!(group = %request.group, topic = %request.topic, "pop parked");
-        let _ = tokio::time::timeout(request.poll, any_woken(waits)).await;
-        self.pop_once(&request, &topic, subscription).await
+        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
+        self.pop_once_detached(&request, &topic, &subscription)
+            .await
+    }
+
+    /// One [`Self::pop_once`] that runs to its end even when the caller goes away (a client
+    /// closing its connection): once checkpoints are held, the offset must move past them, or
+    /// the messages would be both popped again and revived.
+    async fn pop_once_detached(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        subscription: &Subscription,
+    ) -> Result<PopAnswer, BrokerError> {
+        let this = self.clone();
+        let (request, topic, subscription) = (request.clone(), topic.clone(), subscription.clone());
+        actix::spawn(async move { this.pop_once(&request, &topic, subscription).await })
+            .await
+            .map_err(|_| BrokerError::Closed {
+                what: "the pop task",
+            })?
     }
 
     /// The queues one pop reads, in order: the topic's (from a random one when all are asked
@@ -330,6 +371,20 @@ impl BrokerHandle {
         topic: &str,
         queue_id: u32,
     ) -> Result<u64, BrokerError> {
+        let slot = OffsetSlot::new(&request.group, topic, queue_id);
+        let reset = self
+            .inner
+            .addrs
+            .offsets
+            .send(TakePendingReset { slot })
+            .await
+            .map_err(mailbox("consumer offsets"))?;
+        if let Some(reset) = reset {
+            // An admin reset (Java's `resetPopOffset`): pops continue from it.
+            tracing::info!(group = %request.group, topic, queue_id, offset = reset, "pop takes a pending admin reset");
+            self.commit(&request.group, topic, queue_id, reset).await?;
+            return Ok(reset);
+        }
         if let Some(offset) = self.stored_offset(&request.group, topic, queue_id).await? {
             return Ok(offset);
         }
@@ -476,15 +531,18 @@ impl BrokerHandle {
             self.commit(&request.group, topic, queue_id, read.next_begin_offset)
                 .await?;
         }
-        answer
-            .offset_info
-            .add_queue(topic, queue_id, offset, &offsets);
-        if is_retry {
-            self.append_retried(round, offset, &read.records, body)?;
+        // The offset info must list exactly the messages in the body, in body order.
+        let sent = if is_retry {
+            self.append_retried(round, offset, &read.records, body)?
         } else {
             body.extend_from_slice(&read.records);
+            offsets.clone()
+        };
+        if sent.is_empty() {
+            return Ok(());
         }
-        answer.message_count += offsets.len();
+        answer.offset_info.add_queue(topic, queue_id, offset, &sent);
+        answer.message_count += sent.len();
         self.inner
             .metrics
             .record_pulled(&request.group, topic, queue_id, offsets.len() as u64);
@@ -499,8 +557,9 @@ impl BrokerHandle {
         start_offset: u64,
         records: &Bytes,
         body: &mut Vec<u8>,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<Vec<u64>, BrokerError> {
         let request = round.request;
+        let mut kept = Vec::new();
         let messages =
             decode_records(records.clone()).map_err(|source| BrokerError::UnreadableMessage {
                 topic: request.topic.clone(),
@@ -536,19 +595,23 @@ impl BrokerHandle {
                 properties,
                 body: message.body.clone(),
             };
-            encode_record(
+            let before = body.len();
+            if let Err(e) = encode_record(
                 &rewritten,
                 message.queue_offset,
                 message.physical_offset,
                 message.store_timestamp,
                 message.store_host,
                 body,
-            )
-            .map_err(|source| BrokerError::InvalidRequest {
-                reason: format!("retried message does not re-encode: {source}"),
-            })?;
+            ) {
+                // Only this message is left out (as Java does); it is revived when invisible.
+                body.truncate(before);
+                tracing::warn!(group = %request.group, topic = %message.topic, offset = message.queue_offset, error = &e as &dyn std::error::Error, "retried message left out of a pop: it does not re-encode");
+                continue;
+            }
+            kept.push(message.queue_offset);
         }
-        Ok(())
+        Ok(kept)
     }
 
     /// ACK_MESSAGE (and each entry of BATCH_ACK_MESSAGE): `topic` is the topic the message was
@@ -562,6 +625,7 @@ impl BrokerHandle {
         queue_offset: u64,
         receipt: &Receipt,
     ) -> Result<bool, BrokerError> {
+        Self::check_names(group, topic)?;
         if receipt.is_orderly() {
             let commit = self
                 .invisibility()
@@ -578,6 +642,11 @@ impl BrokerHandle {
                 .map_err(mailbox("invisibility"))?;
             if let Some(offset) = commit {
                 self.commit(group, topic, queue_id, offset).await?;
+                // A pop held on the queue while it was blocked can go on now.
+                self.inner.addrs.long_poll.do_send(WakeQueue {
+                    topic: topic.to_owned(),
+                    queue_id,
+                });
             }
             return Ok(commit.is_some());
         }
@@ -606,6 +675,7 @@ impl BrokerHandle {
         receipt: &Receipt,
         invisible_ms: i64,
     ) -> Result<(i64, i64), BrokerError> {
+        Self::check_names(group, topic)?;
         let now = self.inner.clock.now_ms();
         if receipt.is_orderly() {
             let visible_at_ms = now.saturating_add(invisible_ms);
@@ -621,7 +691,10 @@ impl BrokerHandle {
                 })
                 .await
                 .map_err(mailbox("invisibility"))?;
-            return Ok((receipt.pop_time_ms, visible_at_ms - receipt.pop_time_ms));
+            return Ok((
+                receipt.pop_time_ms,
+                visible_at_ms.saturating_sub(receipt.pop_time_ms),
+            ));
         }
         self.invisibility()
             .send(ChangeInvisible {
@@ -639,6 +712,8 @@ impl BrokerHandle {
             })
             .await
             .map_err(mailbox("invisibility"))??;
+        // A message no longer held (acknowledged, revived) is left so; the answer is the same,
+        // as Java's is.
         Ok((now, invisible_ms))
     }
 

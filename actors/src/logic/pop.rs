@@ -308,6 +308,11 @@ impl OrderlyQueue {
         }
     }
 
+    /// Whether nothing is out and nothing is counted: the entry can go.
+    pub fn is_idle(&self) -> bool {
+        self.batch.is_none() && self.handed_out.is_empty()
+    }
+
     /// Moves the batch's visibility to `visible_at_ms`, when `pop_time_ms` names it.
     pub fn change_invisible(&mut self, pop_time_ms: i64, visible_at_ms: i64) -> bool {
         match self.batch.as_mut() {

@@ -63,13 +63,31 @@ pub struct BatchAck {
 }
 
 impl BatchAck {
-    /// The acknowledged offsets: `start_offset` plus each set bit's index.
-    pub fn offsets(&self) -> Vec<i64> {
+    /// The acknowledged offsets within `[min, max]`: `start_offset` plus each set bit's index.
+    /// Only the bits that can name an offset in that range are looked at, so a huge bit set
+    /// from the network costs nothing beyond the queue's own length.
+    pub fn offsets_within(&self, min: u64, max: u64) -> Vec<u64> {
+        let Ok(start) = u64::try_from(self.start_offset) else {
+            return Vec::new();
+        };
+        if max < start {
+            return Vec::new();
+        }
+        let first_bit = min.saturating_sub(start);
+        let last_bit = max - start;
         let mut out = Vec::new();
-        for (byte_index, byte) in self.bits.iter().enumerate() {
-            for bit in 0..8 {
-                if byte & (1 << bit) != 0 {
-                    out.push(self.start_offset + (byte_index * 8 + bit) as i64);
+        let first_byte = usize::try_from(first_bit / 8).unwrap_or(usize::MAX);
+        for (byte_index, byte) in self.bits.iter().enumerate().skip(first_byte) {
+            if *byte == 0 {
+                continue;
+            }
+            for bit in 0..8u64 {
+                let index = byte_index as u64 * 8 + bit;
+                if index > last_bit {
+                    return out;
+                }
+                if index >= first_bit && byte & (1 << bit) != 0 {
+                    out.push(start + index);
                 }
             }
         }
@@ -199,7 +217,9 @@ mod tests {
             (ack.queue_id, ack.revive_queue_id, ack.start_offset),
             (2, 5, 3)
         );
-        assert_eq!(ack.offsets(), vec![6, 7, 15]);
+        assert_eq!(ack.offsets_within(0, 100), vec![6, 7, 15]);
+        assert_eq!(ack.offsets_within(7, 14), vec![7]);
+        assert_eq!(ack.offsets_within(0, 2), Vec::<u64>::new());
         let again = BatchAckBody::decode(&body.encode()).unwrap();
         assert_eq!(again, body);
         let mut built = BatchAck {
@@ -212,7 +232,7 @@ mod tests {
         assert_eq!(built.bits, ack.bits);
         let as_bytes = r#"{"acks":[{"consumerGroup":"g","startOffset":0,"bitSet":[1,1]}]}"#;
         assert_eq!(
-            BatchAckBody::decode(as_bytes.as_bytes()).unwrap().acks[0].offsets(),
+            BatchAckBody::decode(as_bytes.as_bytes()).unwrap().acks[0].offsets_within(0, 8),
             vec![0, 8]
         );
     }

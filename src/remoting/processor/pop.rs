@@ -188,13 +188,7 @@ impl Processor {
             };
             let min = self.broker.min_offset(&topic, queue_id);
             let max = self.broker.max_offset(&topic, queue_id);
-            for offset in ack.offsets() {
-                let Some(offset) = u64::try_from(offset)
-                    .ok()
-                    .filter(|o| *o >= min && *o <= max)
-                else {
-                    continue;
-                };
+            for offset in ack.offsets_within(min, max) {
                 self.broker
                     .ack_popped(&ack.consumer_group, &topic, queue_id, offset, &receipt)
                     .await
