@@ -16,6 +16,7 @@ use crate::broker::invisibility::{
     OrderlyChangeInvisible, OrderlyHandOut, PopQueue,
 };
 use crate::broker::long_poll::{ParkPull, WakeQueue};
+use crate::broker::retry::copy_of;
 use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
 use crate::logic::allocate::{allocate, AllocateStrategy};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
@@ -28,9 +29,7 @@ use crate::logic::queue::MessageQueue;
 use actix::Addr;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
-use skiff_storage::message::{
-    decode_records, encode_record, parse_record, with_properties, MessageToAppend,
-};
+use skiff_storage::message::{decode_records, encode_record, parse_record, with_properties};
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::offset_table::OffsetKey;
 use skiff_storage::pop_state::{
@@ -452,15 +451,18 @@ impl BrokerHandle {
             };
         let reader = &self.inner.reader;
         let max_bytes = self.inner.config.max_pull_bytes;
-        let mut read = reader.read_filtered(
-            topic,
-            queue_id,
-            offset,
-            left as u32,
-            max_bytes,
-            tag_filter,
-            property_filter,
-        )?;
+        let read_at = |offset: u64| {
+            reader.read_filtered(
+                topic,
+                queue_id,
+                offset,
+                left as u32,
+                max_bytes,
+                tag_filter,
+                property_filter,
+            )
+        };
+        let mut read = read_at(offset)?;
         if matches!(
             read.status,
             ReadStatus::OffsetTooSmall | ReadStatus::OffsetOverflowBadly
@@ -470,15 +472,7 @@ impl BrokerHandle {
             tracing::warn!(group = %request.group, topic, queue_id, offset, next = read.next_begin_offset, "pop offset corrected");
             offset = read.next_begin_offset;
             self.commit(&request.group, topic, queue_id, offset).await?;
-            read = reader.read_filtered(
-                topic,
-                queue_id,
-                offset,
-                left as u32,
-                max_bytes,
-                tag_filter,
-                property_filter,
-            )?;
+            read = read_at(offset)?;
         }
         answer.rest += read.max_offset.saturating_sub(read.next_begin_offset);
         if read.records.is_empty() {
@@ -583,18 +577,13 @@ impl BrokerHandle {
             } else {
                 with_properties(&message.properties, &[(POP_CK, &receipt.to_string())])
             };
-            let rewritten = MessageToAppend {
-                topic: request.topic.clone(),
-                queue_id: message.queue_id,
-                flag: message.flag,
-                sys_flag: message.sys_flag,
-                born_timestamp: message.born_timestamp,
-                born_host: message.born_host,
-                reconsume_times: message.reconsume_times,
-                prepared_transaction_offset: message.prepared_transaction_offset,
+            let rewritten = copy_of(
+                &message,
+                request.topic.clone(),
+                message.queue_id,
+                message.reconsume_times,
                 properties,
-                body: message.body.clone(),
-            };
+            );
             let before = body.len();
             if let Err(e) = encode_record(
                 &rewritten,
