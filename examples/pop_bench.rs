@@ -1,0 +1,198 @@
+//! Pop consumption's cost next to pull, through the embedded node's broker handle (`flush`
+//! async, the defaults otherwise). Each run opens a fresh node, stores `--messages` messages of
+//! 100 bytes in 4 queues, then drains them with one consumer: batches of 32 by PULL with the
+//! offset committed after each batch, or by POP (every queue, 60 s invisible) with each message
+//! acknowledged (a checkpoint written and removed per message). The modes alternate run by run;
+//! the medians and their ratio are printed.
+//!
+//! ```sh
+//! cargo run --release --example pop_bench -- --messages 100000 --runs 5
+//! ```
+
+use clap::Parser;
+use skiff::actors::broker::{BrokerHandle, PopRequest};
+use skiff::actors::broker_api::{BrokerApi, ExpressionType, PullRequest, PullStatus};
+use skiff::actors::logic::pop::{Receipt, TopicKind};
+use skiff::prelude::*;
+use skiff::storage::message::{decode_records, MessageToAppend};
+use skiff::storage::store::FlushPolicy;
+use std::time::{Duration, Instant};
+
+const TOPIC: &str = "PopBench";
+const GROUP: &str = "pop-bench";
+const QUEUES: u32 = 4;
+const BATCH: u32 = 32;
+
+#[derive(Parser, Debug)]
+#[command(about = "Pop + ack vs pull + commit throughput through the embedded node")]
+struct Args {
+    /// Messages per run and mode.
+    #[arg(long, default_value_t = 100_000)]
+    messages: usize,
+    /// Runs per mode (alternating).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Pull,
+    Pop,
+}
+
+async fn fill(broker: &BrokerHandle, messages: usize) -> anyhow::Result<()> {
+    let template = MessageToAppend {
+        topic: TOPIC.to_owned(),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 0,
+        born_host: "127.0.0.1:1".parse()?,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        properties: String::new(),
+        body: vec![b'x'; 100].into(),
+    };
+    let mut sent = 0;
+    while sent < messages {
+        let batch: Vec<MessageToAppend> = (sent..messages.min(sent + 256))
+            .map(|i| MessageToAppend {
+                queue_id: i as u32 % QUEUES,
+                ..template.clone()
+            })
+            .collect();
+        sent += batch.len();
+        BrokerApi::send_messages(broker, batch).await?;
+    }
+    Ok(())
+}
+
+async fn drain_by_pull(broker: &BrokerHandle, messages: usize) -> anyhow::Result<usize> {
+    let mut consumed = 0;
+    for queue_id in 0..QUEUES {
+        let mut offset = 0;
+        loop {
+            let response = broker
+                .pull(PullRequest {
+                    group: GROUP.into(),
+                    topic: TOPIC.into(),
+                    broker_name: broker.config().broker_name.clone(),
+                    queue_id,
+                    queue_offset: offset,
+                    max_messages: BATCH,
+                    commit_offset: None,
+                    suspend_timeout: None,
+                    subscription: Some("*".into()),
+                    expression_type: ExpressionType::Tag,
+                })
+                .await?;
+            if response.status != PullStatus::Found {
+                break;
+            }
+            consumed += decode_records(response.records)?.len();
+            offset = response.next_begin_offset;
+            broker.update_offset(GROUP, TOPIC, queue_id, offset).await?;
+        }
+    }
+    anyhow::ensure!(consumed == messages, "pulled {consumed} of {messages}");
+    Ok(consumed)
+}
+
+async fn drain_by_pop(broker: &BrokerHandle, messages: usize) -> anyhow::Result<usize> {
+    let mut consumed = 0;
+    while consumed < messages {
+        let answer = broker
+            .pop(PopRequest {
+                group: GROUP.into(),
+                topic: TOPIC.into(),
+                queue_id: None,
+                max_messages: BATCH,
+                invisible_ms: 60_000,
+                poll: Duration::ZERO,
+                from_min: true,
+                expression_type: ExpressionType::Tag,
+                expression: None,
+                orderly: false,
+            })
+            .await?;
+        anyhow::ensure!(answer.message_count > 0, "pop found nothing at {consumed}");
+        for message in decode_records(answer.records.clone())? {
+            let receipt = Receipt {
+                checkpoint_offset: 0,
+                pop_time_ms: answer.pop_time_ms,
+                invisible_ms: answer.invisible_ms,
+                revive_queue_id: answer.revive_queue_id,
+                kind: TopicKind::Normal,
+                broker_name: broker.config().broker_name.clone(),
+                queue_id: message.queue_id,
+                queue_offset: Some(message.queue_offset),
+            };
+            let held = broker
+                .ack_popped(
+                    GROUP,
+                    TOPIC,
+                    message.queue_id,
+                    message.queue_offset,
+                    &receipt,
+                )
+                .await?;
+            anyhow::ensure!(
+                held,
+                "ack of {}@{} found nothing",
+                message.queue_id,
+                message.queue_offset
+            );
+            consumed += 1;
+        }
+    }
+    Ok(consumed)
+}
+
+async fn one_run(mode: Mode, messages: usize) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let mut config = NodeConfig::in_dir(dir.path());
+    config.flush = FlushPolicy::Async;
+    let node = Node::open(config)?;
+    let broker = node.broker().clone();
+    fill(&broker, messages).await?;
+    let started = Instant::now();
+    let consumed = match mode {
+        Mode::Pull => drain_by_pull(&broker, messages).await?,
+        Mode::Pop => drain_by_pop(&broker, messages).await?,
+    };
+    let rate = consumed as f64 / started.elapsed().as_secs_f64();
+    node.shutdown().await?;
+    Ok(rate)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.runs > 0 && args.messages > 0, "nothing to measure");
+    actix_rt::System::new().block_on(async {
+        let (mut pull, mut pop) = (Vec::new(), Vec::new());
+        for run in 1..=args.runs {
+            for mode in [Mode::Pull, Mode::Pop] {
+                let rate = one_run(mode, args.messages).await?;
+                println!("run {run} {mode:?}: {rate:.0} msgs/s");
+                match mode {
+                    Mode::Pull => pull.push(rate),
+                    Mode::Pop => pop.push(rate),
+                }
+            }
+        }
+        let (pull, pop) = (median(pull), median(pop));
+        println!(
+            "medians of {} runs, {} messages each: pull+commit {pull:.0} msgs/s, pop+ack \
+             {pop:.0} msgs/s, pop / pull {:.2}x",
+            args.runs,
+            args.messages,
+            pop / pull
+        );
+        Ok(())
+    })
+}
