@@ -313,3 +313,29 @@ fn an_admin_reset_takes_effect_on_the_next_pop_once() {
         broker.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn an_orderly_batch_out_still_blocks_its_queue_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut request = pop_request(true);
+    request.max_messages = 2;
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["o1", "o2"]).await;
+        assert_eq!(broker.pop(request.clone()).await.unwrap().message_count, 2);
+        broker.shutdown().await.unwrap();
+    });
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        assert_eq!(
+            broker.pop(request.clone()).await.unwrap().message_count,
+            0,
+            "the batch handed out before the restart is still out"
+        );
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let again = broker.pop(request.clone()).await.unwrap();
+        assert_eq!(bodies(&popped(&again)), ["o1", "o2"]);
+        assert_eq!(again.offset_info.order_counts, "0 qo0%0 1;0 qo0%1 1");
+        broker.shutdown().await.unwrap();
+    });
+}

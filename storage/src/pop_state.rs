@@ -9,6 +9,9 @@
 //!   time has passed is revived (copied to the group's pop retry topic) and then removed.
 //! - [`REQUEST_MODES_TREE`]: per `topic@group`, whether the broker hands its queues out for pull
 //!   or for pop (SET_MESSAGE_REQUEST_MODE), and how many consumers share a queue.
+//! - [`ORDERLY_TREE`]: per group, topic and queue, orderly pop's state (the batch out and how
+//!   often each offset was handed out; Java's `consumerOrderInfo.json`), as a value the actors
+//!   define.
 //!
 //! A checkpoint is written before the group's offset moves past its message, and both live in
 //! the same sled database, whose log recovers a prefix of what was written: after a crash an
@@ -26,9 +29,12 @@ use crate::record::{self, Decoded};
 pub const POP_CHECKPOINTS_TREE: &str = "pop_checkpoints";
 /// Name of the request-mode tree.
 pub const REQUEST_MODES_TREE: &str = "message_request_modes";
+/// Name of the tree of orderly pops' per-queue state.
+pub const ORDERLY_TREE: &str = "pop_orderly";
 
 const CHECKPOINT_RECORD_VERSION: u8 = 1;
 const REQUEST_MODE_RECORD_VERSION: u8 = 1;
+const ORDERLY_RECORD_VERSION: u8 = 1;
 
 /// Which popped message a checkpoint stands for. `topic` is the topic the message was read
 /// from: the consumer's topic, or the group's pop retry topic for a revived message.
@@ -140,6 +146,7 @@ pub enum PopStateError {
 pub struct PopState {
     checkpoints: sled::Tree,
     modes: sled::Tree,
+    orderly: sled::Tree,
     path: PathBuf,
 }
 
@@ -159,6 +166,7 @@ impl PopState {
         Ok(PopState {
             checkpoints: open(POP_CHECKPOINTS_TREE)?,
             modes: open(REQUEST_MODES_TREE)?,
+            orderly: open(ORDERLY_TREE)?,
             path: path_for_errors,
         })
     }
@@ -288,6 +296,58 @@ impl PopState {
         };
         self.decode(key.as_bytes(), &raw, REQUEST_MODE_RECORD_VERSION)
             .map(Some)
+    }
+
+    /// Records one queue's orderly state, or forgets it (`None`).
+    pub fn put_orderly<T: Serialize>(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+        value: Option<&T>,
+    ) -> Result<(), PopStateError> {
+        let key = CheckpointKey {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            queue_id,
+            queue_offset: 0,
+        }
+        .stored();
+        match value {
+            Some(value) => self
+                .orderly
+                .insert(key, record::encode(ORDERLY_RECORD_VERSION, value))
+                .map(|_| ()),
+            None => self.orderly.remove(key).map(|_| ()),
+        }
+        .map_err(|e| self.sled_error(e))
+    }
+
+    /// Every queue's orderly state: (group, topic, queue id, state).
+    pub fn orderly_states<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<Vec<(String, String, u32, T)>, PopStateError> {
+        let mut out = Vec::new();
+        for entry in self.orderly.iter() {
+            let (key, raw) = entry.map_err(|e| self.sled_error(e))?;
+            let parsed = CheckpointKey::parse(&key)
+                .ok_or_else(|| self.corrupt(&key, "the key is not group, topic, queue"))?;
+            let value = self.decode(&key, &raw, ORDERLY_RECORD_VERSION)?;
+            out.push((parsed.group, parsed.topic, parsed.queue_id, value));
+        }
+        Ok(out)
+    }
+
+    /// Forgets every orderly state of `group`.
+    pub fn remove_orderly_group(&self, group: &str) -> Result<(), PopStateError> {
+        let mut batch = sled::Batch::default();
+        for entry in self.orderly.scan_prefix(CheckpointKey::prefix(group, None)) {
+            let (key, _) = entry.map_err(|e| self.sled_error(e))?;
+            batch.remove(key);
+        }
+        self.orderly
+            .apply_batch(batch)
+            .map_err(|e| self.sled_error(e))
     }
 
     /// Makes every earlier write durable.

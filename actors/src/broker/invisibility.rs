@@ -1,7 +1,7 @@
 //! [`InvisibilityActor`]: popped messages while they are invisible (`docs/offset-lifecycle.md`
 //! §1.H). It owns the durable checkpoints of unordered pops (one per message handed out and not
 //! yet acknowledged), revives each one whose invisible time passed into the group's pop retry
-//! topic, and keeps orderly pop's per-queue blocks.
+//! topic, and keeps orderly pop's per-queue blocks (durably too).
 //!
 //! Checkpoints live in [`PopState`]'s sled tree and, indexed by the time they become visible, in
 //! memory. The pop path writes a message's checkpoint here before it moves the group's offset
@@ -171,6 +171,16 @@ impl InvisibilityActor {
         for checkpoint in loaded {
             actor.index(checkpoint.key, checkpoint.times);
         }
+        for (group, topic, queue_id, state) in actor.state.orderly_states::<OrderlyQueue>()? {
+            actor.orderly.insert(
+                PopQueue {
+                    group,
+                    topic,
+                    queue_id,
+                },
+                state,
+            );
+        }
         Ok(actor)
     }
 
@@ -327,6 +337,21 @@ impl InvisibilityActor {
         Ok(Some((copy, topic)))
     }
 
+    /// Records one orderly queue's state as it now is (forgotten once idle); a failed write only
+    /// costs the state a restart would have found, so it is logged.
+    fn persist_orderly(&mut self, queue: &PopQueue) {
+        let state = self.orderly.get(queue).filter(|q| !q.is_idle());
+        if let Err(e) = self
+            .state
+            .put_orderly(&queue.group, &queue.topic, queue.queue_id, state)
+        {
+            tracing::error!(group = %queue.group, topic = %queue.topic, queue_id = queue.queue_id, error = &e as &dyn Error, "orderly pop state not recorded");
+        }
+        if state.is_none() {
+            self.orderly.remove(queue);
+        }
+    }
+
     /// Drops a checkpoint that is done with, unless it was changed meanwhile.
     fn forget(&mut self, key: &CheckpointKey, times: CheckpointTimes) {
         if self.held.get(key) != Some(&times) {
@@ -408,6 +433,7 @@ impl Handler<ForgetGroup> for InvisibilityActor {
             self.deferred.remove(key);
         }
         self.orderly.retain(|queue, _| queue.group != msg.group);
+        self.state.remove_orderly_group(&msg.group)?;
         Ok(self.state.remove_group(&msg.group)?)
     }
 }
@@ -426,12 +452,14 @@ impl Handler<OrderlyHandOut> for InvisibilityActor {
     type Result = MessageResult<OrderlyHandOut>;
 
     fn handle(&mut self, msg: OrderlyHandOut, _: &mut Self::Context) -> Self::Result {
-        MessageResult(self.orderly.entry(msg.queue).or_default().hand_out(
+        let counts = self.orderly.entry(msg.queue.clone()).or_default().hand_out(
             &msg.offsets,
             msg.next_offset,
             msg.pop_time_ms,
             msg.invisible_ms,
-        ))
+        );
+        self.persist_orderly(&msg.queue);
+        MessageResult(counts)
     }
 }
 
@@ -439,10 +467,12 @@ impl Handler<OrderlyAck> for InvisibilityActor {
     type Result = Option<u64>;
 
     fn handle(&mut self, msg: OrderlyAck, _: &mut Self::Context) -> Option<u64> {
-        let queue = self.orderly.get_mut(&msg.queue)?;
-        let commit = queue.ack(msg.offset, msg.pop_time_ms);
-        if queue.is_idle() {
-            self.orderly.remove(&msg.queue);
+        let commit = self
+            .orderly
+            .get_mut(&msg.queue)?
+            .ack(msg.offset, msg.pop_time_ms);
+        if commit.is_some() {
+            self.persist_orderly(&msg.queue);
         }
         commit
     }
@@ -452,9 +482,14 @@ impl Handler<OrderlyChangeInvisible> for InvisibilityActor {
     type Result = bool;
 
     fn handle(&mut self, msg: OrderlyChangeInvisible, _: &mut Self::Context) -> bool {
-        self.orderly
+        let changed = self
+            .orderly
             .get_mut(&msg.queue)
-            .is_some_and(|q| q.change_invisible(msg.pop_time_ms, msg.visible_at_ms))
+            .is_some_and(|q| q.change_invisible(msg.pop_time_ms, msg.visible_at_ms));
+        if changed {
+            self.persist_orderly(&msg.queue);
+        }
+        changed
     }
 }
 

@@ -226,7 +226,7 @@ pub fn revival_topic(group: &str, stored_topic: &str) -> String {
 
 /// The batch an orderly pop handed out from one queue, which blocks the queue until every
 /// message is acknowledged or the invisible time passes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct OrderlyBatch {
     pop_time_ms: i64,
     visible_at_ms: i64,
@@ -236,10 +236,10 @@ struct OrderlyBatch {
     acked: BTreeSet<u64>,
 }
 
-/// One queue's orderly-pop state for one group (Java's `ConsumerOrderInfoManager` entry).
-/// Kept in memory: after a restart the queue is free and pops again from the committed offset,
-/// which never passed an unacknowledged message, so nothing is lost.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One queue's orderly-pop state for one group (Java's `ConsumerOrderInfoManager` entry). The
+/// broker keeps it durably, so a restart neither frees a queue whose batch is still out nor
+/// forgets how often its messages were handed out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OrderlyQueue {
     batch: Option<OrderlyBatch>,
     /// How often each offset was handed out; forgotten once the offset is committed past.
