@@ -10,6 +10,9 @@
 //! * `two_consumers_split_the_queues_of_both_brokers`: no overlap, union = every queue.
 //! * `orderly_consumer_locks_on_the_owning_broker`: a lock probe from another client is refused
 //!   by each broker for its own queues; each queue's messages arrive in the order sent.
+//! * `transactions_end_on_the_broker_that_holds_each_half`: transactional sends spread over
+//!   both brokers; commits are delivered, rollbacks never, and halves left UNKNOW are checked
+//!   back by their own broker on the producer's connection and committed by the checker.
 //! * `consumption_survives_a_broker_restart`: `restart-broker.sh DIR broker-b` while messages are
 //!   sent (until it is done; a failed send is tried again on the next queue, as Java's producer
 //!   retries); everything sent is received, and broker-b's queues are consumed after the
@@ -48,6 +51,7 @@ const SPREAD_TOPIC: &str = "SkiffClusterSpread";
 const SPLIT_TOPIC: &str = "SkiffClusterSplit";
 const ORDERLY_TOPIC: &str = "SkiffClusterOrderly";
 const RESTART_TOPIC: &str = "SkiffClusterRestart";
+const TXN_TOPIC: &str = "SkiffClusterTxn";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 fn env(name: &str) -> anyhow::Result<String> {
@@ -251,6 +255,88 @@ async fn offsets_at(
 }
 
 // ---- scenarios ---------------------------------------------------------------------------------
+
+#[test]
+#[ignore = "needs an Apache cluster: tests/conformance/cluster.sh"]
+fn transactions_end_on_the_broker_that_holds_each_half() -> anyhow::Result<()> {
+    use skiff::actors::logic::transaction::TransactionResolution;
+    run(|namesrv| async move {
+        let broker = remote(&namesrv)?;
+        both_brokers(&broker, TXN_TOPIC).await?;
+        let producer = Producer::new("skiff-cluster-txn-producer", broker.clone());
+        let asked = Rc::new(RefCell::new(BTreeSet::new()));
+        let asked_by_checker = asked.clone();
+        producer
+            .register_transaction_checker(move |half| {
+                let body = String::from_utf8_lossy(&half.body).into_owned();
+                let commit = body.starts_with("unknown");
+                asked_by_checker.borrow_mut().insert(body);
+                async move {
+                    if commit {
+                        TransactionResolution::Commit
+                    } else {
+                        TransactionResolution::Rollback
+                    }
+                }
+            })
+            .await?;
+        let mut expected = BTreeSet::new();
+        let mut brokers_used = BTreeSet::new();
+        for i in 0..12 {
+            let (body, local) = match i % 3 {
+                0 => (format!("commit-{i}"), TransactionResolution::Commit),
+                1 => (format!("rollback-{i}"), TransactionResolution::Rollback),
+                _ => (format!("unknown-{i}"), TransactionResolution::Unknown),
+            };
+            let sent = producer
+                .send_in_transaction(
+                    OutgoingMessage::new(TXN_TOPIC, body.clone()),
+                    |_| async move { local },
+                )
+                .await?;
+            brokers_used.insert(sent.half.broker_name.clone());
+            if local != TransactionResolution::Rollback {
+                expected.insert(body);
+            }
+        }
+        anyhow::ensure!(
+            brokers_used.len() == 2,
+            "halves went to {brokers_used:?}, not to both brokers"
+        );
+        let got = Received::default();
+        let consumer = builder(
+            "skiff-cluster-txn",
+            TXN_TOPIC,
+            recording_listener(&got, TXN_TOPIC),
+        )
+        .start(remote(&namesrv)?)?;
+        let (got_ref, expected_ref) = (&got, &expected);
+        wait_until(
+            "commits and checked-back commits are consumed",
+            TIMEOUT,
+            || async move { Ok(distinct(got_ref).is_superset(expected_ref)) },
+        )
+        .await?;
+        consumer.shutdown().await?;
+        anyhow::ensure!(
+            distinct(&got) == expected,
+            "consumed {:?}, expected {expected:?}",
+            distinct(&got)
+        );
+        let unknown: BTreeSet<String> = expected
+            .iter()
+            .filter(|b| b.starts_with("unknown"))
+            .cloned()
+            .collect();
+        anyhow::ensure!(
+            *asked.borrow() == unknown,
+            "the checker was asked about {:?}, the halves left UNKNOW are {unknown:?}",
+            asked.borrow()
+        );
+        broker.close();
+        Ok(())
+    })
+}
 
 #[test]
 #[ignore = "needs an Apache cluster: tests/conformance/cluster.sh"]

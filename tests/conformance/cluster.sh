@@ -14,7 +14,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python3}
 KEEP=${1:-}
 # Keep equal to the topic constants of tests/remote_cluster.rs.
-TOPICS=(SkiffClusterSpread SkiffClusterSplit SkiffClusterOrderly SkiffClusterRestart)
+TOPICS=(SkiffClusterSpread SkiffClusterSplit SkiffClusterOrderly SkiffClusterRestart SkiffClusterTxn)
 log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/skiff-cluster.XXXXXX")

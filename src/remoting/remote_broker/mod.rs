@@ -46,6 +46,7 @@ use skiff_actors::broker_api::{
 };
 use skiff_actors::logic::delay::retry_topic;
 use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::logic::transaction::is_prepared;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::store::BoundaryType as StoreBoundary;
 
@@ -70,6 +71,7 @@ use super::wire::{
 
 mod registrations;
 mod routes;
+mod transactions;
 
 use registrations::{dispatch_inbound, ClientFacts, Notifiers, Registrations};
 use routes::RouteCache;
@@ -118,6 +120,7 @@ struct Inner {
     sub_versions: RefCell<HashMap<(String, String), i64>>,
     notifiers: Rc<Notifiers>,
     registrations: Rc<RefCell<Registrations>>,
+    producers: Rc<RefCell<transactions::Producers>>,
 }
 
 impl Drop for Inner {
@@ -160,10 +163,12 @@ impl RemoteBroker {
         let inbound = client.request_channel(config.inbound_capacity);
         let notifiers: Rc<Notifiers> = Rc::default();
         let registrations: Rc<RefCell<Registrations>> = Rc::default();
+        let producers: Rc<RefCell<transactions::Producers>> = Rc::default();
         actix_rt::spawn(dispatch_inbound(
             inbound,
             Rc::downgrade(&notifiers),
             Rc::downgrade(&registrations),
+            Rc::downgrade(&producers),
             ClientFacts {
                 namesrv: namesrv.to_owned(),
                 started_ms: skiff_storage::clock::epoch_millis(),
@@ -178,6 +183,7 @@ impl RemoteBroker {
                 sub_versions: RefCell::default(),
                 notifiers,
                 registrations,
+                producers,
             }),
         })
     }
@@ -251,6 +257,10 @@ impl RemoteBroker {
                 ),
                 None => self.first_broker(&group[0].topic).await?,
             };
+            if group.iter().any(|m| is_prepared(m.sys_flag)) {
+                // The broker checks a half back over the connection of the producer heartbeat.
+                self.producer_heartbeat_before_half(&addr).await?;
+            }
             let sent = self.send_group(&addr, group).await?;
             results.extend(sent.into_iter().map(|r| SendResult {
                 broker_name: name.clone(),
@@ -743,26 +753,16 @@ impl BrokerApi for RemoteBroker {
         client_id: String,
         listener: Arc<dyn skiff_actors::broker_api::TransactionCheckListener>,
     ) -> BrokerFuture<()> {
-        let _ = (group, client_id, listener);
-        Box::pin(async {
-            Err(BrokerError::InvalidRequest {
-                reason: "transactional producers are not supported by the remote client yet"
-                    .to_string(),
-            })
-        })
+        let this = self.clone();
+        Box::pin(async move { this.register_producer(group, client_id, listener).await })
     }
 
     fn end_transaction(
         &self,
         request: skiff_actors::broker_api::EndTransactionRequest,
     ) -> BrokerFuture<()> {
-        let _ = request;
-        Box::pin(async {
-            Err(BrokerError::InvalidRequest {
-                reason: "transactional producers are not supported by the remote client yet"
-                    .to_string(),
-            })
-        })
+        let this = self.clone();
+        Box::pin(async move { this.end_transaction(request).await })
     }
 
     fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>> {

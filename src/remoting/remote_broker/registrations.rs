@@ -200,12 +200,14 @@ pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
 }
 
 /// Runs on the arbiter: NOTIFY_CONSUMER_IDS_CHANGED goes to the group's notifiers,
+/// CHECK_TRANSACTION_STATE to the producer group's checker,
 /// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats, PUSH_REPLY_MESSAGE_TO_CLIENT with
 /// [`reply_push_answer`]; other requests are answered REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
 pub(super) async fn dispatch_inbound(
     mut inbound: mpsc::Receiver<InboundRequest>,
     notifiers: Weak<Notifiers>,
     registrations: Weak<RefCell<Registrations>>,
+    producers: Weak<RefCell<super::transactions::Producers>>,
     facts: ClientFacts,
 ) {
     while let Some(request) = inbound.recv().await {
@@ -240,6 +242,9 @@ pub(super) async fn dispatch_inbound(
                     .reply(RemotingCommand::success_to(&request.request))
                     .await;
             }
+        } else if request.request.code == rc::CHECK_TRANSACTION_STATE {
+            // Oneway: the answer is the END_TRANSACTION the checker sends.
+            super::transactions::dispatch_check(&request, &producers);
         } else if request.request.code == rc::PUSH_REPLY_MESSAGE_TO_CLIENT {
             let answer = reply_push_answer(&request.request);
             debug!(addr = %request.addr, remark = ?answer.remark, "reply push refused: no request waits for it");

@@ -90,7 +90,7 @@ impl RouteCache {
     }
 
     /// The master address last seen for `broker_name` in any route.
-    fn broker(&self, broker_name: &str) -> Option<String> {
+    pub(super) fn broker(&self, broker_name: &str) -> Option<String> {
         self.brokers.borrow().get(broker_name).cloned()
     }
 
