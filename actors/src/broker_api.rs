@@ -425,6 +425,25 @@ pub trait BrokerApi {
     ) -> BrokerFuture<()>;
     /// END_TRANSACTION: commits or rolls back a half message (UNKNOW leaves it for check-back).
     fn end_transaction(&self, request: EndTransactionRequest) -> BrokerFuture<()>;
+    /// Request-reply: sends `message` (carrying `CORRELATION_ID` and `REPLY_TO_CLIENT`) to the
+    /// broker called `broker_name` and waits up to `timeout` for the reply a consumer sends
+    /// back. Only a client reached over the network gets replies pushed to it; by default this
+    /// is refused.
+    fn request(
+        &self,
+        message: MessageToAppend,
+        broker_name: String,
+        timeout: Duration,
+    ) -> BrokerFuture<StoredMessage> {
+        let _ = (message, broker_name, timeout);
+        Box::pin(async {
+            Err(BrokerError::InvalidRequest {
+                reason: "request-reply needs a broker reached over the network (RemoteBroker): \
+                         replies are pushed to the requester's connection"
+                    .to_owned(),
+            })
+        })
+    }
     /// LOCK_BATCH_MQ: the queues now locked by `client_id` (a subset of `queues`).
     fn lock_queues(
         &self,

@@ -112,6 +112,8 @@ pub enum DeliverTime {
 #[derive(Clone)]
 pub struct Producer {
     group: String,
+    /// This producer's client id: the `REPLY_TO_CLIENT` its requests name.
+    client_id: String,
     broker: Rc<dyn BrokerApi>,
     routes: Rc<RefCell<HashMap<String, TopicRoute>>>,
     next_queue: Rc<Cell<u32>>,
@@ -178,6 +180,7 @@ impl Producer {
     pub fn new(group: impl Into<String>, broker: Rc<dyn BrokerApi>) -> Self {
         Producer {
             group: group.into(),
+            client_id: format!("127.0.0.1@{}#{}", std::process::id(), unique_id()),
             broker,
             routes: Rc::default(),
             next_queue: Rc::default(),
@@ -378,6 +381,35 @@ impl Producer {
             .collect();
         self.broker
             .send_messages_to(queue.broker_name.clone(), batch)
+            .await
+    }
+
+    /// Request-reply (Java's `producer.request(msg, timeout)`): sends `message` and waits up to
+    /// `timeout` for the reply a consumer sends with the request's `CORRELATION_ID`, pushed back
+    /// to this producer's connection. Needs a broker reached over the network (`RemoteBroker`).
+    pub async fn request(
+        &self,
+        message: OutgoingMessage,
+        timeout: Duration,
+    ) -> Result<StoredMessage, BrokerError> {
+        let queues = self.route(&message.topic).await?.write_queues();
+        let queue = self
+            .take_turn(&queues)
+            .ok_or_else(|| BrokerError::InvalidRequest {
+                reason: format!("topic {} has no write queue", message.topic),
+            })?;
+        let mut append = self.to_append(message, queue.queue_id);
+        let correlation_id = unique_id();
+        let ttl = timeout.as_millis().to_string();
+        for (name, value) in [
+            (property::CORRELATION_ID, correlation_id.as_str()),
+            (property::REPLY_TO_CLIENT, self.client_id.as_str()),
+            (property::TTL, ttl.as_str()),
+        ] {
+            push_property(&mut append.properties, name, value);
+        }
+        self.broker
+            .request(append, queue.broker_name.clone(), timeout)
             .await
     }
 

@@ -69,9 +69,9 @@ use super::wire::{
     send_results,
 };
 
+mod producers;
 mod registrations;
 mod routes;
-mod transactions;
 
 use registrations::{dispatch_inbound, ClientFacts, Notifiers, Registrations};
 use routes::RouteCache;
@@ -120,7 +120,7 @@ struct Inner {
     sub_versions: RefCell<HashMap<(String, String), i64>>,
     notifiers: Rc<Notifiers>,
     registrations: Rc<RefCell<Registrations>>,
-    producers: Rc<RefCell<transactions::Producers>>,
+    producers: Rc<RefCell<producers::Producers>>,
 }
 
 impl Drop for Inner {
@@ -163,7 +163,7 @@ impl RemoteBroker {
         let inbound = client.request_channel(config.inbound_capacity);
         let notifiers: Rc<Notifiers> = Rc::default();
         let registrations: Rc<RefCell<Registrations>> = Rc::default();
-        let producers: Rc<RefCell<transactions::Producers>> = Rc::default();
+        let producers: Rc<RefCell<producers::Producers>> = Rc::default();
         actix_rt::spawn(dispatch_inbound(
             inbound,
             Rc::downgrade(&notifiers),
@@ -763,6 +763,16 @@ impl BrokerApi for RemoteBroker {
     ) -> BrokerFuture<()> {
         let this = self.clone();
         Box::pin(async move { this.end_transaction(request).await })
+    }
+
+    fn request(
+        &self,
+        message: MessageToAppend,
+        broker_name: String,
+        timeout: Duration,
+    ) -> BrokerFuture<skiff_storage::message::StoredMessage> {
+        let this = self.clone();
+        Box::pin(async move { this.request(message, broker_name, timeout).await })
     }
 
     fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>> {

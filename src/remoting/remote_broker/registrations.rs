@@ -181,10 +181,9 @@ fn running_info_answer(
     }
 }
 
-/// PUSH_REPLY_MESSAGE_TO_CLIENT (326): a broker pushes a reply to a request this client sent.
-/// skiff's client sends no request-reply requests, so nothing waits for one: the answer is
-/// SYSTEM_ERROR naming the correlation id, which the broker passes on to the replier (a Java
-/// client answers SUCCESS and drops a reply whose request it no longer waits for).
+/// PUSH_REPLY_MESSAGE_TO_CLIENT (326) of a reply no request of this client waits for (it timed
+/// out, or was never sent): SYSTEM_ERROR naming the correlation id, which the broker passes on
+/// to the replier (a Java client answers SUCCESS and drops such a reply).
 pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
     let correlation_id = request
         .ext("properties")
@@ -194,20 +193,20 @@ pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
         request,
         code::SYSTEM_ERROR,
         Some(format!(
-            "no request waits for this reply (CORRELATION_ID {correlation_id}): skiff's client does not send request-reply requests"
+            "no request waits for this reply (CORRELATION_ID {correlation_id})"
         )),
     )
 }
 
 /// Runs on the arbiter: NOTIFY_CONSUMER_IDS_CHANGED goes to the group's notifiers,
 /// CHECK_TRANSACTION_STATE to the producer group's checker,
-/// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats, PUSH_REPLY_MESSAGE_TO_CLIENT with
-/// [`reply_push_answer`]; other requests are answered REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
+/// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats, PUSH_REPLY_MESSAGE_TO_CLIENT goes
+/// to the request waiting for it; other requests are answered REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
 pub(super) async fn dispatch_inbound(
     mut inbound: mpsc::Receiver<InboundRequest>,
     notifiers: Weak<Notifiers>,
     registrations: Weak<RefCell<Registrations>>,
-    producers: Weak<RefCell<super::transactions::Producers>>,
+    producers: Weak<RefCell<super::producers::Producers>>,
     facts: ClientFacts,
 ) {
     while let Some(request) = inbound.recv().await {
@@ -244,10 +243,12 @@ pub(super) async fn dispatch_inbound(
             }
         } else if request.request.code == rc::CHECK_TRANSACTION_STATE {
             // Oneway: the answer is the END_TRANSACTION the checker sends.
-            super::transactions::dispatch_check(&request, &producers);
+            super::producers::dispatch_check(&request, &producers);
         } else if request.request.code == rc::PUSH_REPLY_MESSAGE_TO_CLIENT {
-            let answer = reply_push_answer(&request.request);
-            debug!(addr = %request.addr, remark = ?answer.remark, "reply push refused: no request waits for it");
+            let answer = super::producers::dispatch_reply(&request, &producers);
+            if answer.code != code::SUCCESS {
+                debug!(addr = %request.addr, remark = ?answer.remark, "reply push refused");
+            }
             let _ = request.reply(answer).await;
         } else {
             debug!(addr = %request.addr, code = request.request.code, "server request not supported");

@@ -1,6 +1,7 @@
-//! Transactional producers over TCP: the producer groups that answer check-backs, the producer
-//! heartbeat that tells a broker which connection reaches them, END_TRANSACTION, and the
-//! broker's CHECK_TRANSACTION_STATE (39) handed to the group's checker.
+//! The producer side of the client that needs the broker to reach back: transactional producers
+//! (the producer groups that answer check-backs, END_TRANSACTION, and the broker's
+//! CHECK_TRANSACTION_STATE (39) handed to the group's checker) and request-reply requesters (a
+//! request, and the PUSH_REPLY_MESSAGE_TO_CLIENT (326) that brings its reply).
 //!
 //! A broker sends a check-back on the connection a heartbeat naming the producer group came
 //! over, so before a half goes to a broker the producer heartbeat is sent on the current
@@ -12,6 +13,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Weak;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::{debug, warn};
 
@@ -19,20 +21,28 @@ use skiff_actors::broker_api::{
     BrokerError, EndTransactionRequest, RemoteError, TransactionCheck, TransactionCheckListener,
 };
 use skiff_actors::logic::transaction::PRODUCER_GROUP;
-use skiff_storage::message::decode_record;
+use skiff_storage::message::property::{CORRELATION_ID, REPLY_TO_CLIENT};
+use skiff_storage::message::{decode_record, property, MessageToAppend, StoredMessage};
+use tokio::sync::oneshot;
 
 use super::RemoteBroker;
 use crate::remoting::body::{HeartbeatData, JsonBody, ProducerData};
 use crate::remoting::client::{ConnectionId, InboundRequest};
 use crate::remoting::codes::request as rc;
+use crate::remoting::codes::response as code;
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CheckTransactionStateRequestHeader, CustomHeader, EndTransactionRequestHeader,
+    ReplyMessageRequestHeader,
 };
 
-/// The transactional producers of this client.
+/// The transactional producers and requesters of this client.
 #[derive(Default)]
 pub(super) struct Producers {
+    /// A request's `CORRELATION_ID` → where its reply goes.
+    replies: HashMap<String, oneshot::Sender<StoredMessage>>,
+    /// (broker address, requester client id) → the connection its heartbeat last went over.
+    requester_heartbeats: HashMap<(String, String), ConnectionId>,
     /// Producer group → its client id and checker.
     checkers: BTreeMap<String, (String, Arc<dyn TransactionCheckListener>)>,
     /// Broker address → the connection the producer heartbeat last went over.
@@ -165,6 +175,151 @@ impl RemoteBroker {
                 super::client_error(&addr, e)
             })
     }
+}
+
+impl RemoteBroker {
+    /// Request-reply: sends `message` (carrying `CORRELATION_ID` and `REPLY_TO_CLIENT`) to the
+    /// broker of its queue and waits up to `timeout` for the reply the broker pushes back on the
+    /// requester's connection, which a producer heartbeat of `REPLY_TO_CLIENT` names.
+    pub(super) async fn request(
+        &self,
+        message: MessageToAppend,
+        broker_name: String,
+        timeout: Duration,
+    ) -> Result<StoredMessage, BrokerError> {
+        let missing = |name: &str| BrokerError::InvalidRequest {
+            reason: format!("a request message needs the {name} property"),
+        };
+        let correlation_id = property(&message.properties, CORRELATION_ID)
+            .ok_or_else(|| missing(CORRELATION_ID))?
+            .to_owned();
+        let client_id = property(&message.properties, REPLY_TO_CLIENT)
+            .ok_or_else(|| missing(REPLY_TO_CLIENT))?
+            .to_owned();
+        let addr = self.queue_addr(&message.topic, &broker_name).await?;
+        self.requester_heartbeat(&addr, &client_id).await?;
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .producers
+            .borrow_mut()
+            .replies
+            .insert(correlation_id.clone(), tx);
+        let sent = self.send_group(&addr, vec![message]).await;
+        let outcome = match sent {
+            Ok(_) => match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(_)) => Err(BrokerError::Closed {
+                    what: "the client's reply dispatch",
+                }),
+                Err(_) => Err(RemoteError::Timeout {
+                    addr: addr.clone(),
+                    timeout,
+                }
+                .into()),
+            },
+            Err(e) => Err(e),
+        };
+        self.inner
+            .producers
+            .borrow_mut()
+            .replies
+            .remove(&correlation_id);
+        outcome
+    }
+
+    /// A producer heartbeat naming `client_id` on the current connection to `addr`, unless it
+    /// went over it already: the broker pushes replies over that connection.
+    async fn requester_heartbeat(&self, addr: &str, client_id: &str) -> Result<(), BrokerError> {
+        let conn = self
+            .inner
+            .client
+            .connection_to(addr, self.inner.config.rpc_timeout)
+            .await
+            .map_err(|e| super::client_error(addr, e))?
+            .id();
+        let key = (addr.to_owned(), client_id.to_owned());
+        if self.inner.producers.borrow().requester_heartbeats.get(&key) == Some(&conn) {
+            return Ok(());
+        }
+        let body = HeartbeatData {
+            client_id: client_id.to_owned(),
+            producer_data_set: vec![ProducerData {
+                group_name: self.inner.config.producer_group.clone(),
+            }],
+            ..HeartbeatData::default()
+        }
+        .encode();
+        let request = RemotingCommand::new_request(rc::HEART_BEAT).with_body(body);
+        self.invoke_ok(addr, request).await?;
+        self.inner
+            .producers
+            .borrow_mut()
+            .requester_heartbeats
+            .insert(key, conn);
+        Ok(())
+    }
+}
+
+/// PUSH_REPLY_MESSAGE_TO_CLIENT (326): the reply goes to the request waiting for its
+/// `CORRELATION_ID` and the broker is answered SUCCESS; a reply nobody waits for any more is
+/// refused with [`super::registrations::reply_push_answer`].
+pub(super) fn dispatch_reply(
+    request: &InboundRequest,
+    producers: &Weak<RefCell<Producers>>,
+) -> RemotingCommand {
+    let waiter = producers.upgrade().and_then(|producers| {
+        let correlation_id = request
+            .request
+            .ext("properties")
+            .and_then(|p| property(p, CORRELATION_ID))?
+            .to_owned();
+        producers.borrow_mut().replies.remove(&correlation_id)
+    });
+    let Some(waiter) = waiter else {
+        return super::registrations::reply_push_answer(&request.request);
+    };
+    let reply = match reply_message(&request.request) {
+        Ok(reply) => reply,
+        Err(e) => {
+            warn!(addr = %request.addr, error = %e, "undecodable reply push");
+            return RemotingCommand::response_to(
+                &request.request,
+                code::SYSTEM_ERROR,
+                Some(format!("undecodable reply: {e}")),
+            );
+        }
+    };
+    // The requester may have given up meanwhile; the broker was reached either way.
+    let _ = waiter.send(reply);
+    RemotingCommand::success_to(&request.request)
+}
+
+/// The reply as the push carries it: the replier's send header and the body.
+fn reply_message(
+    request: &RemotingCommand,
+) -> Result<StoredMessage, crate::remoting::headers::HeaderError> {
+    let header = ReplyMessageRequestHeader::from_command(request)?;
+    let host = |addr: &str| {
+        addr.parse()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)))
+    };
+    Ok(StoredMessage {
+        queue_id: u32::try_from(header.queue_id).unwrap_or(0),
+        flag: header.flag,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: header.sys_flag,
+        born_timestamp: header.born_timestamp,
+        born_host: host(&header.born_host),
+        store_timestamp: header.store_timestamp,
+        store_host: host(&header.store_host),
+        reconsume_times: header.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        body: request.body.clone(),
+        stored_size: 0,
+        topic: header.topic,
+        properties: header.properties.unwrap_or_default(),
+    })
 }
 
 /// A CHECK_TRANSACTION_STATE from the broker at `request.addr`: the half goes to its producer
