@@ -209,7 +209,7 @@ impl Producer {
             checker,
         });
         self.broker
-            .register_producer(self.group.clone(), unique_id(), listener)
+            .register_producer(self.group.clone(), self.client_id.clone(), listener)
             .await?;
         self.checker_registered.set(true);
         Ok(())

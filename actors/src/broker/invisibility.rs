@@ -20,7 +20,7 @@ use skiff_storage::message::property::FIRST_POP_TIME;
 use skiff_storage::message::{decode_record, with_properties, MessageToAppend};
 use skiff_storage::pop_state::{Checkpoint, CheckpointKey, CheckpointTimes, PopState};
 use skiff_storage::store::StoreReader;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
 use std::time::Duration;
 
@@ -239,12 +239,23 @@ impl InvisibilityActor {
         }
         self.round_running = true;
         let store = self.store.clone();
+        // One append per retry topic: a round usually revives into few topics, and one batch
+        // costs one wait for durability (one fsync with the sync flush policy), not one each.
+        let mut by_topic: BTreeMap<String, Vec<(CheckpointKey, CheckpointTimes, MessageToAppend)>> =
+            BTreeMap::new();
+        for (key, times, copy, topic) in round {
+            by_topic.entry(topic).or_default().push((key, times, copy));
+        }
         let work = async move {
-            let mut appended = Vec::with_capacity(round.len());
-            for (key, times, copy, topic) in round {
+            let mut appended = Vec::new();
+            for (topic, entries) in by_topic {
+                let (keys, copies): (Vec<_>, Vec<_>) = entries
+                    .into_iter()
+                    .map(|(key, times, copy)| ((key, times), copy))
+                    .unzip();
                 let outcome = store
                     .send(AppendMessages {
-                        messages: vec![copy],
+                        messages: copies,
                         default_queue_nums: POP_RETRY_QUEUE_NUMS,
                     })
                     .await
@@ -252,8 +263,12 @@ impl InvisibilityActor {
                         actor: "message store",
                         source,
                     })
-                    .and_then(|r| r);
-                appended.push((key, times, topic, outcome));
+                    .and_then(|r| r)
+                    .map(|_| ())
+                    .map_err(std::rc::Rc::new);
+                for (key, times) in keys {
+                    appended.push((key, times, topic.clone(), outcome.clone()));
+                }
             }
             let flushed = store
                 .send(FlushStore)
@@ -283,7 +298,7 @@ impl InvisibilityActor {
                     }
                     Err(e) => {
                         act.snapshot.failed += 1;
-                        tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "revival append failed; retried next round");
+                        tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = e.as_ref() as &dyn Error, "revival append failed; retried next round");
                     }
                 }
             }
@@ -394,6 +409,7 @@ impl Handler<AckPopped> for InvisibilityActor {
             _ => return Ok(false),
         }
         self.unindex(&msg.key);
+        self.deferred.remove(&msg.key);
         self.state.remove_checkpoint(&msg.key)?;
         self.snapshot.acked += 1;
         Ok(true)
@@ -471,9 +487,9 @@ impl Handler<OrderlyAck> for InvisibilityActor {
             .orderly
             .get_mut(&msg.queue)?
             .ack(msg.offset, msg.pop_time_ms);
-        if commit.is_some() {
-            self.persist_orderly(&msg.queue);
-        }
+        // Every ack, not only those that move the offset: a batch whose acks a restart forgot
+        // could never complete.
+        self.persist_orderly(&msg.queue);
         commit
     }
 }

@@ -290,6 +290,7 @@ impl Broker {
             config.transactions.clone(),
             config.broker_name.clone(),
             halves,
+            flush_policy,
         )
         .start();
         // Arrival notices are sent with `try_send`; a subscription queued behind a full

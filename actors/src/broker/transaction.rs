@@ -12,20 +12,23 @@
 //! offset, learning of new ones from the store's arrival notices (it reads the half queue from
 //! where it last stopped). END_TRANSACTION looks the half up by commit-log offset in the store
 //! (not in memory, so it works even before the actor has read the half). COMMIT appends the
-//! committed copy to the real queue, then records `Committed`; ROLLBACK records `RolledBack`;
-//! the state is flushed before the request is answered. Every `check_interval` the pending halves
+//! committed copy to the real queue and answers; it records `Committed` once the copy is durable
+//! (with the async flush policy, after the next of the flushes `settle_commits` runs every 20 ms
+//! for all commits waiting), without flushing the state: the copy in the log is the durable
+//! record. ROLLBACK records `RolledBack` and flushes it before answering, since nothing in the
+//! log records it. Every `check_interval` the pending halves
 //! older than their immunity are checked back, by CHECK_TRANSACTION_STATE on a live producer of
 //! their group ([`ProducerChannels`]), at most `check_max` times, then set aside.
 //!
 //! **Restarts.** The half queue's cursor (every half below it is final) is stored in the offset
 //! table under [`HALF_CONSUMER_GROUP`]. At start the broker reads the half queue from the cursor
-//! and rebuilds the pending set from the states tree, so a rolled-back half is never delivered
-//! and a pending one is checked again. A crash between a commit's append and its recorded state
-//! leaves the half pending: the next check-back commits it again (delivered twice, never lost).
+//! and rebuilds the pending set from the states tree, then marks committed every pending half
+//! whose copy is in the log (`recover_commits`), so a rolled-back half is never delivered, a
+//! committed one is neither lost nor committed twice, and a pending one is checked again.
 
 use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
 use crate::broker::long_poll::NotifyArrivals;
-use crate::broker::message_store::{AppendMessages, MessageStoreActor};
+use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::BrokerClock;
 use crate::broker_api::{
     BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
@@ -41,7 +44,7 @@ use actix::prelude::*;
 use skiff_storage::message::decode_records;
 use skiff_storage::message::property::UNIQ_KEY;
 use skiff_storage::offset_table::{OffsetKey, OffsetTable};
-use skiff_storage::store::{ReadStatus, StoreReader};
+use skiff_storage::store::{FlushPolicy, ReadStatus, StoreReader};
 use skiff_storage::transaction_states::{HalfState, TransactionStates};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -52,6 +55,8 @@ use std::time::Duration;
 
 /// Halves read from the half queue per step.
 const SCAN_BATCH: u32 = 256;
+/// How often the commits awaiting a flush of their copies are recorded (one flush for all).
+const COMMIT_SETTLE_INTERVAL: Duration = Duration::from_millis(20);
 const SCAN_BATCH_BYTES: u32 = 8 * 1024 * 1024;
 const MAILBOX_CAPACITY: usize = 1024;
 
@@ -232,22 +237,20 @@ fn recover_commits(
         .map(|(queue_offset, half)| (half.physical_offset, *queue_offset))
         .collect();
     let mut committed = Vec::new();
-    let end = reader.commit_log_end();
-    let mut position = from;
-    while position < end {
-        let reached = reader.scan_records(position, end, SCAN_BATCH as usize, |_, layout, _| {
+    // One pass over the log from the oldest pending half (copies always come after their half).
+    reader.scan_records(
+        from.max(reader.commit_log_start()),
+        reader.commit_log_end(),
+        usize::MAX,
+        |_, layout, _| {
             if layout.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE {
                 let half = u64::try_from(layout.prepared_transaction_offset).ok();
                 if let Some(queue_offset) = half.and_then(|h| by_offset.get(&h)) {
                     committed.push(*queue_offset);
                 }
             }
-        })?;
-        if reached <= position {
-            break;
-        }
-        position = reached;
-    }
+        },
+    )?;
     for queue_offset in committed {
         if let Some(half) = loaded.pending.remove(&queue_offset) {
             states.put(half.physical_offset, HalfState::Committed)?;
@@ -386,6 +389,12 @@ pub struct TransactionActor {
     halves: LoadedHalves,
     /// Commit-log offsets of halves a commit or rollback is working on.
     resolving: HashSet<u64>,
+    /// The store's flush policy: with `Async` a committed copy is durable only after a flush.
+    flush_policy: FlushPolicy,
+    /// Committed halves whose copies were appended but may not be durable yet.
+    awaiting_flush: Vec<u64>,
+    /// A flush for `awaiting_flush` is running.
+    settling: bool,
     /// The cursor last handed to the offset table.
     stored_cursor: u64,
     snapshot: TransactionSnapshot,
@@ -403,8 +412,12 @@ impl TransactionActor {
         config: TransactionConfig,
         broker_name: String,
         halves: LoadedHalves,
+        flush_policy: FlushPolicy,
     ) -> Self {
         TransactionActor {
+            flush_policy,
+            awaiting_flush: Vec::new(),
+            settling: false,
             reader,
             store,
             offsets,
@@ -418,6 +431,49 @@ impl TransactionActor {
             resolving: HashSet::new(),
             snapshot: TransactionSnapshot::default(),
         }
+    }
+
+    /// Records the commits whose copies were appended since the last call, after one flush of
+    /// the commit log covers them all.
+    fn settle_commits(&mut self, ctx: &mut Context<Self>) {
+        if self.settling || self.awaiting_flush.is_empty() {
+            return;
+        }
+        self.settling = true;
+        let batch = std::mem::take(&mut self.awaiting_flush);
+        let store = self.store.clone();
+        let flush = async move {
+            store
+                .send(FlushStore)
+                .await
+                .map_err(|source| BrokerError::Mailbox {
+                    actor: "message store",
+                    source,
+                })?
+        };
+        ctx.spawn(flush.into_actor(self).map(move |flushed, act, _| {
+            act.settling = false;
+            if let Err(e) = flushed {
+                tracing::warn!(
+                    error = &e as &dyn Error,
+                    commits = batch.len(),
+                    "flush before recording commits failed; tried again"
+                );
+                act.awaiting_flush.extend(batch);
+                return;
+            }
+            for physical_offset in batch {
+                if let Err(e) = act.states.put(physical_offset, HalfState::Committed) {
+                    // The copy is in the log: the next start recovers the commit from it.
+                    tracing::warn!(
+                        error = &e as &dyn Error,
+                        physical_offset,
+                        "recording a commit failed"
+                    );
+                }
+                act.record_resolution(physical_offset, HalfState::Committed);
+            }
+        }));
     }
 
     fn scan(&mut self) {
@@ -597,6 +653,7 @@ impl Actor for TransactionActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         ctx.run_interval(self.config.check_interval, |act, _| act.check_round());
+        ctx.run_interval(COMMIT_SETTLE_INTERVAL, |act, ctx| act.settle_commits(ctx));
     }
 }
 
@@ -683,6 +740,7 @@ impl Handler<EndTransaction> for TransactionActor {
         self.resolving.insert(physical_offset);
         let store = self.store.clone();
         let states = self.states.clone();
+        let copy_waits_for_flush = self.flush_policy == FlushPolicy::Async;
         let work = async move {
             if let Some(message) = committed {
                 // Answered once the copy is as durable as the flush policy promises a send.
@@ -697,6 +755,12 @@ impl Handler<EndTransaction> for TransactionActor {
                         source,
                     })??;
             }
+            if wanted == HalfState::Committed && copy_waits_for_flush {
+                // Recorded once a flush covers the copy (`settle_commits`): a state (or the
+                // cursor past it) durable before its copy could, after a power cut, stand for
+                // a message that is gone. Until then the half stays in `resolving`.
+                return Ok::<bool, BrokerError>(false);
+            }
             states.put(physical_offset, wanted)?;
             // A commit's state is not flushed here (sled flushes on its own and at shutdown): a
             // crash that loses it leaves the copy in the log, from which the start recovers it
@@ -706,13 +770,17 @@ impl Handler<EndTransaction> for TransactionActor {
             if wanted == HalfState::RolledBack {
                 states.flush_async().await?;
             }
-            Ok::<(), BrokerError>(())
+            Ok(true)
         };
         Box::pin(
             work.into_actor(self)
                 .map(move |outcome, act, _| match outcome {
-                    Ok(()) => {
-                        act.record_resolution(physical_offset, wanted);
+                    Ok(recorded) => {
+                        if recorded {
+                            act.record_resolution(physical_offset, wanted);
+                        } else {
+                            act.awaiting_flush.push(physical_offset);
+                        }
                         tracing::debug!(physical_offset, state = ?wanted, "transaction ended");
                         Ok(match wanted {
                             HalfState::Committed => EndOutcome::Committed,

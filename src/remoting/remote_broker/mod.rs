@@ -259,7 +259,7 @@ impl RemoteBroker {
             };
             if group.iter().any(|m| is_prepared(m.sys_flag)) {
                 // The broker checks a half back over the connection of the producer heartbeat.
-                self.producer_heartbeat_before_half(&addr).await?;
+                self.producer_heartbeats(&addr).await?;
             }
             let sent = self.send_group(&addr, group).await?;
             results.extend(sent.into_iter().map(|r| SendResult {

@@ -3,17 +3,19 @@
 //! CHECK_TRANSACTION_STATE (39) handed to the group's checker) and request-reply requesters (a
 //! request, and the PUSH_REPLY_MESSAGE_TO_CLIENT (326) that brings its reply).
 //!
-//! A broker sends a check-back on the connection a heartbeat naming the producer group came
-//! over, so before a half goes to a broker the producer heartbeat is sent on the current
-//! connection to it (again after a reconnect). END_TRANSACTION goes oneway, as Java's client
-//! sends it (Java's broker answers nothing for UNKNOW): to the broker that stored the half, or
-//! for a check-back's answer, to the broker that asked.
+//! A broker reaches a producer over the connection its last heartbeat naming it came over, and
+//! forgets it 120 s after that heartbeat. So every producer client id, with its groups, is sent
+//! in a heartbeat on the current connection to a broker before a half or a request goes there
+//! (to every broker known for a request: the reply may be sent to any of them), and to every
+//! known broker every 30 s while the client lives, as Java's client does. END_TRANSACTION goes
+//! oneway, as Java's client sends it (Java's broker answers nothing for UNKNOW): to the broker
+//! that stored the half, or for a check-back's answer, to the broker that asked.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
-use std::rc::Weak;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
@@ -25,7 +27,7 @@ use skiff_storage::message::property::{CORRELATION_ID, REPLY_TO_CLIENT};
 use skiff_storage::message::{decode_record, property, MessageToAppend, StoredMessage};
 use tokio::sync::oneshot;
 
-use super::RemoteBroker;
+use super::{Inner, RemoteBroker};
 use crate::remoting::body::{HeartbeatData, JsonBody, ProducerData};
 use crate::remoting::client::{ConnectionId, InboundRequest};
 use crate::remoting::codes::request as rc;
@@ -36,19 +38,42 @@ use crate::remoting::headers::{
     ReplyMessageRequestHeader,
 };
 
+/// How often every broker hears the producers again (Java's `heartbeatBrokerInterval`).
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
+/// A check-back unanswered this long is forgotten (the broker asks again).
+const CHECK_ORIGIN_TTL: Duration = Duration::from_secs(600);
+
 /// The transactional producers and requesters of this client.
 #[derive(Default)]
 pub(super) struct Producers {
+    /// Producer client id → its producer groups: what the heartbeats say.
+    clients: BTreeMap<String, BTreeSet<String>>,
+    /// Producer group → its checker.
+    checkers: BTreeMap<String, Arc<dyn TransactionCheckListener>>,
+    /// Broker address → the connection the heartbeats last went over, and what they said.
+    heartbeats: HashMap<String, (ConnectionId, BTreeMap<String, BTreeSet<String>>)>,
+    /// (broker the check named, half's commit-log offset) → the address of the broker that
+    /// asked, and when.
+    check_origins: HashMap<(String, u64), (String, Instant)>,
     /// A request's `CORRELATION_ID` → where its reply goes.
     replies: HashMap<String, oneshot::Sender<StoredMessage>>,
-    /// (broker address, requester client id) → the connection its heartbeat last went over.
-    requester_heartbeats: HashMap<(String, String), ConnectionId>,
-    /// Producer group → its client id and checker.
-    checkers: BTreeMap<String, (String, Arc<dyn TransactionCheckListener>)>,
-    /// Broker address → the connection the producer heartbeat last went over.
-    heartbeats: HashMap<String, ConnectionId>,
-    /// A check-back's half (commit-log offset) → the address of the broker that asked.
-    check_origins: HashMap<u64, String>,
+    /// The periodic heartbeat task runs.
+    heartbeating: bool,
+}
+
+/// Removes a request's reply slot however the request ends (answered, timed out, dropped).
+struct ReplySlot<'a> {
+    producers: &'a RefCell<Producers>,
+    correlation_id: String,
+}
+
+impl Drop for ReplySlot<'_> {
+    fn drop(&mut self) {
+        self.producers
+            .borrow_mut()
+            .replies
+            .remove(&self.correlation_id);
+    }
 }
 
 impl RemoteBroker {
@@ -61,56 +86,93 @@ impl RemoteBroker {
     ) -> Result<(), BrokerError> {
         {
             let mut producers = self.inner.producers.borrow_mut();
-            producers.checkers.insert(group, (client_id, listener));
-            producers.heartbeats.clear();
+            producers.checkers.insert(group.clone(), listener);
+            producers
+                .clients
+                .entry(client_id)
+                .or_default()
+                .insert(group);
         }
+        self.start_heartbeats();
         for addr in self.inner.routes.known_addrs() {
-            self.producer_heartbeat(&addr).await?;
+            self.producer_heartbeats(&addr).await?;
         }
         Ok(())
     }
 
-    /// Before a half goes to `addr`: the producer heartbeat on the current connection, unless
-    /// it went over it already.
-    pub(super) async fn producer_heartbeat_before_half(
-        &self,
-        addr: &str,
-    ) -> Result<(), BrokerError> {
+    /// Starts the periodic producer heartbeats once; the task ends with the client.
+    fn start_heartbeats(&self) {
+        if std::mem::replace(&mut self.inner.producers.borrow_mut().heartbeating, true) {
+            return;
+        }
+        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
+        actix_rt::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let broker = RemoteBroker { inner };
+                let addrs: BTreeSet<String> = broker
+                    .inner
+                    .routes
+                    .known_addrs()
+                    .into_iter()
+                    .chain(broker.inner.producers.borrow().heartbeats.keys().cloned())
+                    .collect();
+                for addr in addrs {
+                    if let Err(e) = broker.send_producer_heartbeats(&addr).await {
+                        debug!(
+                            addr,
+                            error = &e as &dyn std::error::Error,
+                            "periodic producer heartbeat failed"
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    /// The producer heartbeats on the current connection to `addr`, unless they went over it
+    /// already saying the same.
+    pub(super) async fn producer_heartbeats(&self, addr: &str) -> Result<(), BrokerError> {
         let conn = self
             .inner
             .client
             .connection_to(addr, self.inner.config.rpc_timeout)
             .await
-            .ok()
-            .map(|c| c.id());
-        let sent_on = self.inner.producers.borrow().heartbeats.get(addr).copied();
-        if conn.is_some() && conn == sent_on {
-            return Ok(());
+            .map_err(|e| super::client_error(addr, e))?
+            .id();
+        {
+            let producers = self.inner.producers.borrow();
+            if producers.clients.is_empty() {
+                return Ok(());
+            }
+            if producers.heartbeats.get(addr) == Some(&(conn, producers.clients.clone())) {
+                return Ok(());
+            }
         }
-        self.producer_heartbeat(addr).await
+        self.send_producer_heartbeats(addr).await
     }
 
-    async fn producer_heartbeat(&self, addr: &str) -> Result<(), BrokerError> {
-        let body = {
-            let producers = self.inner.producers.borrow();
-            let Some((client_id, _)) = producers.checkers.values().next() else {
-                return Ok(());
-            };
-            HeartbeatData {
+    /// One HEART_BEAT per producer client id, naming its groups.
+    async fn send_producer_heartbeats(&self, addr: &str) -> Result<(), BrokerError> {
+        let clients = self.inner.producers.borrow().clients.clone();
+        for (client_id, groups) in &clients {
+            let body = HeartbeatData {
                 client_id: client_id.clone(),
-                producer_data_set: producers
-                    .checkers
-                    .keys()
+                producer_data_set: groups
+                    .iter()
                     .map(|group| ProducerData {
                         group_name: group.clone(),
                     })
                     .collect(),
                 ..HeartbeatData::default()
             }
-            .encode()
-        };
-        let request = RemotingCommand::new_request(rc::HEART_BEAT).with_body(body);
-        self.invoke_ok(addr, request).await?;
+            .encode();
+            let request = RemotingCommand::new_request(rc::HEART_BEAT).with_body(body);
+            self.invoke_ok(addr, request).await?;
+        }
         if let Ok(conn) = self
             .inner
             .client
@@ -121,24 +183,28 @@ impl RemoteBroker {
                 .producers
                 .borrow_mut()
                 .heartbeats
-                .insert(addr.to_owned(), conn.id());
+                .insert(addr.to_owned(), (conn.id(), clients));
         }
-        debug!(addr, "producer heartbeat sent");
+        debug!(addr, "producer heartbeats sent");
         Ok(())
     }
 
-    /// END_TRANSACTION, oneway: to the broker that asked (a check-back's answer) or the master
-    /// of the broker that stored the half.
+    /// END_TRANSACTION, oneway: a check-back's answer to the broker that asked, any other to the
+    /// master of the broker that stored the half.
     pub(super) async fn end_transaction(
         &self,
         request: EndTransactionRequest,
     ) -> Result<(), BrokerError> {
-        let origin = self
-            .inner
-            .producers
-            .borrow_mut()
-            .check_origins
-            .remove(&request.commit_log_offset);
+        let origin = if request.from_transaction_check {
+            self.inner
+                .producers
+                .borrow_mut()
+                .check_origins
+                .remove(&(request.broker_name.clone(), request.commit_log_offset))
+                .map(|(addr, _)| addr)
+        } else {
+            None
+        };
         let addr = match origin {
             Some(addr) => addr,
             None => self
@@ -175,11 +241,9 @@ impl RemoteBroker {
                 super::client_error(&addr, e)
             })
     }
-}
 
-impl RemoteBroker {
     /// Request-reply: sends `message` (carrying `CORRELATION_ID` and `REPLY_TO_CLIENT`) to the
-    /// broker of its queue and waits up to `timeout` for the reply the broker pushes back on the
+    /// broker of its queue and waits up to `timeout` for the reply a broker pushes back on the
     /// requester's connection, which a producer heartbeat of `REPLY_TO_CLIENT` names.
     pub(super) async fn request(
         &self,
@@ -197,66 +261,42 @@ impl RemoteBroker {
             .ok_or_else(|| missing(REPLY_TO_CLIENT))?
             .to_owned();
         let addr = self.queue_addr(&message.topic, &broker_name).await?;
-        self.requester_heartbeat(&addr, &client_id).await?;
+        let newly_known = self
+            .inner
+            .producers
+            .borrow_mut()
+            .clients
+            .entry(client_id)
+            .or_default()
+            .insert(self.inner.config.producer_group.clone());
+        if newly_known {
+            self.start_heartbeats();
+        }
+        // The replier may send its reply to any broker of the cluster: all of them must know
+        // this client's connection.
+        let mut addrs = self.inner.routes.known_addrs();
+        addrs.insert(addr.clone());
+        for known in &addrs {
+            self.producer_heartbeats(known).await?;
+        }
         let (tx, rx) = oneshot::channel();
         self.inner
             .producers
             .borrow_mut()
             .replies
             .insert(correlation_id.clone(), tx);
-        let sent = self.send_group(&addr, vec![message]).await;
-        let outcome = match sent {
-            Ok(_) => match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(reply)) => Ok(reply),
-                Ok(Err(_)) => Err(BrokerError::Closed {
-                    what: "the client's reply dispatch",
-                }),
-                Err(_) => Err(RemoteError::Timeout {
-                    addr: addr.clone(),
-                    timeout,
-                }
-                .into()),
-            },
-            Err(e) => Err(e),
+        let _slot = ReplySlot {
+            producers: &self.inner.producers,
+            correlation_id,
         };
-        self.inner
-            .producers
-            .borrow_mut()
-            .replies
-            .remove(&correlation_id);
-        outcome
-    }
-
-    /// A producer heartbeat naming `client_id` on the current connection to `addr`, unless it
-    /// went over it already: the broker pushes replies over that connection.
-    async fn requester_heartbeat(&self, addr: &str, client_id: &str) -> Result<(), BrokerError> {
-        let conn = self
-            .inner
-            .client
-            .connection_to(addr, self.inner.config.rpc_timeout)
-            .await
-            .map_err(|e| super::client_error(addr, e))?
-            .id();
-        let key = (addr.to_owned(), client_id.to_owned());
-        if self.inner.producers.borrow().requester_heartbeats.get(&key) == Some(&conn) {
-            return Ok(());
+        self.send_group(&addr, vec![message]).await?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(BrokerError::Closed {
+                what: "the client's reply dispatch",
+            }),
+            Err(_) => Err(RemoteError::Timeout { addr, timeout }.into()),
         }
-        let body = HeartbeatData {
-            client_id: client_id.to_owned(),
-            producer_data_set: vec![ProducerData {
-                group_name: self.inner.config.producer_group.clone(),
-            }],
-            ..HeartbeatData::default()
-        }
-        .encode();
-        let request = RemotingCommand::new_request(rc::HEART_BEAT).with_body(body);
-        self.invoke_ok(addr, request).await?;
-        self.inner
-            .producers
-            .borrow_mut()
-            .requester_heartbeats
-            .insert(key, conn);
-        Ok(())
     }
 }
 
@@ -354,21 +394,27 @@ pub(super) fn dispatch_check(request: &InboundRequest, producers: &Weak<RefCell<
         .property(PRODUCER_GROUP)
         .unwrap_or_default()
         .to_owned();
+    // The answer names this broker; without a name in the check, its address stands in.
+    let broker_name = header.broker_name.unwrap_or_else(|| request.addr.clone());
     let listener = {
         let mut producers = producers.borrow_mut();
-        let Some((_, listener)) = producers.checkers.get(&group) else {
+        let Some(listener) = producers.checkers.get(&group).cloned() else {
             debug!(addr = %request.addr, group = %group, "check-back for a producer group this client does not have");
             return;
         };
-        let listener = listener.clone();
+        let now = Instant::now();
         producers
             .check_origins
-            .insert(commit_log_offset, request.addr.clone());
+            .retain(|_, (_, asked)| now.duration_since(*asked) < CHECK_ORIGIN_TTL);
+        producers.check_origins.insert(
+            (broker_name.clone(), commit_log_offset),
+            (request.addr.clone(), now),
+        );
         listener
     };
     listener.check_transaction_state(TransactionCheck {
         producer_group: group,
-        broker_name: header.broker_name.unwrap_or_default(),
+        broker_name,
         tran_state_table_offset,
         commit_log_offset,
         offset_msg_id: header
