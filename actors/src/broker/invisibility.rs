@@ -20,7 +20,7 @@ use skiff_storage::message::property::FIRST_POP_TIME;
 use skiff_storage::message::{decode_record, with_properties, MessageToAppend};
 use skiff_storage::pop_state::{Checkpoint, CheckpointKey, CheckpointTimes, PopState};
 use skiff_storage::store::StoreReader;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::error::Error;
 use std::time::Duration;
 
@@ -28,6 +28,9 @@ use std::time::Duration;
 const MAX_REVIVALS_PER_ROUND: usize = 4096;
 /// How long a checkpoint whose revival failed is left before it is tried again.
 const FAILED_REVIVAL_BACKOFF_MS: i64 = 10_000;
+
+/// A revived copy on its way: the checkpoint it settles and the message to append.
+type Revived = (CheckpointKey, CheckpointTimes, MessageToAppend);
 
 /// One queue of one group, as orderly pop blocks it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -135,6 +138,8 @@ pub struct InvisibilityActor {
     deferred: HashMap<CheckpointKey, i64>,
     /// A revival round is appending; the next waits for it.
     round_running: bool,
+    /// Checkpoints whose copy failed in a batch: appended alone from now on.
+    solo: HashSet<CheckpointKey>,
     orderly: HashMap<PopQueue, OrderlyQueue>,
     snapshot: InvisibilitySnapshot,
 }
@@ -155,6 +160,7 @@ impl InvisibilityActor {
             by_visible_at: BTreeSet::new(),
             deferred: HashMap::new(),
             round_running: false,
+            solo: HashSet::new(),
             orderly: HashMap::new(),
             snapshot: InvisibilitySnapshot::default(),
             state,
@@ -241,14 +247,21 @@ impl InvisibilityActor {
         let store = self.store.clone();
         // One append per retry topic: a round usually revives into few topics, and one batch
         // costs one wait for durability (one fsync with the sync flush policy), not one each.
-        let mut by_topic: BTreeMap<String, Vec<(CheckpointKey, CheckpointTimes, MessageToAppend)>> =
-            BTreeMap::new();
+        // A copy whose batch failed goes alone next time, so one message the store refuses
+        // cannot hold up the others of its topic.
+        type Batches = BTreeMap<(String, Option<CheckpointKey>), Vec<Revived>>;
+        let mut by_topic = Batches::new();
         for (key, times, copy, topic) in round {
-            by_topic.entry(topic).or_default().push((key, times, copy));
+            let alone = self.solo.contains(&key).then(|| key.clone());
+            by_topic
+                .entry((topic, alone))
+                .or_default()
+                .push((key, times, copy));
         }
         let work = async move {
             let mut appended = Vec::new();
-            for (topic, entries) in by_topic {
+            for ((topic, _), entries) in by_topic {
+                let together = entries.len() > 1;
                 let (keys, copies): (Vec<_>, Vec<_>) = entries
                     .into_iter()
                     .map(|(key, times, copy)| ((key, times), copy))
@@ -267,7 +280,7 @@ impl InvisibilityActor {
                     .map(|_| ())
                     .map_err(std::rc::Rc::new);
                 for (key, times) in keys {
-                    appended.push((key, times, topic.clone(), outcome.clone()));
+                    appended.push((key, times, topic.clone(), outcome.clone(), together));
                 }
             }
             let flushed = store
@@ -289,16 +302,23 @@ impl InvisibilityActor {
                 tracing::error!(error = e as &dyn Error, "flush after revivals failed; their checkpoints are kept");
                 return;
             }
-            for (key, times, topic, outcome) in appended {
+            for (key, times, topic, outcome, together) in appended {
                 match outcome {
                     Ok(_) => {
+                        act.solo.remove(&key);
                         act.snapshot.revived += 1;
                         tracing::debug!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, retry_topic = %topic, "unacknowledged message revived");
                         act.forget(&key, times);
                     }
                     Err(e) => {
                         act.snapshot.failed += 1;
-                        tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = e.as_ref() as &dyn Error, "revival append failed; retried next round");
+                        if together {
+                            act.solo.insert(key.clone());
+                        } else {
+                            let until = act.clock.now_ms().saturating_add(FAILED_REVIVAL_BACKOFF_MS);
+                            act.deferred.insert(key.clone(), until);
+                        }
+                        tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = e.as_ref() as &dyn Error, "revival append failed; retried later");
                     }
                 }
             }
@@ -374,6 +394,7 @@ impl InvisibilityActor {
         }
         self.unindex(key);
         self.deferred.remove(key);
+        self.solo.remove(key);
         if let Err(e) = self.state.remove_checkpoint(key) {
             tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
         }
@@ -410,6 +431,7 @@ impl Handler<AckPopped> for InvisibilityActor {
         }
         self.unindex(&msg.key);
         self.deferred.remove(&msg.key);
+        self.solo.remove(&msg.key);
         self.state.remove_checkpoint(&msg.key)?;
         self.snapshot.acked += 1;
         Ok(true)
@@ -447,6 +469,7 @@ impl Handler<ForgetGroup> for InvisibilityActor {
         for key in &keys {
             self.unindex(key);
             self.deferred.remove(key);
+            self.solo.remove(key);
         }
         self.orderly.retain(|queue, _| queue.group != msg.group);
         self.state.remove_orderly_group(&msg.group)?;
