@@ -210,26 +210,40 @@ impl BrokerHandle {
         } else {
             request.poll
         };
-        let mut waits = Vec::new();
-        for (topic, queue_id) in self.pop_sources(&request, &topic, false, SourcesFor::Waiting)? {
-            let offset = self.inner.reader.max_offset(&topic, queue_id);
-            let wait = self
-                .inner
-                .addrs
-                .long_poll
-                .send(ParkPull {
-                    topic,
-                    queue_id,
-                    offset,
-                })
-                .await
-                .map_err(mailbox("long poll"))?;
-            waits.push(wait);
-        }
         tracing::trace!(group = %request.group, topic = %request.topic, "pop parked");
-        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
+        self.wait_for_arrival(&request, &topic, hold).await?;
         self.pop_once_detached(&request, &topic, &subscription)
             .await
+    }
+
+    /// Waits up to `hold` for a message to arrive in any queue a pop of `request` reads (the
+    /// pop retry topic's too, even before it exists).
+    async fn wait_for_arrival(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        hold: Duration,
+    ) -> Result<(), BrokerError> {
+        let mut waits = Vec::new();
+        for (source, queue_id) in self.pop_sources(request, topic, false, SourcesFor::Waiting)? {
+            let offset = self.inner.reader.max_offset(&source, queue_id);
+            let park = ParkPull {
+                topic: source,
+                queue_id,
+                offset,
+            };
+            waits.push(
+                self.inner
+                    .addrs
+                    .long_poll
+                    .send(park)
+                    .await
+                    .map_err(mailbox("long poll"))?,
+            );
+        }
+        // Woken, timed out, or the long-poll actor went away: the caller looks once more.
+        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
+        Ok(())
     }
 
     /// One [`Self::pop_once`] that runs to its end even when the caller goes away (a client
@@ -734,23 +748,7 @@ impl BrokerHandle {
         if found || poll.is_zero() {
             return Ok(found);
         }
-        let mut waits = Vec::new();
-        for (source, queue) in self.pop_sources(&request, &config, false, SourcesFor::Waiting)? {
-            let offset = self.inner.reader.max_offset(&source, queue);
-            waits.push(
-                self.inner
-                    .addrs
-                    .long_poll
-                    .send(ParkPull {
-                        topic: source,
-                        queue_id: queue,
-                        offset,
-                    })
-                    .await
-                    .map_err(mailbox("long poll"))?,
-            );
-        }
-        let _ = tokio::time::timeout(poll, any_woken(waits)).await;
+        self.wait_for_arrival(&request, &config, poll).await?;
         self.has_message(&request, &config).await
     }
 
