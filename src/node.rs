@@ -47,9 +47,15 @@ pub enum NodeError {
 }
 
 /// A running node. Not `Send`: keep it on the arbiter that opened it.
+///
+/// [`Node::shutdown`] returns once every actor has stopped and every file, lock and database
+/// under the data directory is closed, so a new `Node` opens there at once. A node dropped
+/// without it starts the same shutdown on its arbiter, which releases the directory as soon as
+/// the arbiter runs it.
 pub struct Node {
     config: NodeConfig,
     broker: BrokerHandle,
+    shut_down: bool,
 }
 
 impl Node {
@@ -119,7 +125,11 @@ impl Node {
             metadata,
         )?;
         tracing::info!(data_dir = %config.data_dir.display(), flush = ?config.flush, "node opened");
-        Ok(Node { config, broker })
+        Ok(Node {
+            config,
+            broker,
+            shut_down: false,
+        })
     }
 
     pub fn config(&self) -> &NodeConfig {
@@ -168,12 +178,33 @@ impl Node {
         Ok(self.broker.progress(group).await?)
     }
 
-    /// Persists offsets (awaited), flushes and closes the store. Shut consumers down first so
-    /// their final offsets are in.
-    pub async fn shutdown(self) -> Result<(), NodeError> {
+    /// Persists offsets (awaited), flushes and closes the store, and returns once every file
+    /// and database under the data directory is closed. Shut consumers down first so their
+    /// final offsets are in.
+    pub async fn shutdown(mut self) -> Result<(), NodeError> {
+        self.shut_down = true;
         self.broker.shutdown().await?;
         tracing::info!(data_dir = %self.config.data_dir.display(), "node shut down");
         Ok(())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if self.shut_down {
+            return;
+        }
+        // Without an arbiter the actors are gone already, and their files with them.
+        if actix_rt::Arbiter::try_current().is_none() {
+            return;
+        }
+        let broker = self.broker.clone();
+        let data_dir = self.config.data_dir.clone();
+        actix_rt::spawn(async move {
+            if let Err(error) = broker.shutdown().await {
+                tracing::error!(data_dir = %data_dir.display(), error = &error as &dyn std::error::Error, "shutdown of a dropped node failed");
+            }
+        });
     }
 }
 

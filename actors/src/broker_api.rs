@@ -64,6 +64,10 @@ pub enum BrokerError {
     /// A send's timer properties are refused (MESSAGE_ILLEGAL, 13); nothing was stored.
     #[error(transparent)]
     IllegalTimer(#[from] crate::logic::timer::InvalidTimer),
+    /// Shutdown told the broker's actors to stop, but after `waited` one of them still held
+    /// its files or sled trees.
+    #[error("broker actors still held their storage {waited:?} after being told to stop")]
+    StillHeld { waited: Duration },
     /// The broker is shutting down and `what` was already released.
     #[error("{what} is closed")]
     Closed { what: &'static str },

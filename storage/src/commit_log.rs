@@ -157,6 +157,14 @@ impl CommitLog {
         self.written.store(end, Ordering::Release);
     }
 
+    /// Drops this log's hold on every segment file (see `Shared::release_files`).
+    pub fn release_files(&self) {
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// The segment holding `position` and the base of the segment after it, if any.
     fn locate(&self, position: u64) -> Option<(Arc<Segment>, Option<u64>)> {
         let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());

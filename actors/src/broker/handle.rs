@@ -16,6 +16,7 @@ use crate::broker::membership::{
 use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::queue_locks::{LockBatch, QueueLocksActor, UnlockBatch};
 use crate::broker::registry::Registry;
+use crate::broker::release::Holdings;
 use crate::broker::retry::{RetryActor, SendBackOutcome, SendMessageBack};
 use crate::broker::schedule::DelaySchedulerActor;
 use crate::broker::schedule::SCHEDULE_GROUP;
@@ -79,6 +80,8 @@ pub(super) struct Inner {
     producers: ProducerChannels,
     next_ticket: Cell<u64>,
     shut_down: Cell<bool>,
+    /// Taken by [`BrokerHandle::shutdown`], which waits until every actor holding storage is gone.
+    holdings: RefCell<Option<Holdings>>,
     pub(super) addrs: BrokerAddrs,
     /// RocketMQ 5's pullOffsetTable: the next offset each (group, topic, queue) will pull, so
     /// progress can show what is in flight (pulled, not committed). Not persisted.
@@ -106,6 +109,10 @@ pub(super) fn refuse_broker_cursor(group: &str, topic: &str) -> Result<(), Broke
     Ok(())
 }
 
+/// How long shutdown waits for stopped actors to let go of their storage; they need only a
+/// turn of their arbiter, so reaching this means one of them is stuck.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub(super) fn mailbox(actor: &'static str) -> impl FnOnce(MailboxError) -> BrokerError {
     move |source| BrokerError::Mailbox { actor, source }
 }
@@ -122,6 +129,7 @@ impl BrokerHandle {
         producers: ProducerChannels,
         metrics: Metrics,
         pop_state: PopState,
+        holdings: Holdings,
         addrs: BrokerAddrs,
     ) -> Self {
         BrokerHandle {
@@ -137,6 +145,7 @@ impl BrokerHandle {
                 pull_offsets: Default::default(),
                 metrics,
                 shut_down: Cell::new(false),
+                holdings: RefCell::new(Some(holdings)),
                 pop_state,
                 pops_in_progress: Default::default(),
                 pop_counter: Cell::new(0),
@@ -591,8 +600,26 @@ impl BrokerHandle {
             .and_then(|r| r);
         let metadata = self.inner.registry.close();
         self.inner.inbox.borrow_mut().clear();
+        let released = self.released().await;
         tracing::info!(broker = %self.inner.config.broker_name, "broker stopped");
-        invisibility.and(offsets).and(store).and(metadata)
+        invisibility
+            .and(offsets)
+            .and(store)
+            .and(metadata)
+            .and(released)
+    }
+
+    /// Waits until every actor that held storage has been dropped: a stopped actor is dropped,
+    /// with its files and sled trees, only when its arbiter next polls it.
+    async fn released(&self) -> Result<(), BrokerError> {
+        let Some(holdings) = self.inner.holdings.borrow_mut().take() else {
+            return Ok(());
+        };
+        tokio::time::timeout(RELEASE_WAIT, holdings.released())
+            .await
+            .map_err(|_| BrokerError::StillHeld {
+                waited: RELEASE_WAIT,
+            })
     }
 }
 

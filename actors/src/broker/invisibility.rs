@@ -10,6 +10,7 @@
 
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::registry::Registry;
+use crate::broker::release::Holder;
 use crate::broker::retry::copy_of;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
@@ -142,6 +143,7 @@ pub struct InvisibilityActor {
     solo: HashSet<CheckpointKey>,
     orderly: HashMap<PopQueue, OrderlyQueue>,
     snapshot: InvisibilitySnapshot,
+    _holder: Holder,
 }
 
 impl InvisibilityActor {
@@ -154,8 +156,10 @@ impl InvisibilityActor {
         store: Addr<MessageStoreActor>,
         clock: BrokerClock,
         revive_interval: Duration,
+        holder: Holder,
     ) -> Result<Self, BrokerError> {
         let mut actor = InvisibilityActor {
+            _holder: holder,
             held: HashMap::new(),
             by_visible_at: BTreeSet::new(),
             deferred: HashMap::new(),

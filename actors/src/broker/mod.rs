@@ -20,7 +20,8 @@
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
 //!
-//! Not actors: [`registry`], the topic and group configuration they share, and the
+//! Not actors: [`registry`], the topic and group configuration they share; [`release`], how
+//! shutdown knows every actor that held storage is gone; and the
 //! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
 //! `pull.rs` (PULL_MESSAGE), `pop.rs` (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
 //! `admin.rs` (progress, offset resets).
@@ -37,6 +38,7 @@ mod pop;
 mod pull;
 pub mod queue_locks;
 pub mod registry;
+pub mod release;
 pub mod retention;
 pub mod retry;
 pub mod schedule;
@@ -214,6 +216,7 @@ impl Broker {
             crate::logic::reply::REPLY_TOPIC_QUEUE_NUMS,
         )?;
         let metrics = Metrics::default();
+        let holdings = release::Holdings::new();
         let cursors = schedule::load_cursors(offsets.as_ref(), &reader)?;
         let halves = transaction::load_halves(
             offsets.as_ref(),
@@ -267,6 +270,7 @@ impl Broker {
             flush_policy,
             config.default_topic_queue_nums,
             timer_cursor,
+            holdings.holder(),
         )
         .start();
         let invisibility = invisibility::InvisibilityActor::new(
@@ -276,6 +280,7 @@ impl Broker {
             store_addr.clone(),
             clock,
             config.revive_interval,
+            holdings.holder(),
         )?
         .start();
         let key_index = key_index::KeyIndexActor::start(index, reader.clone(), config.key_index);
@@ -291,6 +296,7 @@ impl Broker {
             config.broker_name.clone(),
             halves,
             flush_policy,
+            holdings.holder(),
         )
         .start();
         // Arrival notices are sent with `try_send`; a subscription queued behind a full
@@ -323,6 +329,7 @@ impl Broker {
             producers,
             metrics,
             pop_state,
+            holdings,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,

@@ -40,6 +40,7 @@
 
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
+use crate::broker::release::Holder;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::timer::{delivered_copy, due_ms, TIMER_TOPIC};
@@ -208,6 +209,7 @@ pub struct TimerActor {
     /// A flush of what was ingested is running (see [`Self::flush_ingested`]).
     flushing_ingested: bool,
     last_flush: tokio::time::Instant,
+    _holder: Holder,
 }
 
 impl TimerActor {
@@ -219,8 +221,10 @@ impl TimerActor {
         flush_policy: FlushPolicy,
         default_queue_nums: u32,
         cursor: u64,
+        holder: Holder,
     ) -> Self {
         TimerActor {
+            _holder: holder,
             reader,
             store,
             index,

@@ -29,6 +29,7 @@
 use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
+use crate::broker::release::Holder;
 use crate::broker::BrokerClock;
 use crate::broker_api::{
     BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
@@ -398,6 +399,7 @@ pub struct TransactionActor {
     /// The cursor last handed to the offset table.
     stored_cursor: u64,
     snapshot: TransactionSnapshot,
+    _holder: Holder,
 }
 
 impl TransactionActor {
@@ -413,8 +415,10 @@ impl TransactionActor {
         broker_name: String,
         halves: LoadedHalves,
         flush_policy: FlushPolicy,
+        holder: Holder,
     ) -> Self {
         TransactionActor {
+            _holder: holder,
             flush_policy,
             awaiting_flush: Vec::new(),
             settling: false,

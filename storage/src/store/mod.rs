@@ -202,6 +202,17 @@ struct Shared {
 }
 
 impl Shared {
+    /// Closes every commit-log and consume-queue file. Readers outlive the store (they are
+    /// cloned into every actor and handle), so the files are let go here, at close, rather than
+    /// when the last reader drops; a read after this finds no segment and fails.
+    fn release_files(&self) {
+        self.log.release_files();
+        self.queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     fn queue(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
         self.queues
             .read()
@@ -644,11 +655,14 @@ impl MessageStore {
         if let Some(flusher) = self.flusher.take() {
             flusher.stop();
         }
-        if self.broken {
+        let checkpointed = if self.broken {
             // Memory and disk disagree; leave the repair to recovery rather than checkpointing.
-            return Ok(());
-        }
-        self.shared.checkpoint(false)
+            Ok(())
+        } else {
+            self.shared.checkpoint(false)
+        };
+        self.shared.release_files();
+        checkpointed
     }
 
     /// Answers every queued durability request, flushes and stops the background threads.
