@@ -7,6 +7,8 @@
 //! cargo run --example broadcast_consumer -- --group Bcast --topic TopicTest --offsets-dir ./bcast-b
 //! ```
 
+mod support;
+
 use clap::Parser;
 use skiff::prelude::*;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
@@ -29,6 +31,9 @@ struct Args {
     /// Where this instance keeps its offsets (one directory per instance).
     #[arg(long, default_value = "skiff-broadcast-offsets")]
     offsets_dir: PathBuf,
+    /// Stop after this many messages (default: run until Ctrl-C).
+    #[arg(long)]
+    count: Option<usize>,
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -36,7 +41,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         &args.namesrv,
         RemoteBrokerConfig::default(),
     )?);
-    let listener = Listener::concurrent(|batch| {
+    let stop = support::Stop::after(args.count);
+    let counter = stop.clone();
+    let listener = Listener::concurrent(move |batch| {
+        counter.consumed(batch.len());
         for message in &batch {
             println!(
                 "queue {} offset {} tags {}: {}",
@@ -63,7 +71,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.topic,
         args.offsets_dir.display()
     );
-    tokio::signal::ctrl_c().await?;
+    stop.wait().await?;
     eprintln!("shutting down: persisting local offsets");
     consumer.shutdown().await?;
     broker.close();

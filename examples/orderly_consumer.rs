@@ -7,6 +7,8 @@
 //! cargo run --example orderly_consumer -- --group OrderGroup --topic OrderTopic
 //! ```
 
+mod support;
+
 use clap::Parser;
 use skiff::prelude::*;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
@@ -25,6 +27,9 @@ struct Args {
     /// Tag expression: `*` or `TagA || TagB`.
     #[arg(long, default_value = "*")]
     expression: String,
+    /// Stop after this many messages (default: run until Ctrl-C).
+    #[arg(long)]
+    count: Option<usize>,
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -32,7 +37,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         &args.namesrv,
         RemoteBrokerConfig::default(),
     )?);
-    let listener = Listener::orderly(|batch| {
+    let stop = support::Stop::after(args.count);
+    let counter = stop.clone();
+    let listener = Listener::orderly(move |batch| {
+        counter.consumed(batch.len());
         for message in &batch {
             println!(
                 "queue {} offset {} keys {}: {}",
@@ -55,7 +63,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.group,
         args.topic
     );
-    tokio::signal::ctrl_c().await?;
+    stop.wait().await?;
     eprintln!("shutting down: unlocking queues and committing offsets");
     consumer.shutdown().await?;
     broker.close();

@@ -7,6 +7,8 @@
 //! cargo run --example push_consumer -- --group G --topic TopicTest --sql92 "a > 5 AND TAGS = 'TagA'"
 //! ```
 
+mod support;
+
 use clap::Parser;
 use skiff::prelude::*;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
@@ -32,6 +34,9 @@ struct Args {
     /// Where a group without offsets starts: `first`, `last` or epoch milliseconds.
     #[arg(long, default_value = "first")]
     from: String,
+    /// Stop after this many messages (default: run until Ctrl-C).
+    #[arg(long)]
+    count: Option<usize>,
 }
 
 fn consume_from(value: &str) -> anyhow::Result<ConsumeFromWhere> {
@@ -50,7 +55,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         &args.namesrv,
         RemoteBrokerConfig::default(),
     )?);
-    let listener = Listener::concurrent(|batch| {
+    let stop = support::Stop::after(args.count);
+    let counter = stop.clone();
+    let listener = Listener::concurrent(move |batch| {
+        counter.consumed(batch.len());
         for message in &batch {
             println!(
                 "{} queue {} offset {} msgId {} tags {} reconsume {}: {}",
@@ -87,7 +95,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.topic,
         filter
     );
-    tokio::signal::ctrl_c().await?;
+    stop.wait().await?;
     eprintln!("shutting down: handing queues off and committing offsets");
     consumer.shutdown().await?;
     broker.close();

@@ -122,9 +122,8 @@ pub mod response {
 }
 
 /// The topic producers fall back to when theirs has no route yet: the broker answers its route
-/// when it auto-creates topics, and creates the real topic on the first send
-/// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
-pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
+/// when it auto-creates topics, and creates the real topic on the first send.
+pub use skiff_actors::logic::names::AUTO_CREATE_TOPIC_KEY;
 
 /// `LanguageCode` names indexed by their binary code (§1.5).
 pub const LANGUAGE_NAMES: [&str; 14] = [

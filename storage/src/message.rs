@@ -104,6 +104,27 @@ pub struct MessageToAppend {
     pub body: Bytes,
 }
 
+impl MessageToAppend {
+    /// The stored message to be appended again (to a retry, dead-letter or real topic, or
+    /// re-encoded for a client) as it was sent: topic, queue, flags, born time and host,
+    /// reconsume count, prepared offset, properties and body. Struct-update syntax changes the
+    /// rest: `MessageToAppend { topic, queue_id, ..MessageToAppend::copy_of(stored) }`.
+    pub fn copy_of(stored: &StoredMessage) -> MessageToAppend {
+        MessageToAppend {
+            topic: stored.topic.clone(),
+            queue_id: stored.queue_id,
+            flag: stored.flag,
+            sys_flag: stored.sys_flag,
+            born_timestamp: stored.born_timestamp,
+            born_host: stored.born_host,
+            reconsume_times: stored.reconsume_times,
+            prepared_transaction_offset: stored.prepared_transaction_offset,
+            properties: stored.properties.clone(),
+            body: stored.body.clone(),
+        }
+    }
+}
+
 /// A decoded stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredMessage {

@@ -8,6 +8,7 @@ use crate::broker_api::BrokerError;
 use crate::logic::delay::{
     retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_QUEUE_NUMS, SCHEDULE_TOPIC,
 };
+use crate::logic::names::is_broker_written_topic;
 use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use skiff_storage::metadata::{
@@ -128,7 +129,7 @@ impl Registry {
         if let Some(config) = self.topic(name)? {
             return Ok(config);
         }
-        if self.auto_create_topic || is_system_topic(name) {
+        if self.auto_create_topic || is_broker_written_topic(name) {
             return Ok(self.topic_for_append(name, default_queue_nums)?.0);
         }
         Err(BrokerError::TopicNotExist {
@@ -229,13 +230,4 @@ impl Registry {
             None => Ok(()),
         }
     }
-}
-
-/// Topics the broker writes to itself.
-pub fn is_system_topic(name: &str) -> bool {
-    name == SCHEDULE_TOPIC
-        || name == HALF_TOPIC
-        || name == TIMER_TOPIC
-        || name.starts_with(RETRY_TOPIC_PREFIX)
-        || name.starts_with(DLQ_TOPIC_PREFIX)
 }

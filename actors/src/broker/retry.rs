@@ -166,14 +166,9 @@ pub(crate) fn copy_of(
     MessageToAppend {
         topic,
         queue_id,
-        flag: original.flag,
-        sys_flag: original.sys_flag,
-        born_timestamp: original.born_timestamp,
-        born_host: original.born_host,
         reconsume_times,
-        prepared_transaction_offset: original.prepared_transaction_offset,
         properties,
-        body: original.body.clone(),
+        ..MessageToAppend::copy_of(original)
     }
 }
 

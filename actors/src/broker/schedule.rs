@@ -337,14 +337,8 @@ fn real_message(message: &StoredMessage) -> Option<MessageToAppend> {
     Some(MessageToAppend {
         topic,
         queue_id,
-        flag: message.flag,
-        sys_flag: message.sys_flag,
-        born_timestamp: message.born_timestamp,
-        born_host: message.born_host,
-        reconsume_times: message.reconsume_times,
-        prepared_transaction_offset: message.prepared_transaction_offset,
         properties: without_properties(&message.properties, &[DELAY, REAL_TOPIC, REAL_QID]),
-        body: message.body.clone(),
+        ..MessageToAppend::copy_of(message)
     })
 }
 

@@ -22,12 +22,14 @@
 //!   and what their real topic gets when they fire.
 //! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
 //! - [`reply`]: request-reply's reply topic and message type.
+//! - [`names`]: well-formed topic and group names, and the three kinds of system topic.
 
 pub mod ack;
 pub mod allocate;
 pub mod delay;
 pub mod filter;
 pub mod inflight;
+pub mod names;
 pub mod pop;
 pub mod pull;
 pub mod pull_from_where;

@@ -226,14 +226,8 @@ pub fn delivered_copy(
     Ok(MessageToAppend {
         topic,
         queue_id,
-        flag: message.flag,
-        sys_flag: message.sys_flag,
-        born_timestamp: message.born_timestamp,
-        born_host: message.born_host,
-        reconsume_times: message.reconsume_times,
-        prepared_transaction_offset: message.prepared_transaction_offset,
         properties,
-        body: message.body.clone(),
+        ..MessageToAppend::copy_of(message)
     })
 }
 

@@ -144,14 +144,10 @@ pub fn committed_message(
     Ok(MessageToAppend {
         topic,
         queue_id,
-        flag: half.flag,
         sys_flag: (half.sys_flag & !TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE,
-        born_timestamp: half.born_timestamp,
-        born_host: half.born_host,
-        reconsume_times: half.reconsume_times,
         prepared_transaction_offset: i64::try_from(half.physical_offset).unwrap_or(i64::MAX),
         properties,
-        body: half.body.clone(),
+        ..MessageToAppend::copy_of(half)
     })
 }
 

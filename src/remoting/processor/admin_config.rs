@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use skiff_actors::logic::delay::{DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_TOPIC};
-use skiff_actors::logic::transaction::HALF_TOPIC;
+use skiff_actors::logic::names::{self, is_rocketmq_system_topic, NameProblem};
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig};
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
@@ -14,7 +13,7 @@ use crate::remoting::body::{
     DataVersion, JsonBody, MessageQueue as WireQueue, SubscriptionGroupBody,
     SubscriptionGroupWrapper, TopicConfigBody, TopicConfigWrapper, TopicOffset, TopicStatsTable,
 };
-use crate::remoting::codes::{response as code, AUTO_CREATE_TOPIC_KEY};
+use crate::remoting::codes::response as code;
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, CustomHeader, DeleteSubscriptionGroupRequestHeader,
@@ -22,77 +21,33 @@ use crate::remoting::headers::{
 };
 use crate::remoting::wire::{clamp_i32, clamp_i64};
 
-/// Longest topic name (Java's `TopicValidator.TOPIC_MAX_LENGTH`).
-const TOPIC_MAX_LENGTH: usize = 127;
-/// Longest retry or dead-letter topic name.
-const RETRY_OR_DLQ_TOPIC_MAX_LENGTH: usize = 255;
-/// Longest group name.
-const GROUP_MAX_LENGTH: usize = 255;
-/// Prefix of the topics the Java broker keeps for itself.
-const SYSTEM_TOPIC_PREFIX: &str = "rmq_sys_";
-/// Topics the Java broker keeps for itself (`TopicValidator.SYSTEM_TOPIC_SET`).
-const SYSTEM_TOPICS: &[&str] = &[
-    AUTO_CREATE_TOPIC_KEY,
-    SCHEDULE_TOPIC,
-    "BenchmarkTest",
-    HALF_TOPIC,
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
-];
-
-fn has_illegal_characters(name: &str) -> bool {
-    !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-}
-
 /// Java's `TopicValidator.validateTopic`: the remark when the name is refused.
 pub(super) fn topic_name_problem(topic: &str) -> Option<String> {
-    if topic.trim().is_empty() {
-        return Some("The specified topic is blank.".to_owned());
-    }
-    if has_illegal_characters(topic) {
-        return Some(format!(
+    Some(match names::topic_name_problem(topic)? {
+        NameProblem::Blank => "The specified topic is blank.".to_owned(),
+        NameProblem::IllegalCharacters => format!(
             "The specified topic: {topic}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    if topic.starts_with(RETRY_TOPIC_PREFIX) || topic.starts_with(DLQ_TOPIC_PREFIX) {
-        if topic.len() > RETRY_OR_DLQ_TOPIC_MAX_LENGTH {
-            return Some(format!("The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max length: {RETRY_OR_DLQ_TOPIC_MAX_LENGTH}"));
+        ),
+        NameProblem::TooLong { max } if max == names::RETRY_OR_DLQ_TOPIC_MAX_LENGTH => format!(
+            "The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max length: {max}"
+        ),
+        NameProblem::TooLong { max } => {
+            format!("The specified topic: {topic}, is longer than topic max length: {max}")
         }
-    } else if topic.len() > TOPIC_MAX_LENGTH {
-        return Some(format!(
-            "The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
-        ));
-    }
-    None
+    })
 }
 
 /// Java's `TopicValidator.validateGroup`: the remark when the name is refused.
 pub(super) fn group_name_problem(group: &str) -> Option<String> {
-    if group.trim().is_empty() {
-        return Some("The specified group is blank.".to_owned());
-    }
-    if has_illegal_characters(group) {
-        return Some(format!(
+    Some(match names::group_name_problem(group)? {
+        NameProblem::Blank => "The specified group is blank.".to_owned(),
+        NameProblem::IllegalCharacters => format!(
             "The specified group: {group}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-        ));
-    }
-    if group.len() > GROUP_MAX_LENGTH {
-        return Some(format!(
-            "The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"
-        ));
-    }
-    None
-}
-
-/// Java's `TopicValidator.isSystemTopic`.
-pub(super) fn is_java_system_topic(topic: &str) -> bool {
-    SYSTEM_TOPICS.contains(&topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+        ),
+        NameProblem::TooLong { max } => {
+            format!("The specified group: {group}, is longer than group max length: {max}")
+        }
+    })
 }
 
 fn topic_body(config: &TopicConfig) -> TopicConfigBody {
@@ -139,7 +94,7 @@ impl Processor {
         if let Some(problem) = topic_name_problem(&header.topic) {
             return Err(Failure::new(code::INVALID_PARAMETER, problem));
         }
-        if is_java_system_topic(&header.topic) {
+        if is_rocketmq_system_topic(&header.topic) {
             return Err(Failure::new(
                 code::INVALID_PARAMETER,
                 format!("The topic[{}] is conflict with system topic.", header.topic),
@@ -181,7 +136,7 @@ impl Processor {
                 "The specified topic is blank.",
             ));
         }
-        if is_java_system_topic(&header.name) {
+        if is_rocketmq_system_topic(&header.name) {
             return Err(Failure::new(
                 code::INVALID_PARAMETER,
                 format!("The topic[{}] is conflict with system topic.", header.name),
@@ -334,14 +289,5 @@ mod tests {
         assert!(group_name_problem("").is_some());
         assert!(group_name_problem("g.1").is_some_and(|r| r.contains("illegal characters")));
         assert!(group_name_problem(&"g".repeat(256)).is_some_and(|r| r.contains("255")));
-    }
-
-    #[test]
-    fn java_system_topics_are_recognised() {
-        assert!(is_java_system_topic("TBW102"));
-        assert!(is_java_system_topic("SCHEDULE_TOPIC_XXXX"));
-        assert!(is_java_system_topic("rmq_sys_wheel_timer"));
-        assert!(!is_java_system_topic("%RETRY%G"));
-        assert!(!is_java_system_topic("Orders"));
     }
 }

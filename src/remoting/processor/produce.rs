@@ -4,9 +4,8 @@ use bytes::Bytes;
 
 use skiff_actors::broker_api::SendResult;
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
-use skiff_actors::logic::delay::SCHEDULE_TOPIC;
-use skiff_actors::logic::timer::TIMER_TOPIC;
-use skiff_actors::logic::transaction::{is_prepared, HALF_TOPIC};
+use skiff_actors::logic::names::is_send_forbidden;
+use skiff_actors::logic::transaction::is_prepared;
 use skiff_storage::message::property::{
     CLUSTER, MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, UNIQ_KEY,
 };
@@ -27,10 +26,6 @@ use crate::remoting::wire::{clamp_i32, clamp_i64};
 pub(super) const DEFAULT_REGION: &str = "DefaultRegion";
 /// Java's `BrokerConfig.traceOn` default, answered as `TRACE_ON`.
 pub(super) const TRACE_SWITCH: &str = "true";
-/// Topics producers may not send to (`TopicValidator.isNotAllowedSendTopic`, the subset skiff
-/// has), and the timer topic: a message written there directly would skip the 3-day limit and
-/// name any destination.
-const NOT_ALLOWED_SEND_TOPICS: [&str; 3] = [SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC];
 
 impl Processor {
     /// SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
@@ -70,7 +65,7 @@ impl Processor {
                 "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
             )));
         }
-        if NOT_ALLOWED_SEND_TOPICS.contains(&topic) {
+        if is_send_forbidden(topic) {
             return Err(Failure::new(
                 code::NO_PERMISSION,
                 format!("Sending message to topic[{topic}] is forbidden."),
@@ -131,6 +126,28 @@ impl Processor {
     }
 }
 
+/// The message a send header and body describe, from `conn`, with `properties` in wire form.
+pub(super) fn sent_message(
+    header: &SendMessageRequestHeader,
+    queue_id: u32,
+    conn: &ConnectionHandle,
+    properties: String,
+    body: &Bytes,
+) -> MessageToAppend {
+    MessageToAppend {
+        topic: header.topic.clone(),
+        queue_id,
+        flag: header.flag,
+        sys_flag: header.sys_flag,
+        born_timestamp: header.born_timestamp,
+        born_host: conn.peer_addr(),
+        reconsume_times: header.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        properties,
+        body: body.clone(),
+    }
+}
+
 /// The messages a send stores: the request's one message, or each message of a batch body with
 /// the header's topic, queue and flags.
 fn messages_to_append(
@@ -141,23 +158,13 @@ fn messages_to_append(
     batch: bool,
     cluster: &str,
 ) -> Result<Vec<MessageToAppend>, Failure> {
-    let template = MessageToAppend {
-        topic: header.topic.clone(),
-        queue_id,
-        flag: header.flag,
-        sys_flag: header.sys_flag,
-        born_timestamp: header.born_timestamp,
-        born_host: conn.peer_addr(),
-        reconsume_times: header.reconsume_times.unwrap_or(0),
-        prepared_transaction_offset: 0,
-        // A batch's messages keep their own properties: Java stores none of the batch's.
-        properties: if batch {
-            String::new()
-        } else {
-            send_properties(header, cluster)
-        },
-        body: body.clone(),
+    // A batch's messages keep their own properties: Java stores none of the batch's.
+    let properties = if batch {
+        String::new()
+    } else {
+        send_properties(header, cluster)
     };
+    let template = sent_message(header, queue_id, conn, properties, body);
     if !batch {
         return Ok(vec![template]);
     }

@@ -16,10 +16,10 @@ use bytes::Bytes;
 use tracing::{debug, warn};
 
 use skiff_storage::message::property::{PUSH_REPLY_TIME, REPLY_TO_CLIENT};
-use skiff_storage::message::{property, set_property, MessageToAppend};
+use skiff_storage::message::{property, set_property};
 
 use super::admin_clients::CALL_CLIENT_TIMEOUT;
-use super::produce::{DEFAULT_REGION, TRACE_SWITCH};
+use super::produce::{sent_message, DEFAULT_REGION, TRACE_SWITCH};
 use super::{broker_failure, ext, Outcome, Processor};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
@@ -75,18 +75,7 @@ impl Processor {
             .push_reply(conn, &header, &properties, &request.body)
             .await;
 
-        let message = MessageToAppend {
-            topic: header.topic.clone(),
-            queue_id,
-            flag: header.flag,
-            sys_flag: header.sys_flag,
-            born_timestamp: header.born_timestamp,
-            born_host: conn.peer_addr(),
-            reconsume_times: header.reconsume_times.unwrap_or(0),
-            prepared_transaction_offset: 0,
-            properties,
-            body: request.body.clone(),
-        };
+        let message = sent_message(&header, queue_id, conn, properties, &request.body);
         let mut response_header = SendMessageResponseHeader {
             msg_id: "0".to_owned(),
             queue_id: clamp_i32(queue_id),

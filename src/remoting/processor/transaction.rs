@@ -65,18 +65,7 @@ pub fn check_request(
 fn encode_stored(
     message: &StoredMessage,
 ) -> Result<Vec<u8>, skiff_storage::message::MessageEncodeError> {
-    let to_encode = MessageToAppend {
-        topic: message.topic.clone(),
-        queue_id: message.queue_id,
-        flag: message.flag,
-        sys_flag: message.sys_flag,
-        born_timestamp: message.born_timestamp,
-        born_host: message.born_host,
-        reconsume_times: message.reconsume_times,
-        prepared_transaction_offset: message.prepared_transaction_offset,
-        properties: message.properties.clone(),
-        body: message.body.clone(),
-    };
+    let to_encode = MessageToAppend::copy_of(message);
     let mut out = Vec::with_capacity(message.stored_size as usize + 64);
     encode_record(
         &to_encode,

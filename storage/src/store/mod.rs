@@ -169,13 +169,14 @@ pub enum BoundaryType {
 }
 
 /// Topic names become directory names, so only RocketMQ's topic characters are accepted
-/// (letters, digits, `%`, `|`, `_`, `-`), 1 to 255 bytes (the file-name limit).
+/// ([`is_topic_character`]), 1 to 255 bytes (the file-name limit).
 pub fn is_valid_topic(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic.len() <= 255
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    !topic.is_empty() && topic.len() <= 255 && topic.bytes().all(is_topic_character)
+}
+
+/// RocketMQ's characters for topic and group names: letters, digits, `%`, `|`, `_`, `-`.
+pub fn is_topic_character(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'%' | b'|' | b'_' | b'-')
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
