@@ -8,6 +8,7 @@ pub use crate::logic::filter::ExpressionType;
 use crate::logic::queue::MessageQueue;
 use crate::logic::sql92::Sql92Error;
 pub use crate::logic::transaction::TransactionResolution;
+pub use crate::refused::Refused;
 use crate::LocalFuture;
 use bytes::Bytes;
 use skiff_storage::key_index::KeyIndexError;
@@ -32,13 +33,12 @@ pub enum HalfProblem {
     NoDestination(#[from] crate::logic::transaction::NoDestination),
 }
 
+/// How a broker call failed: the broker refused it ([`BrokerError::Refused`], typed, nothing
+/// changed), or something failed that the caller cannot fix by asking differently.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     #[error("message store failed")]
     Store(#[from] StoreError),
-    /// The store refused a batch for what it contains; nothing of it was appended.
-    #[error(transparent)]
-    Rejected(#[from] AppendRejected),
     #[error("offset table failed")]
     OffsetTable(#[from] OffsetTableError),
     #[error("metadata store failed")]
@@ -51,8 +51,6 @@ pub enum BrokerError {
     TimerIndex(#[from] TimerIndexError),
     #[error("pop state failed")]
     PopState(#[from] skiff_storage::pop_state::PopStateError),
-    #[error(transparent)]
-    InvalidReceipt(#[from] crate::logic::pop::InvalidReceipt),
     #[error("stored message {topic}:{queue_id} at offset {queue_offset} does not decode")]
     UnreadableMessage {
         topic: String,
@@ -61,9 +59,6 @@ pub enum BrokerError {
         #[source]
         source: skiff_storage::message::MessageDecodeError,
     },
-    /// A send's timer properties are refused (MESSAGE_ILLEGAL, 13); nothing was stored.
-    #[error(transparent)]
-    IllegalTimer(#[from] crate::logic::timer::InvalidTimer),
     /// Shutdown told the broker's actors to stop, but after `waited` one of them still held
     /// its files or sled trees.
     #[error("broker actors still held their storage {waited:?} after being told to stop")]
@@ -78,49 +73,47 @@ pub enum BrokerError {
         #[source]
         source: HalfProblem,
     },
-    /// Sends are refused: the store's disk is past `full_ratio` in use.
-    #[error("the disk is full: {:.1}% used, sends refused from {:.1}%", used_ratio * 100.0, full_ratio * 100.0)]
-    DiskFull { used_ratio: f64, full_ratio: f64 },
     #[error("broker actor {actor} is unavailable")]
     Mailbox {
         actor: &'static str,
         #[source]
         source: actix::MailboxError,
     },
-    #[error("topic {topic} does not exist")]
-    TopicNotExist { topic: String },
-    #[error("no consumer of group {group} is online")]
-    NoConsumer { group: String },
-    /// SUBSCRIPTION_GROUP_NOT_EXIST (26): unknown group and auto-creation is off.
-    #[error("subscription group {group} does not exist")]
-    SubscriptionGroupNotExist { group: String },
-    /// SUBSCRIPTION_NOT_EXIST (24): a pull without a subscription from a group that registered none
-    /// for the topic.
-    #[error("group {group} has no subscription for topic {topic}")]
-    SubscriptionNotExist { group: String, topic: String },
-    /// SUBSCRIPTION_PARSE_FAILED (23): a SQL92 subscription that does not parse.
-    #[error("group {group} subscribes to topic {topic} with an invalid selector")]
-    SubscriptionParseFailed {
-        group: String,
-        topic: String,
-        #[source]
-        source: Box<InvalidSelector>,
-    },
-    #[error("message at commit-log offset {physical_offset} not found")]
-    MessageNotFound { physical_offset: u64 },
-    #[error("invalid request: {reason}")]
-    InvalidRequest { reason: String },
-    #[error("the message's delay level is invalid")]
-    InvalidDelay(#[from] InvalidDelayLevel),
+    /// The broker (or the client side, before sending) refused what was asked; nothing changed.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The broker answered a call with no result where one was due.
+    #[error("the broker answered {call} with no result")]
+    EmptyAnswer { call: &'static str },
     /// A call to a broker over the network failed (the remoting client in the root crate).
     #[error(transparent)]
     Remote(#[from] RemoteError),
 }
 
+/// Causes that are refusals convert into [`BrokerError::Refused`], so `?` keeps working on them.
+macro_rules! refused_from {
+    ($($cause:ty),*) => {$(
+        impl From<$cause> for BrokerError {
+            fn from(cause: $cause) -> Self {
+                BrokerError::Refused(Refused::from(cause))
+            }
+        }
+    )*};
+}
+refused_from!(
+    AppendRejected,
+    crate::logic::timer::InvalidTimer,
+    InvalidDelayLevel,
+    crate::logic::pop::InvalidReceipt
+);
+
 /// How a call to a remote broker failed: the broker said no, or the request or its answer was
 /// lost, unreadable or late.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
+    /// A name server address that is not `host:port`.
+    #[error("name server address {addr:?} is not host:port")]
+    InvalidAddress { addr: String },
     /// The broker answered with a code the call does not accept; `remark` is its text, not a
     /// cause on this side.
     #[error("broker {addr} answered code {code}: {remark}")]
@@ -440,13 +433,7 @@ pub trait BrokerApi {
         timeout: Duration,
     ) -> BrokerFuture<StoredMessage> {
         let _ = (message, broker_name, timeout);
-        Box::pin(async {
-            Err(BrokerError::InvalidRequest {
-                reason: "request-reply needs a broker reached over the network (RemoteBroker): \
-                         replies are pushed to the requester's connection"
-                    .to_owned(),
-            })
-        })
+        Box::pin(async { Err(Refused::RequestReplyNeedsNetwork.into()) })
     }
     /// LOCK_BATCH_MQ: the queues now locked by `client_id` (a subset of `queues`).
     fn lock_queues(

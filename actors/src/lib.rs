@@ -11,6 +11,7 @@
 //! - [`persister`]: the timer that drives periodic and final persists on both sides.
 //! - [`quit`]: [`Quit`], the one control message: finish the work in hand, persist, stop.
 //! - [`broker_api`]: the trait the consumer and producer sides reach a broker through.
+//! - [`refused`]: [`refused::Refused`], every typed "no" a broker answers, free of any wire.
 //! - [`logic`]: pure logic the actors call, testable without a runtime.
 //! - `testsuite` (feature `testsuite`): paused-time runtime and broker set-up for tests.
 //!
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod persister;
 pub mod producer;
 pub mod quit;
+pub mod refused;
 #[cfg(feature = "testsuite")]
 pub mod testsuite;
 

@@ -16,6 +16,7 @@ use crate::logic::queue::MessageQueue;
 use crate::logic::transaction::{
     TransactionResolution, PRODUCER_GROUP, TRANSACTION_PREPARED_TYPE, TRAN_MSG,
 };
+use crate::refused::Refused;
 use bytes::Bytes;
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::{
@@ -230,12 +231,10 @@ impl Producer {
         Fut: Future<Output = TransactionResolution>,
     {
         if !self.checker_registered.get() {
-            return Err(BrokerError::InvalidRequest {
-                reason: format!(
-                    "producer group {} sends a transaction without a registered transaction checker",
-                    self.group
-                ),
-            });
+            return Err(Refused::NoTransactionChecker {
+                group: self.group.clone(),
+            }
+            .into());
         }
         let queue = self.next_write_queue(&message.topic).await?;
         let mut half = self.to_append(
@@ -256,8 +255,8 @@ impl Producer {
             .send_messages_to(queue.broker_name.clone(), vec![half])
             .await?
             .pop()
-            .ok_or_else(|| BrokerError::InvalidRequest {
-                reason: "the broker answered an empty send".to_string(),
+            .ok_or(BrokerError::EmptyAnswer {
+                call: "a transactional send",
             })?;
         let resolution = local_transaction(&stored).await;
         let end = EndTransactionRequest {
@@ -288,11 +287,11 @@ impl Producer {
     /// The write queue the next message of `topic` goes to (round robin).
     async fn next_write_queue(&self, topic: &str) -> Result<MessageQueue, BrokerError> {
         let queues = self.route(topic).await?.write_queues();
-        self.take_turn(&queues)
-            .cloned()
-            .ok_or_else(|| BrokerError::TopicNotExist {
+        self.take_turn(&queues).cloned().ok_or_else(|| {
+            BrokerError::Refused(Refused::TopicNotExist {
                 topic: topic.to_owned(),
             })
+        })
     }
 
     /// The next queue of the producer's round robin over `queues` (`None` when there are none);
@@ -321,9 +320,9 @@ impl Producer {
     /// Sends one message to the next queue of its topic.
     pub async fn send(&self, message: OutgoingMessage) -> Result<SendResult, BrokerError> {
         let mut results = self.send_batch(vec![message]).await?;
-        results.pop().ok_or_else(|| BrokerError::InvalidRequest {
-            reason: "the broker answered an empty send".to_string(),
-        })
+        results
+            .pop()
+            .ok_or(BrokerError::EmptyAnswer { call: "a send" })
     }
 
     /// Sends messages, each to the next write queue of its topic (round robin over the queues
@@ -395,8 +394,8 @@ impl Producer {
         let queues = self.route(&message.topic).await?.write_queues();
         let queue = self
             .take_turn(&queues)
-            .ok_or_else(|| BrokerError::InvalidRequest {
-                reason: format!("topic {} has no write queue", message.topic),
+            .ok_or_else(|| Refused::NoWriteQueue {
+                topic: message.topic.clone(),
             })?;
         let mut append = self.to_append(message, queue.queue_id);
         let correlation_id = unique_id();

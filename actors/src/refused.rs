@@ -41,13 +41,13 @@ pub enum Refused {
     /// A send to a topic whose permission has no write bit.
     #[error("topic {topic} is not writable")]
     TopicNotWritable { topic: String },
-    /// A queue id at or past the number of queues the topic has for that use.
-    #[error("queue {queue_id} of topic {topic} is out of range: the topic has {queues} {use_} queues")]
+    /// A queue id at or past the number of queues the topic has (its read queues for a
+    /// consume, the larger of read and write queues for a send).
+    #[error("queue {queue_id} of topic {topic} is out of range: the topic has {queues} queues")]
     IllegalQueue {
         topic: String,
         queue_id: u32,
         queues: u32,
-        use_: QueueUse,
     },
     /// A name the offset table and the pop checkpoints cannot hold (empty, `@`, NUL).
     #[error("{kind} {name:?} is not a valid name: {rule}")]
@@ -100,19 +100,17 @@ pub enum Refused {
     RequestReplyNeedsNetwork,
 }
 
-/// What a queue id was checked against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueUse {
-    Read,
-    Write,
-}
-
-impl std::fmt::Display for QueueUse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            QueueUse::Read => "read",
-            QueueUse::Write => "write",
-        })
+impl Refused {
+    /// The message's destination cannot take it, now or later: its topic is gone, not writable,
+    /// or has fewer queues. A broker copying a message there (a delay or timer firing) drops it
+    /// rather than retrying forever; a full disk, by contrast, passes.
+    pub fn is_destination_gone(&self) -> bool {
+        matches!(
+            self,
+            Refused::TopicNotExist { .. }
+                | Refused::TopicNotWritable { .. }
+                | Refused::IllegalQueue { .. }
+        )
     }
 }
 

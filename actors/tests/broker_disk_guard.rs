@@ -1,7 +1,8 @@
-//! The disk guard: past `disk_full_ratio` sends are refused with [`BrokerError::DiskFull`] (the
+//! The disk guard: past `disk_full_ratio` sends are refused with [`BrokerError::Refused(Refused::DiskFull)`] (the
 //! wire answers SERVICE_NOT_AVAILABLE), nothing acknowledged is lost, and sends are accepted
 //! again once a measurement shows space. The meter is a test's, so no file system is filled.
 
+use skiff_actors::refused::Refused;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,10 +39,10 @@ fn sends_are_refused_while_the_disk_is_full_and_accepted_when_space_returns() {
         used.store(950, Ordering::SeqCst);
         advance(interval).await;
         match send("while-full").await {
-            Err(BrokerError::DiskFull {
+            Err(BrokerError::Refused(Refused::DiskFull {
                 used_ratio,
                 full_ratio,
-            }) => {
+            })) => {
                 assert!((used_ratio - 0.95).abs() < 1e-9, "{used_ratio}");
                 assert_eq!(full_ratio, 0.90);
             }

@@ -5,6 +5,7 @@ use skiff_actors::broker::{membership, queue_locks, BrokerConfig};
 use skiff_actors::broker_api::{BrokerError, MessageModel};
 use skiff_actors::logic::delay::retry_topic;
 use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use std::time::Duration;
 
@@ -79,7 +80,10 @@ fn consumer_list_is_sorted_and_empty_group_is_no_consumer() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let missing = broker.consumer_list(GROUP).await;
         assert!(
-            matches!(missing, Err(BrokerError::NoConsumer { .. })),
+            matches!(
+                missing,
+                Err(BrokerError::Refused(Refused::NoConsumer { .. }))
+            ),
             "{missing:?}"
         );
         let n = notifier();

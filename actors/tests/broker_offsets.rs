@@ -4,6 +4,7 @@ use skiff_actors::broker::consumer_offsets::{self, CommitResult};
 use skiff_actors::broker::BrokerConfig;
 use skiff_actors::broker_api::{BrokerApi, BrokerError, OffsetMoved, OffsetUpdate, PullStatus};
 use skiff_actors::logic::queue::MessageQueue;
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use skiff_storage::offset_table::{
     CommitOutcome, OffsetKey, OffsetTable, OffsetTableError, SledOffsetTable, OFFSETS_TREE,
@@ -300,7 +301,7 @@ fn a_deleted_topic_takes_every_groups_offsets_on_it_and_no_others() {
         // The broker's own cursors are not a client's to delete.
         assert!(matches!(
             broker.remove_topic("SCHEDULE_TOPIC_XXXX").await,
-            Err(BrokerError::InvalidRequest { .. })
+            Err(BrokerError::Refused(Refused::BrokerCursor { .. }))
         ));
         broker.shutdown().await.unwrap();
     });

@@ -6,6 +6,7 @@ use skiff_actors::broker::{long_poll, BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{
     BrokerApi, BrokerError, ExpressionType, NoNewMessage, OffsetMoved, PullStatus,
 };
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use skiff_storage::message::decode_records;
 use skiff_storage::store::FlushPolicy;
@@ -280,7 +281,10 @@ fn pull_filters_by_tag_from_request_or_registered_subscription() {
         request.subscription = None;
         let missing = broker.pull(request.clone()).await;
         assert!(
-            matches!(missing, Err(BrokerError::SubscriptionNotExist { .. })),
+            matches!(
+                missing,
+                Err(BrokerError::Refused(Refused::SubscriptionNotExist { .. }))
+            ),
             "{missing:?}"
         );
         let n = notifier();
@@ -373,7 +377,7 @@ fn pull_filters_by_sql92_selector_over_properties_and_tags() {
         request.queue_offset = 0;
         let refused = broker.pull(request).await;
         match refused {
-            Err(BrokerError::SubscriptionParseFailed { source, .. }) => {
+            Err(BrokerError::Refused(Refused::SubscriptionParseFailed { source, .. })) => {
                 assert_eq!(source.expression, "a >> 5")
             }
             other => panic!("expected a parse failure, got {other:?}"),
@@ -437,12 +441,18 @@ fn route_auto_creates_topic_or_reports_topic_not_exist() {
         let broker = start_broker(dir.path(), config);
         let route = broker.route("fresh").await;
         assert!(
-            matches!(route, Err(BrokerError::TopicNotExist { .. })),
+            matches!(
+                route,
+                Err(BrokerError::Refused(Refused::TopicNotExist { .. }))
+            ),
             "{route:?}"
         );
         let sent = BrokerApi::send_messages(&broker, vec![message("fresh", 0, "x", None)]).await;
         assert!(
-            matches!(sent, Err(BrokerError::TopicNotExist { .. })),
+            matches!(
+                sent,
+                Err(BrokerError::Refused(Refused::TopicNotExist { .. }))
+            ),
             "{sent:?}"
         );
         broker.shutdown().await.unwrap();

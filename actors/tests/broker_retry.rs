@@ -5,6 +5,7 @@ use skiff_actors::broker::retry::SendBackOutcome;
 use skiff_actors::broker::{schedule, BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{BrokerApi, PullStatus, SendBackRequest};
 use skiff_actors::logic::delay::{dlq_topic, retry_topic, SCHEDULE_TOPIC};
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use skiff_storage::message::{decode_records, StoredMessage};
 use skiff_storage::metadata::SubscriptionGroupConfig;
@@ -238,7 +239,9 @@ fn send_back_of_unknown_offset_is_message_not_found() {
         assert!(
             matches!(
                 missing,
-                Err(skiff_actors::broker_api::BrokerError::MessageNotFound { .. })
+                Err(skiff_actors::broker_api::BrokerError::Refused(
+                    Refused::MessageNotFound { .. }
+                ))
             ),
             "{missing:?}"
         );

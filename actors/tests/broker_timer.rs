@@ -7,6 +7,7 @@ use skiff_actors::broker::{BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus};
 use skiff_actors::logic::timer::{delivered_copy, TIMER_TOPIC};
 use skiff_actors::producer::{OutgoingMessage, Producer};
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use skiff_storage::message::property::{
     DELAY, TIMER_DELAY_MS, TIMER_DELAY_SEC, TIMER_DELIVER_MS, TIMER_OUT_MS, UNIQ_KEY,
@@ -146,7 +147,10 @@ fn a_delay_beyond_three_days_is_refused_and_nothing_is_stored() {
             BrokerApi::send_messages(&broker, vec![timed("far", TIMER_DELAY_SEC, &four_days)])
                 .await
                 .unwrap_err();
-        assert!(matches!(error, BrokerError::IllegalTimer(_)), "{error:?}");
+        assert!(
+            matches!(error, BrokerError::Refused(Refused::IllegalTimer(_))),
+            "{error:?}"
+        );
         assert_eq!(broker.max_offset(TIMER_TOPIC, 0), 0);
         assert_eq!(broker.max_offset(TOPIC, 0), 0);
         broker.shutdown().await.unwrap();

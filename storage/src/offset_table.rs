@@ -104,7 +104,8 @@ impl OffsetKey {
     }
 }
 
-fn is_valid_name(name: &str) -> bool {
+/// Whether `name` can be a topic or group of a stored key: non-empty, no `@`, no NUL.
+pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['@', '\0'])
 }
 

@@ -9,6 +9,7 @@ use crate::broker::handle::{mailbox, refuse_broker_cursor, BrokerHandle};
 use crate::broker::membership::{DescribeGroup, GroupView};
 use crate::broker_api::BrokerError;
 use crate::metrics::{GroupLag, Metrics, MetricsSnapshot};
+use crate::refused::Refused;
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig};
 use skiff_storage::store::BoundaryType;
 use std::collections::BTreeSet;
@@ -255,13 +256,11 @@ impl BrokerHandle {
         timestamp_ms: i64,
     ) -> Result<Vec<(u32, u64)>, BrokerError> {
         refuse_broker_cursor(group, topic)?;
-        let config =
-            self.inner
-                .registry
-                .topic(topic)?
-                .ok_or_else(|| BrokerError::TopicNotExist {
-                    topic: topic.to_string(),
-                })?;
+        let config = self.inner.registry.topic(topic)?.ok_or_else(|| {
+            BrokerError::Refused(Refused::TopicNotExist {
+                topic: topic.to_string(),
+            })
+        })?;
         let mut done = Vec::new();
         for queue_id in 0..config.read_queue_nums {
             let offset = if timestamp_ms < 0 {

@@ -34,6 +34,7 @@ use crate::logic::transaction::{HALF_CONSUMER_GROUP, HALF_TOPIC};
 use crate::metrics::Metrics;
 use crate::persister::Persister;
 use crate::quit::Quit;
+use crate::refused::Refused;
 use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
 use skiff_storage::message::{offset_message_id, property, without_properties, MessageToAppend};
@@ -102,9 +103,11 @@ pub(super) fn refuse_broker_cursor(group: &str, topic: &str) -> Result<(), Broke
     let system = [SCHEDULE_GROUP, HALF_CONSUMER_GROUP].contains(&group)
         || [SCHEDULE_TOPIC, HALF_TOPIC].contains(&topic);
     if system {
-        return Err(BrokerError::InvalidRequest {
-            reason: format!("the offsets of {group} on {topic} are the broker's own"),
-        });
+        return Err(Refused::BrokerCursor {
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -346,14 +349,14 @@ impl BrokerHandle {
         offset: u64,
     ) -> Result<CommitResult, BrokerError> {
         if self.inner.registry.group_or_create(group)?.is_none() {
-            return Err(BrokerError::SubscriptionGroupNotExist {
+            return Err(BrokerError::Refused(Refused::GroupNotExist {
                 group: group.to_string(),
-            });
+            }));
         }
         if self.inner.registry.topic(topic)?.is_none() {
-            return Err(BrokerError::TopicNotExist {
+            return Err(BrokerError::Refused(Refused::TopicNotExist {
                 topic: topic.to_string(),
-            });
+            }));
         }
         self.commit(group, topic, queue_id, offset).await
     }
@@ -439,9 +442,9 @@ impl BrokerHandle {
             .await
             .map_err(mailbox("membership"))?;
         if ids.is_empty() {
-            return Err(BrokerError::NoConsumer {
+            return Err(BrokerError::Refused(Refused::NoConsumer {
                 group: group.to_string(),
-            });
+            }));
         }
         Ok(ids)
     }
@@ -709,10 +712,13 @@ impl BrokerApi for BrokerHandle {
     fn end_transaction(&self, request: EndTransactionRequest) -> BrokerFuture<()> {
         let this = self.clone();
         Box::pin(async move {
+            let commit_log_offset = request.commit_log_offset;
             match this.end_transaction(request).await? {
-                EndOutcome::Refused(refusal) => Err(BrokerError::InvalidRequest {
-                    reason: format!("end transaction refused: {refusal:?}"),
-                }),
+                EndOutcome::Refused(reason) => Err(Refused::EndTransaction {
+                    commit_log_offset,
+                    reason,
+                }
+                .into()),
                 _ => Ok(()),
             }
         })

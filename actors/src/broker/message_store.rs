@@ -14,6 +14,7 @@ use crate::logic::timer::route_timer;
 use crate::logic::transaction::route_half;
 use crate::metrics::Metrics;
 use crate::quit::Quit;
+use crate::refused::Refused;
 use actix::prelude::*;
 use skiff_storage::key_index::KeyBatch;
 use skiff_storage::message::MessageToAppend;
@@ -137,10 +138,10 @@ impl MessageStoreActor {
         default_queue_nums: u32,
     ) -> Result<Vec<MessageToAppend>, BrokerError> {
         if let (used_ratio, DiskState::Full) = self.disk {
-            return Err(BrokerError::DiskFull {
+            return Err(BrokerError::Refused(Refused::DiskFull {
                 used_ratio,
                 full_ratio: self.retention.disk_full_ratio,
-            });
+            }));
         }
         let mut prepared = Vec::with_capacity(messages.len());
         // A batch is one topic (a delayed message moves to the schedule topic): resolving it
@@ -173,18 +174,19 @@ impl MessageStoreActor {
                 }
             };
             if !topic.is_writable() {
-                return Err(BrokerError::InvalidRequest {
-                    reason: format!("topic {} is not writable", topic.name),
-                });
+                return Err(Refused::TopicNotWritable {
+                    topic: topic.name.clone(),
+                }
+                .into());
             }
             let queues = topic.write_queue_nums.max(topic.read_queue_nums);
             if message.queue_id >= queues {
-                return Err(BrokerError::InvalidRequest {
-                    reason: format!(
-                        "queue id {} is illegal: topic {} has {} queues",
-                        message.queue_id, topic.name, queues
-                    ),
-                });
+                return Err(Refused::IllegalQueue {
+                    topic: topic.name.clone(),
+                    queue_id: message.queue_id,
+                    queues,
+                }
+                .into());
             }
             prepared.push(message);
             resolved = Some(topic);
@@ -325,7 +327,9 @@ impl Handler<AppendMessages> for MessageStoreActor {
             Ok(Ok(ok)) => ok,
             Ok(Err(rejected)) => {
                 self.snapshot.failed_batches += 1;
-                return Box::pin(async move { Err(BrokerError::Rejected(rejected)) });
+                return Box::pin(
+                    async move { Err(BrokerError::Refused(Refused::Rejected(rejected))) },
+                );
             }
             Err(e) => {
                 self.snapshot.failed_batches += 1;

@@ -26,12 +26,13 @@ use crate::logic::pop::{
     POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
 };
 use crate::logic::queue::MessageQueue;
+use crate::refused::{ModeRule, NameKind, NameRule, Refused};
 use actix::Addr;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
 use skiff_storage::message::{decode_records, encode_record, parse_record, with_properties};
 use skiff_storage::metadata::TopicConfig;
-use skiff_storage::offset_table::OffsetKey;
+use skiff_storage::offset_table::is_valid_name;
 use skiff_storage::pop_state::{
     Checkpoint, CheckpointKey, CheckpointTimes, RequestMode, RequestModeEntry,
 };
@@ -141,22 +142,26 @@ impl BrokerHandle {
     }
 
     fn pop_topic(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
-        self.inner
-            .registry
-            .topic(topic)?
-            .ok_or_else(|| BrokerError::TopicNotExist {
+        self.inner.registry.topic(topic)?.ok_or_else(|| {
+            BrokerError::Refused(Refused::TopicNotExist {
                 topic: topic.to_owned(),
             })
+        })
     }
 
     /// Refuses names the offset table and the checkpoint keys cannot hold (empty, `@`, NUL).
     fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
-        if OffsetKey::new(topic, group).is_valid() {
-            return Ok(());
+        for (kind, name) in [(NameKind::Topic, topic), (NameKind::Group, group)] {
+            if !is_valid_name(name) {
+                return Err(Refused::InvalidName {
+                    kind,
+                    name: name.to_owned(),
+                    rule: NameRule::OffsetKey,
+                }
+                .into());
+            }
         }
-        Err(BrokerError::InvalidRequest {
-            reason: format!("group {group:?} or topic {topic:?} is not a valid name"),
-        })
+        Ok(())
     }
 
     fn pop_group(&self, group: &str) -> Result<(), BrokerError> {
@@ -164,8 +169,10 @@ impl BrokerHandle {
             .registry
             .group_or_create(group)?
             .map(|_| ())
-            .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
-                group: group.to_owned(),
+            .ok_or_else(|| {
+                BrokerError::Refused(Refused::GroupNotExist {
+                    group: group.to_owned(),
+                })
             })
     }
 
@@ -176,12 +183,12 @@ impl BrokerHandle {
         let topic = self.pop_topic(&request.topic)?;
         if let Some(queue_id) = request.queue_id {
             if queue_id >= topic.read_queue_nums {
-                return Err(BrokerError::InvalidRequest {
-                    reason: format!(
-                        "queueId[{queue_id}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
-                        topic.name, topic.read_queue_nums
-                    ),
-                });
+                return Err(Refused::IllegalQueue {
+                    topic: topic.name.clone(),
+                    queue_id,
+                    queues: topic.read_queue_nums,
+                }
+                .into());
             }
         }
         self.pop_group(&request.group)?;
@@ -192,10 +199,12 @@ impl BrokerHandle {
             &expression,
             0,
         )
-        .map_err(|error| BrokerError::SubscriptionParseFailed {
-            group: request.group.clone(),
-            topic: request.topic.clone(),
-            source: Box::new(InvalidSelector { expression, error }),
+        .map_err(|error| {
+            BrokerError::Refused(Refused::SubscriptionParseFailed {
+                group: request.group.clone(),
+                topic: request.topic.clone(),
+                source: Box::new(InvalidSelector { expression, error }),
+            })
         })?;
         let first = self
             .pop_once_detached(&request, &topic, &subscription)
@@ -804,9 +813,11 @@ impl BrokerHandle {
         entry: RequestModeEntry,
     ) -> Result<(), BrokerError> {
         if topic.starts_with(RETRY_TOPIC_PREFIX) {
-            return Err(BrokerError::InvalidRequest {
-                reason: "retry topic is not allowed to set mode".to_owned(),
-            });
+            return Err(Refused::ModeForbidden {
+                topic: topic.to_owned(),
+                rule: ModeRule::RetryTopic,
+            }
+            .into());
         }
         self.pop_topic(topic)?;
         self.pop_group(group)?;
@@ -867,7 +878,7 @@ impl BrokerHandle {
         // Like Java's broker: no consumer of the group online, no assignment.
         let mut clients = match self.consumer_list(group).await {
             Ok(clients) => clients,
-            Err(BrokerError::NoConsumer { .. }) => return Ok(None),
+            Err(BrokerError::Refused(Refused::NoConsumer { .. })) => return Ok(None),
             Err(e) => return Err(e),
         };
         clients.sort();

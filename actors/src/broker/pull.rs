@@ -10,6 +10,7 @@ use crate::broker_api::{
 };
 use crate::logic::filter::Subscription;
 use crate::logic::pull::pull_status;
+use crate::refused::Refused;
 use bytes::Bytes;
 use std::error::Error;
 
@@ -199,18 +200,20 @@ impl BrokerHandle {
                 .await
                 .map_err(mailbox("membership"))?
                 .map(|entry| (entry.expression_type, entry.expression))
-                .ok_or_else(|| BrokerError::SubscriptionNotExist {
-                    group: request.group.clone(),
-                    topic: request.topic.clone(),
+                .ok_or_else(|| {
+                    BrokerError::Refused(Refused::SubscriptionNotExist {
+                        group: request.group.clone(),
+                        topic: request.topic.clone(),
+                    })
                 })?,
         };
         Subscription::new(request.topic.clone(), expression_type, &expression, 0).map_err(|error| {
             tracing::warn!(group = %request.group, topic = %request.topic, %expression, %error, "pull refused: sql92 subscription does not parse");
-            BrokerError::SubscriptionParseFailed {
+            BrokerError::Refused(Refused::SubscriptionParseFailed {
                 group: request.group.clone(),
                 topic: request.topic.clone(),
                 source: Box::new(InvalidSelector { expression, error }),
-            }
+            })
         })
     }
 }

@@ -11,6 +11,7 @@ use crate::logic::delay::{
 use crate::logic::names::is_broker_written_topic;
 use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
+use crate::refused::Refused;
 use skiff_storage::metadata::{
     MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ, PERM_WRITE,
 };
@@ -113,9 +114,9 @@ impl Registry {
         } else if self.auto_create_topic {
             default_queue_nums.clamp(1, MAX_AUTO_CREATE_QUEUES)
         } else {
-            return Err(BrokerError::TopicNotExist {
+            return Err(BrokerError::Refused(Refused::TopicNotExist {
                 topic: name.to_string(),
-            });
+            }));
         };
         Ok((self.create_topic(name, queues)?, true))
     }
@@ -132,9 +133,9 @@ impl Registry {
         if self.auto_create_topic || is_broker_written_topic(name) {
             return Ok(self.topic_for_append(name, default_queue_nums)?.0);
         }
-        Err(BrokerError::TopicNotExist {
+        Err(BrokerError::Refused(Refused::TopicNotExist {
             topic: name.to_string(),
-        })
+        }))
     }
 
     /// Creates a topic the broker keeps for itself with `queues` queues if it is missing

@@ -12,6 +12,7 @@ use crate::broker::registry::Registry;
 use crate::broker_api::{BrokerError, SendBackRequest};
 use crate::logic::delay::{dlq_topic, retry_topic, send_back_decision, SendBackTarget};
 use crate::quit::Quit;
+use crate::refused::Refused;
 use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, ORIGIN_MESSAGE_ID, RETRY_TOPIC};
 use skiff_storage::message::{with_properties, without_properties, MessageToAppend, StoredMessage};
@@ -83,8 +84,10 @@ impl RetryActor {
         let group = self
             .registry
             .group_or_create(&request.group)?
-            .ok_or_else(|| BrokerError::SubscriptionGroupNotExist {
-                group: request.group.clone(),
+            .ok_or_else(|| {
+                BrokerError::Refused(Refused::GroupNotExist {
+                    group: request.group.clone(),
+                })
             })?;
         if group.retry_queue_nums == 0 {
             tracing::info!(group = %request.group, offset = request.physical_offset, "retry queues disabled; failed message dropped");
@@ -93,9 +96,9 @@ impl RetryActor {
         let original = self
             .reader
             .read_by_physical_offset(request.physical_offset)?
-            .ok_or(BrokerError::MessageNotFound {
+            .ok_or(BrokerError::Refused(Refused::MessageNotFound {
                 physical_offset: request.physical_offset,
-            })?;
+            }))?;
         let max_reconsume_times = request.max_reconsume_times.unwrap_or(group.retry_max_times);
         let reconsume_times = original.reconsume_times;
         let target = send_back_decision(

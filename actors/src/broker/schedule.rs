@@ -18,6 +18,7 @@ use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::delay::{DELAY_LEVELS, SCHEDULE_QUEUE_NUMS};
 use crate::quit::Quit;
+use crate::refused::Refused;
 use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, REAL_QID, REAL_TOPIC};
 use skiff_storage::message::{decode_records, without_properties, MessageToAppend, StoredMessage};
@@ -265,11 +266,9 @@ impl DelaySchedulerActor {
                 match appended {
                     Ok(_) => {}
                     // The real topic or queue is gone for good; retrying would wedge the level.
-                    Err(
-                        e @ (BrokerError::InvalidRequest { .. }
-                        | BrokerError::InvalidDelay(_)
-                        | BrokerError::TopicNotExist { .. }),
-                    ) => {
+                    Err(BrokerError::Refused(e))
+                        if matches!(e, Refused::InvalidDelay(_)) || e.is_destination_gone() =>
+                    {
                         tracing::error!(
                             level,
                             error = &e as &dyn Error,

@@ -529,7 +529,7 @@ async fn append_copies(
     };
     match append(copies.clone()).await.map_err(mailbox)? {
         Ok(_) => return Ok(0),
-        Err(BrokerError::InvalidRequest { .. } | BrokerError::TopicNotExist { .. }) => {}
+        Err(BrokerError::Refused(refused)) if refused.is_destination_gone() => {}
         Err(e) => return Err(e),
     }
     let mut dropped = 0;
@@ -537,7 +537,7 @@ async fn append_copies(
         let topic = copy.topic.clone();
         match append(vec![copy]).await.map_err(mailbox)? {
             Ok(_) => {}
-            Err(e @ (BrokerError::InvalidRequest { .. } | BrokerError::TopicNotExist { .. })) => {
+            Err(BrokerError::Refused(e)) if e.is_destination_gone() => {
                 dropped += 1;
                 tracing::error!(
                     topic,

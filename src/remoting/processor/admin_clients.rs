@@ -4,6 +4,7 @@
 //! (28), GET_BROKER_CONFIG (26), and the requests forwarded to one client on its own connection:
 //! GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309).
 
+use skiff_actors::refused::Refused;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -35,7 +36,9 @@ impl Processor {
         // Membership decides who is still in the group (heartbeat expiry included).
         let members: BTreeSet<String> = match self.broker.consumer_list(&group).await {
             Ok(ids) => ids.into_iter().collect(),
-            Err(skiff_actors::broker_api::BrokerError::NoConsumer { .. }) => BTreeSet::new(),
+            Err(skiff_actors::broker_api::BrokerError::Refused(Refused::NoConsumer { .. })) => {
+                BTreeSet::new()
+            }
             Err(e) => return Err(broker_failure(e)),
         };
         let clients = self.clients.borrow();

@@ -10,22 +10,22 @@ use tracing::{debug, warn};
 
 use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::broker_api::{
-    BrokerError, ConsumerHeartbeat, OffsetMoved, PullRequest, PullResponse, PullStatus,
-    SendBackRequest, SubscriptionEntry,
+    ConsumerHeartbeat, OffsetMoved, PullRequest, PullResponse, PullStatus, SendBackRequest,
+    SubscriptionEntry,
 };
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::logic::sql92::{Selector, Sql92Error};
 
 use super::clients::ClientChannel;
 use super::{
-    body_failure, broker_failure, ext, queue_index, success, suggest_todo, Failure, Outcome,
+    body_failure, broker_failure, ext, failure_to, queue_index, success, Failure, Outcome,
     Processor,
 };
 use crate::remoting::body::{
     self, ConsumerListBody, HeartbeatData, JsonBody, LockBatchRequestBody, LockBatchResponseBody,
     MessageQueue as WireQueue, UnlockBatchRequestBody,
 };
-use crate::remoting::codes::response as code;
+use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     ConsumerSendMsgBackRequestHeader, CustomHeader, GetConsumerListByGroupRequestHeader,
@@ -159,22 +159,11 @@ impl Processor {
                 ),
             )
         })?;
-        match self
-            .broker
+        self.broker
             .update_offset(&header.consumer_group, topic, queue_id, offset)
             .await
-        {
-            Ok(_) => Ok(success()),
-            Err(BrokerError::SubscriptionGroupNotExist { group }) => Err(Failure::new(
-                code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("Group {group} not exist!"),
-            )),
-            Err(BrokerError::TopicNotExist { topic }) => Err(Failure::new(
-                code::TOPIC_NOT_EXIST,
-                format!("Topic {topic} not exist!"),
-            )),
-            Err(e) => Err(broker_failure(e)),
-        }
+            .map_err(failure_to(rc::UPDATE_CONSUMER_OFFSET))?;
+        Ok(success())
     }
 
     /// GET_MAX_OFFSET (30).
@@ -405,17 +394,13 @@ impl Processor {
                 .map(|n| u32::try_from(n).unwrap_or(0)),
             broker_name: None,
         };
-        match self.broker.send_back(back).await {
-            Ok(outcome) => {
-                debug!(group = %header.group, offset = physical_offset, outcome = ?outcome, "message sent back");
-                Ok(success())
-            }
-            Err(BrokerError::SubscriptionGroupNotExist { group }) => Err(Failure::new(
-                code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                format!("subscription group not exist, {group} {}", suggest_todo()),
-            )),
-            Err(e) => Err(broker_failure(e)),
-        }
+        let outcome = self
+            .broker
+            .send_back(back)
+            .await
+            .map_err(failure_to(rc::CONSUMER_SEND_MSG_BACK))?;
+        debug!(group = %header.group, offset = physical_offset, outcome = ?outcome, "message sent back");
+        Ok(success())
     }
 
     /// LOCK_BATCH_MQ (41).

@@ -24,6 +24,7 @@
 //! * `pop`: pop consumption (POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
 //!   CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION) and broker-side assignment (QUERY_ASSIGNMENT,
 //!   SET_MESSAGE_REQUEST_MODE).
+//! * `refusal`: the one table from broker errors and typed refusals to codes and remarks.
 //! * `reply`: request-reply (SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2), and the
 //!   PUSH_REPLY_MESSAGE_TO_CLIENT pushed to the requester.
 //!
@@ -50,13 +51,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace};
 
-use skiff_actors::broker::retention::disk_full_remark;
 use skiff_actors::broker::BrokerHandle;
-use skiff_actors::broker_api::{
-    BrokerError, ConsumerNotifier, SubscriptionEntry, TransactionCheckListener,
-};
+use skiff_actors::broker_api::{ConsumerNotifier, SubscriptionEntry, TransactionCheckListener};
 
 use super::body::BodyError;
 use super::codes::{request as rc, response as code};
@@ -65,6 +63,7 @@ use super::frame::RemotingCommand;
 use super::headers::{CustomHeader, HeaderError, NotifyConsumerIdsChangedRequestHeader};
 use super::server::{ConnectionHandle, ConnectionId};
 use clients::ClientTable;
+use refusal::{broker_failure, failure_to};
 
 mod admin;
 mod admin_clients;
@@ -76,6 +75,7 @@ mod lookup;
 mod name_server;
 mod pop;
 mod produce;
+mod refusal;
 mod reply;
 mod transaction;
 
@@ -143,66 +143,6 @@ type Outcome = Result<RemotingCommand, Failure>;
 
 fn success() -> RemotingCommand {
     RemotingCommand::new_response(code::SUCCESS, None)
-}
-
-/// The generic answer for a broker error; handlers override where Java words it differently.
-fn broker_failure(e: BrokerError) -> Failure {
-    match e {
-        BrokerError::TopicNotExist { topic } => Failure::new(
-            code::TOPIC_NOT_EXIST,
-            format!(
-                "topic[{topic}] not exist, apply first please!{}",
-                suggest_todo()
-            ),
-        ),
-        BrokerError::SubscriptionGroupNotExist { group } => Failure::new(
-            code::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!(
-                "subscription group [{group}] does not exist, {}",
-                suggest_todo()
-            ),
-        ),
-        BrokerError::SubscriptionParseFailed { source, .. } => Failure::new(
-            code::SUBSCRIPTION_PARSE_FAILED,
-            consume::sql92_parse_remark(&source.expression, &source.error),
-        ),
-        BrokerError::SubscriptionNotExist { .. } => Failure::new(
-            code::SUBSCRIPTION_NOT_EXIST,
-            format!("the consumer's subscription not exist{}", suggest_todo()),
-        ),
-        BrokerError::NoConsumer { group } => {
-            Failure::system(format!("no consumer for this group, {group}"))
-        }
-        BrokerError::MessageNotFound { physical_offset } => {
-            Failure::system(format!("look message by offset failed, {physical_offset}"))
-        }
-        BrokerError::IllegalTimer(illegal) => {
-            Failure::new(code::MESSAGE_ILLEGAL, illegal.to_string())
-        }
-        BrokerError::Rejected(rejected) => {
-            Failure::new(code::MESSAGE_ILLEGAL, rejected.to_string())
-        }
-        BrokerError::DiskFull {
-            used_ratio,
-            full_ratio,
-        } => Failure::new(
-            code::SERVICE_NOT_AVAILABLE,
-            disk_full_remark(used_ratio, full_ratio),
-        ),
-        BrokerError::Store(e) if e.is_disk_full() => Failure::new(
-            code::SERVICE_NOT_AVAILABLE,
-            format!(
-                "service not available now: the broker's disk is full ({})",
-                error_chain(&e)
-            ),
-        ),
-        other => {
-            // The whole chain: the remark is all a client learns of the cause.
-            let chain = error_chain(&other);
-            warn!(error = %chain, "broker call failed");
-            Failure::system(chain)
-        }
-    }
 }
 
 /// A queue id from a header; negative ids are illegal.

@@ -2,11 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use skiff_actors::broker_api::BrokerError;
-
-use super::{broker_failure, success, suggest_todo, Failure, Outcome, Processor};
+use super::{broker_failure, failure_to, success, suggest_todo, Failure, Outcome, Processor};
 use crate::remoting::body::{BrokerData, QueueData, TopicRouteData};
-use crate::remoting::codes::{response as code, version, AUTO_CREATE_TOPIC_KEY};
+use crate::remoting::codes::{request as rc, response as code, version, AUTO_CREATE_TOPIC_KEY};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CustomHeader, GetKvConfigRequestHeader, GetRouteInfoRequestHeader, TopicRequestHeader,
@@ -30,11 +28,12 @@ impl Processor {
             let queues = config.default_topic_queue_nums;
             (queues, queues, PERM_INHERIT_RW)
         } else {
-            match self.broker.route(&header.topic).await {
-                Ok(route) => (route.read_queue_nums(), route.write_queue_nums(), PERM_RW),
-                Err(BrokerError::TopicNotExist { .. }) => return Err(no_route(&header.topic)),
-                Err(e) => return Err(broker_failure(e)),
-            }
+            let route = self
+                .broker
+                .route(&header.topic)
+                .await
+                .map_err(failure_to(rc::GET_ROUTEINFO_BY_TOPIC))?;
+            (route.read_queue_nums(), route.write_queue_nums(), PERM_RW)
         };
         let route = TopicRouteData {
             order_topic_conf: None,

@@ -3,6 +3,7 @@
 //! consumer with `setClientRebalance(false)` asks for (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE).
 //! Codes and remarks are those of Java's pop processors.
 
+use skiff_actors::refused::Refused;
 use std::time::Duration;
 
 use skiff_actors::broker::PopRequest;
@@ -10,7 +11,9 @@ use skiff_actors::broker_api::{BrokerError, ExpressionType};
 use skiff_actors::logic::pop::{Receipt, TopicKind, MAX_POP_MESSAGES};
 use skiff_storage::pop_state::{RequestMode, RequestModeEntry};
 
-use super::{body_failure, broker_failure, code, success, Failure, Outcome, Processor};
+use super::{
+    body_failure, broker_failure, code, failure_to, rc, success, Failure, Outcome, Processor,
+};
 use crate::remoting::body::{
     BatchAckBody, JsonBody, MessageModel, MessageQueue, MessageRequestMode, QueryAssignmentBody,
     QueryAssignmentResponseBody, QueueAssignment, SetMessageRequestModeBody,
@@ -21,14 +24,6 @@ use crate::remoting::headers::{
     NotificationRequestHeader, NotificationResponseHeader, PopMessageRequestHeader,
     PopMessageResponseHeader, INIT_MODE_MIN,
 };
-
-/// A pop-path broker error: an illegal queue id is INVALID_PARAMETER, the rest as usual.
-fn pop_failure(e: BrokerError) -> Failure {
-    match e {
-        BrokerError::InvalidRequest { reason } => Failure::new(code::INVALID_PARAMETER, reason),
-        other => broker_failure(other),
-    }
-}
 
 fn receipt_failure(e: skiff_actors::logic::pop::InvalidReceipt) -> Failure {
     Failure::system(e.to_string())
@@ -50,9 +45,9 @@ impl Processor {
             .topic(topic)
             .map_err(broker_failure)?
             .ok_or_else(|| {
-                broker_failure(BrokerError::TopicNotExist {
+                broker_failure(BrokerError::Refused(Refused::TopicNotExist {
                     topic: topic.to_owned(),
-                })
+                }))
             })?;
         let queue = u32::try_from(queue_id)
             .ok()
@@ -112,7 +107,11 @@ impl Processor {
             expression: header.exp.clone().filter(|e| !e.trim().is_empty()),
             orderly: header.order,
         };
-        let answer = self.broker.pop(pop).await.map_err(pop_failure)?;
+        let answer = self
+            .broker
+            .pop(pop)
+            .await
+            .map_err(failure_to(rc::POP_MESSAGE))?;
         let found = answer.message_count > 0;
         let response_header = PopMessageResponseHeader {
             pop_time: answer.pop_time_ms,
@@ -240,7 +239,7 @@ impl Processor {
                 Duration::from_millis(u64::try_from(header.poll_time).unwrap_or(0)),
             )
             .await
-            .map_err(pop_failure)?;
+            .map_err(failure_to(rc::NOTIFICATION))?;
         let answer = NotificationResponseHeader {
             has_msg,
             polling_full: false,
@@ -297,17 +296,7 @@ impl Processor {
         };
         self.broker
             .set_request_mode(&body.topic, &body.consumer_group, entry)
-            .map_err(|e| match e {
-                BrokerError::InvalidRequest { reason } => Failure::new(code::NO_PERMISSION, reason),
-                BrokerError::TopicNotExist { topic } => {
-                    Failure::new(code::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist"))
-                }
-                BrokerError::SubscriptionGroupNotExist { .. } => Failure::new(
-                    code::SUBSCRIPTION_GROUP_NOT_EXIST,
-                    "subscription group does not exist",
-                ),
-                other => broker_failure(other),
-            })?;
+            .map_err(failure_to(rc::SET_MESSAGE_REQUEST_MODE))?;
         Ok(success())
     }
 }

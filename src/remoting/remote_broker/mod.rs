@@ -47,6 +47,7 @@ use skiff_actors::broker_api::{
 use skiff_actors::logic::delay::retry_topic;
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::logic::transaction::is_prepared;
+use skiff_actors::refused::Refused;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::store::BoundaryType as StoreBoundary;
 
@@ -155,9 +156,10 @@ impl RemoteBroker {
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
         if !valid {
-            return Err(BrokerError::InvalidRequest {
-                reason: format!("name server address {namesrv:?} is not host:port"),
-            });
+            return Err(RemoteError::InvalidAddress {
+                addr: namesrv.to_owned(),
+            }
+            .into());
         }
         let client = RemotingClient::new(config.client.clone());
         let inbound = client.request_channel(config.inbound_capacity);
@@ -484,8 +486,11 @@ impl RemoteBroker {
                     addrs.insert(addr);
                 }
                 None => {
-                    return Err(first_error.unwrap_or_else(|| BrokerError::InvalidRequest {
-                        reason: format!("group {} subscribes to nothing", heartbeat.group),
+                    return Err(first_error.unwrap_or_else(|| {
+                        Refused::NothingSubscribed {
+                            group: heartbeat.group.clone(),
+                        }
+                        .into()
                     }))
                 }
             }

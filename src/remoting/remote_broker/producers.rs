@@ -23,6 +23,7 @@ use skiff_actors::broker_api::{
     BrokerError, EndTransactionRequest, RemoteError, TransactionCheck, TransactionCheckListener,
 };
 use skiff_actors::logic::transaction::PRODUCER_GROUP;
+use skiff_actors::refused::Refused;
 use skiff_storage::message::property::{CORRELATION_ID, REPLY_TO_CLIENT};
 use skiff_storage::message::{decode_record, property, MessageToAppend, StoredMessage};
 use tokio::sync::oneshot;
@@ -251,9 +252,7 @@ impl RemoteBroker {
         broker_name: String,
         timeout: Duration,
     ) -> Result<StoredMessage, BrokerError> {
-        let missing = |name: &str| BrokerError::InvalidRequest {
-            reason: format!("a request message needs the {name} property"),
-        };
+        let missing = |property: &'static str| Refused::MissingProperty { property };
         let correlation_id = property(&message.properties, CORRELATION_ID)
             .ok_or_else(|| missing(CORRELATION_ID))?
             .to_owned();
