@@ -127,16 +127,6 @@ impl RetentionConfig {
     }
 }
 
-/// SERVICE_NOT_AVAILABLE's remark for a send refused on a full disk: Java's words, with the
-/// measured share and the limit.
-pub fn disk_full_remark(used_ratio: f64, full_ratio: f64) -> String {
-    format!(
-        "service not available now. It may be caused by one of the following reasons: the broker's disk is full [{:.1}% used, sends refused from {:.1}%], messages are put to the slave, message store has been shut down, etc.",
-        used_ratio * 100.0,
-        full_ratio * 100.0
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
