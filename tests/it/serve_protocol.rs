@@ -2,7 +2,7 @@
 //! system, real time) and driven with hand-built RemotingCommands through the transport's
 //! `RemotingClient` (and a raw socket where the client would hide what is tested).
 
-mod common;
+use crate::common;
 
 use common::request;
 use std::time::Duration;

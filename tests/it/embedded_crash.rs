@@ -12,7 +12,7 @@
 //! `graceful_shutdown_redelivers_nothing`: a graceful consumer and node shutdown, then a restart,
 //! re-delivers nothing; see `docs/architecture.md` (rule 2).
 
-mod common;
+use crate::common;
 
 use common::*;
 use rand::rngs::StdRng;

@@ -18,7 +18,7 @@
 //! Waiting is always bounded and on a condition (connect until the port accepts, poll a
 //! consumer snapshot or the received messages), never a fixed sleep.
 
-mod common;
+use crate::common;
 
 use skiff::actors::broker_api::BrokerApi;
 use skiff::actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};

@@ -4,7 +4,7 @@
 //! message is lost. Acknowledged ones may come again only if the crash took the acknowledgement
 //! (at least once), which the test reports but does not forbid.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! commit is delivered, a rollback never, and a half left UNKNOW is checked back on the
 //! producer's connection (CHECK_TRANSACTION_STATE) and committed by its checker's answer.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;

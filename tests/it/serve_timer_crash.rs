@@ -2,7 +2,7 @@
 //! fires exactly once (none lost, none twice) and none before its deliver time, including the
 //! ones whose delivery the kill may have cut short.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

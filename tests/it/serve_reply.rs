@@ -3,7 +3,7 @@
 //! sending SEND_REPLY_MESSAGE(_V2), and the PUSH_REPLY_MESSAGE_TO_CLIENT (326) the broker sends
 //! on the requester's connection, answered by the test.
 
-mod common;
+use crate::common;
 
 use common::request;
 use std::time::Duration;

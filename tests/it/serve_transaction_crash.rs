@@ -2,7 +2,7 @@
 //! rolled-back message is ever delivered, every committed one is (once), and the halves that
 //! were still pending are checked back with their producer, whose answers decide them.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Transactional sends through the embedded node: `Producer::send_in_transaction` and the
 //! transaction checker, with the broker's check-backs on paused time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;

@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;

@@ -3,7 +3,7 @@
 //! ACK_MESSAGE, BATCH_ACK_MESSAGE (Java's base64 bit set), CHANGE_MESSAGE_INVISIBLETIME, the
 //! revival that a held pop is woken by, NOTIFICATION, and the refusals Java answers.
 
-mod common;
+use crate::common;
 
 use common::request;
 use std::collections::BTreeMap;
