@@ -13,7 +13,7 @@
 //! - `serve_*`: `skiff serve` driven with raw frames: protocol, pop, request-reply, the binary
 //!   as a process, and the `*_crash` modules that SIGKILL it.
 
-use crate::common;
+mod common;
 mod embedded_at_least_once;
 mod embedded_crash;
 mod embedded_offset_rules;
