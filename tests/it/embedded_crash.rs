@@ -61,7 +61,16 @@ fn child_config(dir: &Path) -> NodeConfig {
     config
 }
 
-/// The child side, started by the crash tests with `--ignored --exact crash_child` (ignored in a
+/// `crash_child`'s name as `--exact` wants it: libtest names a test by its module path within the
+/// test binary (the crate's name left out), and a filter matching no test would run nothing.
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::crash_child"),
+        None => "crash_child".to_owned(),
+    }
+}
+
+/// The child side, started by the crash tests with `--ignored --exact embedded_crash::crash_child` (ignored in a
 /// normal run, and an error without `SKIFF_CRASH_CHILD`, so it cannot pass for nothing). Runs
 /// one mode against the node in `SKIFF_CRASH_DIR`:
 /// - `produce`: sends the messages and shuts down gracefully;
@@ -201,7 +210,7 @@ struct ChildRun {
 fn spawn_child(dir: &Path, mode: &str) -> anyhow::Result<ChildRun> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([
-            "crash_child",
+            child_test_name().as_str(),
             "--ignored",
             "--exact",
             "--nocapture",
