@@ -49,6 +49,13 @@
 //! The actors live in the `skiff-actors` crate and durable state in `skiff-storage`; both are
 //! re-exported as [`actors`] and [`storage`]. The `skiff` binary (`src/main.rs`) only parses
 //! its command line and runs [`serve`] or [`admin`].
+//!
+//! # Features
+//!
+//! * `cli` (default): the binary's own dependencies (anyhow, a log subscriber); the binary
+//!   requires it, the library never uses it, so embedders can build with
+//!   `default-features = false`.
+//! * `mimalloc` (default): the binary's global allocator.
 
 pub mod admin;
 pub mod config;
