@@ -57,7 +57,7 @@ fn child_config(dir: &Path) -> NodeConfig {
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
     config.default_topic_queue_nums = QUEUES;
-    config.flush_consumer_offset_interval_ms = BROKER_FLUSH_INTERVAL.as_millis() as u64;
+    config.flush_consumer_offset_interval = BROKER_FLUSH_INTERVAL;
     config
 }
 

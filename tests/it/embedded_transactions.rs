@@ -17,8 +17,8 @@ const TOPIC: &str = "Payments";
 
 fn open_transactional_node(dir: &std::path::Path) -> anyhow::Result<Node> {
     let mut config = node_config(dir);
-    config.transaction_timeout_ms = 1_000;
-    config.transaction_check_interval_ms = 500;
+    config.transaction_timeout = Duration::from_millis(1_000);
+    config.transaction_check_interval = Duration::from_millis(500);
     Ok(Node::open(config)?)
 }
 
