@@ -4,6 +4,7 @@
 //! revival that a held pop is woken by, NOTIFICATION, and the refusals Java answers.
 
 use crate::common;
+use skiff::testsuite;
 
 use common::request;
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use skiff::remoting::body::{
     BatchAck, BatchAckBody, JsonBody, MessageRequestMode, QueryAssignmentBody,
     QueryAssignmentResponseBody, SetMessageRequestModeBody,
 };
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{
     ChangeInvisibleTimeResponseHeader, CustomHeader, NotificationResponseHeader,
@@ -31,22 +32,10 @@ const TOPIC: &str = "PopWire";
 const GROUP: &str = "pop-wire-group";
 
 fn send(topic: &str, body: &str) -> RemotingCommand {
-    let mut cmd = request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", "pg"),
-            ("b", topic),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "1"),
-            ("e", "0"),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", "TAGS\u{1}TagA\u{2}"),
-        ],
-    );
-    cmd.body = body.as_bytes().to_vec().into();
-    cmd
+    testsuite::send_v2(topic, body)
+        .queue_nums(1)
+        .properties(testsuite::properties(&[("TAGS", "TagA")]))
+        .build()
 }
 
 fn pop(queue_id: &str, max: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {

@@ -5,13 +5,14 @@
 //! (at least once), which the test reports but does not forbid.
 
 use crate::common;
+use skiff::testsuite;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::ensure;
 use common::{request, ServeChild};
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CustomHeader, PopMessageResponseHeader};
 use skiff::remoting::{ClientConfig, RemotingClient};
@@ -28,21 +29,9 @@ fn spawn(data_dir: &std::path::Path, listen: &str) -> anyhow::Result<ServeChild>
 }
 
 fn send(i: usize) -> RemotingCommand {
-    request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", "pg"),
-            ("b", TOPIC),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", &(i % 4).to_string()),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", ""),
-        ],
-    )
-    .with_body(format!("m{i:02}").into_bytes())
+    testsuite::send_v2(TOPIC, format!("m{i:02}"))
+        .queue((i % 4) as i32)
+        .build()
 }
 
 fn pop(poll_ms: u64) -> RemotingCommand {
