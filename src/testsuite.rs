@@ -396,6 +396,86 @@ impl Pull {
     }
 }
 
+/// A POP_MESSAGE as a 5.x client sends it, with the subscription `*` (tag expression).
+/// Defaults: any queue (-1), up to 32 messages, a minute invisible, no long poll, no `order`
+/// field.
+#[derive(Clone, Debug)]
+pub struct Pop {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub max: u32,
+    pub invisible_ms: u64,
+    pub poll_ms: u64,
+    pub order: Option<bool>,
+}
+
+/// [`Pop`] by `group` from `topic`, with its defaults.
+pub fn pop(group: &str, topic: &str) -> Pop {
+    Pop {
+        group: group.to_owned(),
+        topic: topic.to_owned(),
+        queue_id: -1,
+        max: 32,
+        invisible_ms: 60_000,
+        poll_ms: 0,
+        order: None,
+    }
+}
+
+impl Pop {
+    pub fn queue(self, queue_id: i32) -> Self {
+        Pop { queue_id, ..self }
+    }
+
+    pub fn max(self, max: u32) -> Self {
+        Pop { max, ..self }
+    }
+
+    /// How long popped messages stay invisible before they come back.
+    pub fn invisible_ms(self, invisible_ms: u64) -> Self {
+        Pop {
+            invisible_ms,
+            ..self
+        }
+    }
+
+    /// How long the broker may hold the pop when nothing is there.
+    pub fn poll_ms(self, poll_ms: u64) -> Self {
+        Pop { poll_ms, ..self }
+    }
+
+    /// Sends the `order` field, which clients before 5.x leave out.
+    pub fn order(self, order: bool) -> Self {
+        Pop {
+            order: Some(order),
+            ..self
+        }
+    }
+
+    pub fn build(self) -> RemotingCommand {
+        let cmd = request(
+            rc::POP_MESSAGE,
+            &[
+                ("consumerGroup", &self.group),
+                ("topic", &self.topic),
+                ("queueId", &self.queue_id.to_string()),
+                ("maxMsgNums", &self.max.to_string()),
+                ("invisibleTime", &self.invisible_ms.to_string()),
+                ("pollTime", &self.poll_ms.to_string()),
+                ("bornTime", &BORN_MS.to_string()),
+                ("initMode", "0"),
+                ("expType", "TAG"),
+                ("exp", "*"),
+            ],
+        );
+        match self.order {
+            Some(order) => cmd.with_ext("order", order.to_string()),
+            None => cmd,
+        }
+    }
+}
+
 /// A HEART_BEAT with this JSON body.
 pub fn heartbeat(body: &str) -> RemotingCommand {
     RemotingCommand::new_request(rc::HEART_BEAT).with_body(body.as_bytes().to_vec())

@@ -38,23 +38,14 @@ fn send(topic: &str, body: &str) -> RemotingCommand {
         .build()
 }
 
-fn pop(queue_id: &str, max: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
-    request(
-        rc::POP_MESSAGE,
-        &[
-            ("consumerGroup", GROUP),
-            ("topic", TOPIC),
-            ("queueId", queue_id),
-            ("maxMsgNums", max),
-            ("invisibleTime", &invisible_ms.to_string()),
-            ("pollTime", &poll_ms.to_string()),
-            ("bornTime", "1700000000000"),
-            ("initMode", "0"),
-            ("expType", "TAG"),
-            ("exp", "*"),
-            ("order", "false"),
-        ],
-    )
+fn pop(queue_id: i32, max: u32, invisible_ms: u64, poll_ms: u64) -> RemotingCommand {
+    testsuite::pop(GROUP, TOPIC)
+        .queue(queue_id)
+        .max(max)
+        .invisible_ms(invisible_ms)
+        .poll_ms(poll_ms)
+        .order(false)
+        .build()
 }
 
 fn ack_header(code_: i32, topic: &str, message: &StoredMessage, receipt: &str) -> RemotingCommand {
@@ -173,21 +164,21 @@ async fn a_raw_pop_client_pops_acks_and_sees_the_unacked_message_revived() -> an
     );
 
     // Java's refusals.
-    ensure!(call(pop("-1", "33", 60_000, 0)).await?.code == code::INVALID_PARAMETER);
-    let mut unknown = pop("-1", "4", 60_000, 0);
+    ensure!(call(pop(-1, 33, 60_000, 0)).await?.code == code::INVALID_PARAMETER);
+    let mut unknown = pop(-1, 4, 60_000, 0);
     unknown
         .ext_fields
         .insert("topic".into(), "NoSuchTopic".into());
     ensure!(call(unknown).await?.code == code::TOPIC_NOT_EXIST);
 
-    let first = call(pop("-1", "32", 60_000, 0)).await?;
+    let first = call(pop(-1, 32, 60_000, 0)).await?;
     ensure!(first.code == code::SUCCESS, "pop: {first:?}");
     let header = PopMessageResponseHeader::from_command(&first)?;
     ensure!(header.msg_offset_info == "0 0 0,1,2,3", "{header:?}");
     ensure!(header.start_offset_info == "0 0 0", "{header:?}");
     let messages = decode_records(first.body.clone())?;
     ensure!(messages.len() == 4);
-    let nothing = call(pop("-1", "32", 60_000, 0)).await?;
+    let nothing = call(pop(-1, 32, 60_000, 0)).await?;
     ensure!(nothing.code == code::POLLING_TIMEOUT, "{nothing:?}");
 
     // m0 by ACK_MESSAGE; m1 and m2 by one BATCH_ACK_MESSAGE; m3 becomes visible in a second.
@@ -236,7 +227,7 @@ async fn a_raw_pop_client_pops_acks_and_sees_the_unacked_message_revived() -> an
 
     // A held pop is woken by the revival of m3 into the retry topic.
     let held_since = std::time::Instant::now();
-    let revived = call(pop("-1", "32", 60_000, 20_000)).await?;
+    let revived = call(pop(-1, 32, 60_000, 20_000)).await?;
     ensure!(revived.code == code::SUCCESS, "revived pop: {revived:?}");
     ensure!(
         held_since.elapsed() < Duration::from_secs(19),

@@ -22,7 +22,7 @@ const TOPIC: &str = "PopCrash";
 const GROUP: &str = "pop-crash-group";
 const MESSAGES: usize = 40;
 /// Short, so revivals after the restart come quickly.
-const INVISIBLE_MS: &str = "2000";
+const INVISIBLE_MS: u64 = 2000;
 
 fn spawn(data_dir: &std::path::Path, listen: &str) -> anyhow::Result<ServeChild> {
     common::spawn_serve(data_dir, listen, &[])
@@ -35,21 +35,10 @@ fn send(i: usize) -> RemotingCommand {
 }
 
 fn pop(poll_ms: u64) -> RemotingCommand {
-    request(
-        rc::POP_MESSAGE,
-        &[
-            ("consumerGroup", GROUP),
-            ("topic", TOPIC),
-            ("queueId", "-1"),
-            ("maxMsgNums", "32"),
-            ("invisibleTime", INVISIBLE_MS),
-            ("pollTime", &poll_ms.to_string()),
-            ("bornTime", "1700000000000"),
-            ("initMode", "0"),
-            ("expType", "TAG"),
-            ("exp", "*"),
-        ],
-    )
+    testsuite::pop(GROUP, TOPIC)
+        .invisible_ms(INVISIBLE_MS)
+        .poll_ms(poll_ms)
+        .build()
 }
 
 /// Pops once: the messages and the answer's header.
