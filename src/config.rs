@@ -373,7 +373,8 @@ mod tests {
     fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("skiff.toml");
-        let cases: [(&str, fn(&NodeConfig) -> Duration); 7] = [
+        type Field = fn(&NodeConfig) -> Duration;
+        let cases: [(&str, Field); 7] = [
             ("flush_interval_ms", |c| c.flush_interval),
             ("flush_consumer_offset_interval_ms", |c| {
                 c.flush_consumer_offset_interval
