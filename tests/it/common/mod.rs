@@ -72,7 +72,10 @@ pub async fn advance_until(
     Ok(())
 }
 
-/// Advances paused time by `duration` (timers due meanwhile fire).
+/// Advances paused time by `duration` (timers due meanwhile fire). Unlike
+/// `skiff_actors::testsuite::advance`, which moves the clock in 100 ms steps and yields between
+/// them, this sleeps: the runtime moves the clock only when no task is ready. The two are not
+/// interchangeable; the node tests were written against this one.
 pub async fn advance(duration: Duration) {
     tokio::time::sleep(duration).await;
 }
