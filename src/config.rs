@@ -32,7 +32,9 @@ pub struct NodeConfig {
     pub cluster_name: String,
     /// `async` (fsync on an interval) or `sync` (group commit before the send is acked).
     pub flush: FlushPolicy,
-    pub flush_interval_ms: u64,
+    /// How often `async` flush fsyncs the commit log (key `flush_interval_ms`, in ms).
+    #[serde(rename = "flush_interval_ms", with = "millis")]
+    pub flush_interval: Duration,
     /// Bytes of one commit-log segment; retention deletes whole segments.
     pub segment_size: u64,
     /// Full segments whose newest message is older than this are deleted (`72h`).
@@ -46,33 +48,43 @@ pub struct NodeConfig {
     /// Past this share, sends are refused with SERVICE_NOT_AVAILABLE until space returns.
     pub disk_full_ratio: f64,
     pub max_message_size: usize,
-    /// Broker offset-table flush interval (RocketMQ `flushConsumerOffsetInterval`).
-    pub flush_consumer_offset_interval_ms: u64,
+    /// Broker offset-table flush interval (RocketMQ `flushConsumerOffsetInterval`; key
+    /// `flush_consumer_offset_interval_ms`, in ms).
+    #[serde(rename = "flush_consumer_offset_interval_ms", with = "millis")]
+    pub flush_consumer_offset_interval: Duration,
     /// Queues of an auto-created topic.
     pub default_topic_queue_nums: u32,
     pub auto_create_topic: bool,
     pub auto_create_subscription_group: bool,
     /// Largest accepted remoting frame.
     pub max_frame_bytes: usize,
-    /// A consumer channel with no heartbeat for this long is dropped.
-    pub channel_expiry_ms: u64,
-    /// Orderly queue locks expire after this long without renewal.
-    pub lock_expiry_ms: u64,
+    /// A consumer channel with no heartbeat for this long is dropped (key `channel_expiry_ms`,
+    /// in ms).
+    #[serde(rename = "channel_expiry_ms", with = "millis")]
+    pub channel_expiry: Duration,
+    /// Orderly queue locks expire after this long without renewal (key `lock_expiry_ms`, in ms).
+    #[serde(rename = "lock_expiry_ms", with = "millis")]
+    pub lock_expiry: Duration,
     /// `skiff serve`'s Prometheus endpoint (`GET /metrics`): an address, or `off`.
     pub metrics_listen: String,
-    /// A connection that sends nothing for this long is closed (0: never).
-    pub channel_idle_timeout_ms: u64,
+    /// A connection that sends nothing for this long is closed (zero: never; key
+    /// `channel_idle_timeout_ms`, in ms).
+    #[serde(rename = "channel_idle_timeout_ms", with = "millis")]
+    pub channel_idle_timeout: Duration,
     /// Connections open at once; more are closed on accept, with a log line.
     pub max_connections: usize,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
     pub key_index: bool,
     /// A transactional half message younger than this (from its born time) is not checked back
-    /// (RocketMQ `transactionTimeOut`).
-    pub transaction_timeout_ms: u64,
+    /// (RocketMQ `transactionTimeOut`; key `transaction_timeout_ms`, in ms).
+    #[serde(rename = "transaction_timeout_ms", with = "millis")]
+    pub transaction_timeout: Duration,
     /// How often pending half messages are checked back with their producer (RocketMQ
-    /// `transactionCheckInterval`, 30 s there; shorter here, for development).
-    pub transaction_check_interval_ms: u64,
+    /// `transactionCheckInterval`, 30 s there; shorter here, for development; key
+    /// `transaction_check_interval_ms`, in ms).
+    #[serde(rename = "transaction_check_interval_ms", with = "millis")]
+    pub transaction_check_interval: Duration,
     /// Check-backs per half message before it is set aside (RocketMQ `transactionCheckMax`).
     pub transaction_check_max: u32,
 }
@@ -86,26 +98,26 @@ impl Default for NodeConfig {
             broker_name: "skiff".to_string(),
             cluster_name: "DefaultCluster".to_string(),
             flush: FlushPolicy::Async,
-            flush_interval_ms: 500,
+            flush_interval: Duration::from_millis(500),
             segment_size: 1 << 30,
             retention: Duration::from_secs(72 * 3600),
             cleanup_interval: Duration::from_secs(10),
             disk_max_used_ratio: 0.75,
             disk_full_ratio: 0.90,
             max_message_size: 4 << 20,
-            flush_consumer_offset_interval_ms: 5_000,
+            flush_consumer_offset_interval: Duration::from_secs(5),
             default_topic_queue_nums: 4,
             auto_create_topic: true,
             auto_create_subscription_group: true,
             max_frame_bytes: 16 << 20,
-            channel_expiry_ms: 120_000,
-            lock_expiry_ms: 60_000,
+            channel_expiry: Duration::from_secs(120),
+            lock_expiry: Duration::from_secs(60),
             metrics_listen: "127.0.0.1:5557".to_string(),
-            channel_idle_timeout_ms: 120_000,
+            channel_idle_timeout: Duration::from_secs(120),
             max_connections: 1000,
             key_index: true,
-            transaction_timeout_ms: 6_000,
-            transaction_check_interval_ms: 5_000,
+            transaction_timeout: Duration::from_secs(6),
+            transaction_check_interval: Duration::from_secs(5),
             transaction_check_max: 15,
         }
     }
@@ -172,7 +184,7 @@ impl NodeConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive = |field: &'static str, value: u64| {
+        let positive = |field: &'static str, value: u128| {
             if value == 0 {
                 Err(ConfigError::Invalid {
                     field,
@@ -182,19 +194,19 @@ impl NodeConfig {
                 Ok(())
             }
         };
-        positive("flush_interval_ms", self.flush_interval_ms)?;
-        positive("segment_size", self.segment_size)?;
+        positive("flush_interval_ms", self.flush_interval.as_millis())?;
+        positive("segment_size", self.segment_size.into())?;
         positive(
             "flush_consumer_offset_interval_ms",
-            self.flush_consumer_offset_interval_ms,
+            self.flush_consumer_offset_interval.as_millis(),
         )?;
         positive(
             "default_topic_queue_nums",
-            self.default_topic_queue_nums as u64,
+            self.default_topic_queue_nums.into(),
         )?;
-        positive("max_frame_bytes", self.max_frame_bytes as u64)?;
-        positive("max_connections", self.max_connections as u64)?;
-        positive("cleanup_interval", self.cleanup_interval.as_millis() as u64)?;
+        positive("max_frame_bytes", self.max_frame_bytes as u128)?;
+        positive("max_connections", self.max_connections as u128)?;
+        positive("cleanup_interval", self.cleanup_interval.as_millis())?;
         for (field, ratio) in [
             ("disk_max_used_ratio", self.disk_max_used_ratio),
             ("disk_full_ratio", self.disk_full_ratio),
@@ -219,7 +231,7 @@ impl NodeConfig {
         self.metrics_addr()?;
         positive(
             "transaction_check_interval_ms",
-            self.transaction_check_interval_ms,
+            self.transaction_check_interval.as_millis(),
         )?;
         if self.segment_size < self.max_message_size as u64 + 4096 {
             return Err(ConfigError::Invalid {
@@ -239,13 +251,21 @@ impl NodeConfig {
             .clone()
             .unwrap_or_else(|| self.listen.to_string())
     }
+}
 
-    pub fn flush_interval(&self) -> Duration {
-        Duration::from_millis(self.flush_interval_ms)
+/// The `*_ms` keys: intervals written as whole milliseconds in `skiff.toml` and `SKIFF_*`, as
+/// they always were, held as [`Duration`]s.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        let millis = u64::try_from(value.as_millis()).unwrap_or(u64::MAX);
+        serializer.serialize_u64(millis)
     }
 
-    pub fn flush_consumer_offset_interval(&self) -> Duration {
-        Duration::from_millis(self.flush_consumer_offset_interval_ms)
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_millis)
     }
 }
 
@@ -277,7 +297,7 @@ mod tests {
         assert_eq!(config.listen.to_string(), "127.0.0.1:9876");
         assert_eq!(config.flush, FlushPolicy::Async);
         assert_eq!(
-            config.flush_consumer_offset_interval(),
+            config.flush_consumer_offset_interval,
             Duration::from_secs(5)
         );
         assert!(config.validate().is_ok());
@@ -311,7 +331,7 @@ mod tests {
         std::env::remove_var("SKIFF_RETENTION");
         std::env::remove_var("SKIFF_NOT_A_SETTING");
         let loaded = loaded?;
-        assert_eq!(loaded.channel_expiry_ms, 7000);
+        assert_eq!(loaded.channel_expiry, Duration::from_millis(7000));
         assert_eq!(loaded.retention, Duration::from_secs(600));
         assert!(
             unknown.contains(&"SKIFF_NOT_A_SETTING".to_string()),
@@ -346,6 +366,39 @@ mod tests {
             std::fs::write(&path, bad)?;
             assert!(NodeConfig::load(Some(&path)).is_err(), "{bad} accepted");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("skiff.toml");
+        type Field = fn(&NodeConfig) -> Duration;
+        let cases: [(&str, Field); 7] = [
+            ("flush_interval_ms", |c| c.flush_interval),
+            ("flush_consumer_offset_interval_ms", |c| {
+                c.flush_consumer_offset_interval
+            }),
+            ("channel_expiry_ms", |c| c.channel_expiry),
+            ("lock_expiry_ms", |c| c.lock_expiry),
+            ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
+            ("transaction_timeout_ms", |c| c.transaction_timeout),
+            ("transaction_check_interval_ms", |c| {
+                c.transaction_check_interval
+            }),
+        ];
+        for (key, field) in cases {
+            std::fs::write(&path, format!("{key} = 1234\n"))?;
+            let config = NodeConfig::load(Some(&path))?;
+            assert_eq!(field(&config), Duration::from_millis(1234), "{key}");
+            let written = serde_json::to_value(&config)?;
+            assert_eq!(written[key], 1234, "{key} is written back in ms");
+        }
+        std::fs::write(&path, "channel_expiry_ms = \"2m\"\n")?;
+        assert!(
+            NodeConfig::load(Some(&path)).is_err(),
+            "a *_ms key takes a number of milliseconds, as before"
+        );
         Ok(())
     }
 

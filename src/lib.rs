@@ -45,10 +45,20 @@
 //! * [`serve`]: `skiff serve`, a node behind a remoting listener.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
 //! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
+//! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting
+//!   connections and request builders, for skiff's tests and embedders'.
 //!
 //! The actors live in the `skiff-actors` crate and durable state in `skiff-storage`; both are
 //! re-exported as [`actors`] and [`storage`]. The `skiff` binary (`src/main.rs`) only parses
 //! its command line and runs [`serve`] or [`admin`].
+//!
+//! # Features
+//!
+//! * `cli` (default): the binary's own dependencies (anyhow, a log subscriber); the binary
+//!   requires it, the library never uses it, so embedders can build with
+//!   `default-features = false`.
+//! * `mimalloc` (default): the binary's global allocator.
+//! * `testsuite`: the `testsuite` module.
 
 pub mod admin;
 pub mod config;
@@ -56,6 +66,8 @@ pub mod metrics_endpoint;
 pub mod node;
 pub mod remoting;
 pub mod serve;
+#[cfg(any(test, feature = "testsuite"))]
+pub mod testsuite;
 
 pub use config::NodeConfig;
 pub use node::{Node, NodeError};

@@ -69,7 +69,7 @@ impl Node {
             dir: store_dir.clone(),
             segment_size: config.segment_size,
             flush_policy: config.flush,
-            flush_interval: config.flush_interval(),
+            flush_interval: config.flush_interval,
             store_host: store_host(&config),
             max_message_size: config.max_message_size,
             ..StoreConfig::new(store_dir.clone())
@@ -100,9 +100,9 @@ impl Node {
                 default_topic_queue_nums: config.default_topic_queue_nums,
                 auto_create_topic: config.auto_create_topic,
                 auto_create_subscription_group: config.auto_create_subscription_group,
-                channel_expiry: std::time::Duration::from_millis(config.channel_expiry_ms),
-                lock_expiry: std::time::Duration::from_millis(config.lock_expiry_ms),
-                flush_consumer_offset_interval: config.flush_consumer_offset_interval(),
+                channel_expiry: config.channel_expiry,
+                lock_expiry: config.lock_expiry,
+                flush_consumer_offset_interval: config.flush_consumer_offset_interval,
                 key_index: config.key_index,
                 retention: RetentionConfig {
                     max_age: config.retention,
@@ -112,10 +112,8 @@ impl Node {
                     ..RetentionConfig::default()
                 },
                 transactions: TransactionConfig {
-                    timeout: std::time::Duration::from_millis(config.transaction_timeout_ms),
-                    check_interval: std::time::Duration::from_millis(
-                        config.transaction_check_interval_ms,
-                    ),
+                    timeout: config.transaction_timeout,
+                    check_interval: config.transaction_check_interval,
                     check_max: config.transaction_check_max,
                 },
                 ..BrokerConfig::default()

@@ -8,7 +8,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use tracing::{info, warn};
 
@@ -51,8 +50,8 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
     let server_config = ServerConfig {
         max_frame_len: config.max_frame_bytes,
-        idle_timeout: (config.channel_idle_timeout_ms > 0)
-            .then(|| Duration::from_millis(config.channel_idle_timeout_ms)),
+        idle_timeout: (!config.channel_idle_timeout.is_zero())
+            .then_some(config.channel_idle_timeout),
         max_connections: config.max_connections,
         ..ServerConfig::default()
     };

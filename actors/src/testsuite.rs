@@ -86,23 +86,17 @@ pub fn start_broker_measured(
     Broker::start(config, store, Box::new(offsets), metadata).expect("start broker")
 }
 
-/// A plain message for `queue_id` of `topic`, tagged `tag` when given.
+/// A plain message for `queue_id` of `topic`, tagged `tag` when given: the store's test
+/// message (`skiff_storage::testsuite::message`) with `WAIT` set and a loopback born host.
 pub fn message(topic: &str, queue_id: u32, body: &str, tag: Option<&str>) -> MessageToAppend {
     let properties = match tag {
         Some(tag) => encode_properties(&[(TAGS, tag), (WAIT, "true")]),
         None => encode_properties(&[(WAIT, "true")]),
     };
     MessageToAppend {
-        topic: topic.to_string(),
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
         born_host: SocketAddr::from(([127, 0, 0, 1], 40000)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
         properties,
-        body: Bytes::from(body.to_string()),
+        ..skiff_storage::testsuite::message(topic, queue_id, Bytes::from(body.to_string()))
     }
 }
 

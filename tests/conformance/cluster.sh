@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # skiff's own producer and consumers (RemoteBroker) against an Apache RocketMQ cluster of two
 # brokers: starts the cluster (apache/start.sh --cluster), creates the test topics with 4 queues
-# on both brokers, runs the ignored tests of tests/remote_cluster.rs against it and stops it.
+# on both brokers, runs the ignored tests of tests/it/remote_cluster.rs against it and stops it.
 #
 #   bash tests/conformance/cluster.sh [--keep]      (--keep: leave the cluster dir for reading)
 #
@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python3}
 KEEP=${1:-}
-# Keep equal to the topic constants of tests/remote_cluster.rs.
+# Keep equal to the topic constants of tests/it/remote_cluster.rs.
 TOPICS=(SkiffClusterSpread SkiffClusterSplit SkiffClusterOrderly SkiffClusterRestart SkiffClusterTxn)
 log() { printf '[cluster %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -57,10 +57,10 @@ while pending:
 print("topics on %s: %s" % (",".join(sorted(brokers)), " ".join(topics)), file=sys.stderr)
 PY
 
-log "running tests/remote_cluster.rs"
+log "running tests/it/remote_cluster.rs"
 cd "$ROOT"
 status=0
 SKIFF_CLUSTER_NAMESRV=$NAMESRV SKIFF_CLUSTER_DIR=$DIR \
-    nice -n 10 cargo test --release --test remote_cluster -- --ignored --test-threads=1 || status=$?
+    nice -n 10 cargo test --release -p skiff --test it -- --ignored --test-threads=1 remote_cluster:: || status=$?
 [[ -n $KEEP ]] && log "cluster dir kept: $DIR"
 exit $status

@@ -2,14 +2,15 @@
 //! fires exactly once (none lost, none twice) and none before its deliver time, including the
 //! ones whose delivery the kill may have cut short.
 
-mod common;
+use crate::common;
+use skiff::testsuite;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use common::request;
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::storage::clock::epoch_millis;
 use skiff::storage::message::decode_records;
@@ -29,21 +30,12 @@ async fn send_timer(
     let props = format!(
         "UNIQ_KEY\u{1}TIMERCRASH{i:04}\u{2}TIMER_DELIVER_MS\u{1}{deliver_ms}\u{2}WAIT\u{1}true\u{2}"
     );
-    let send = request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", GROUP),
-            ("b", TOPIC),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", &(i % 4).to_string()),
-            ("f", "0"),
-            ("g", &epoch_millis().to_string()),
-            ("h", "0"),
-            ("i", &props),
-        ],
-    )
-    .with_body(format!("timer-{i}").into_bytes());
+    let send = testsuite::send_v2(TOPIC, format!("timer-{i}"))
+        .producer_group(GROUP)
+        .queue((i % 4) as i32)
+        .born_ms(epoch_millis())
+        .properties(props)
+        .build();
     let answer = client.invoke(addr, send, Duration::from_secs(5)).await?;
     ensure!(
         answer.code == code::SUCCESS,

@@ -1,4 +1,4 @@
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
@@ -10,7 +10,7 @@ use std::time::Duration;
 fn produce_consume_restart_resumes_from_committed_offset() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     run_paused(|| async {
-        let node = open_node(dir.path())?;
+        let node = TestNode::open_in(dir.path())?;
         produce(&node, "TopicA", "m", 200, 20).await?;
         let seen: SeenLog = Rc::new(RefCell::new(Seen::default()));
         let consumer = node.start_consumer(
@@ -28,7 +28,7 @@ fn produce_consume_restart_resumes_from_committed_offset() -> anyhow::Result<()>
         Ok::<_, anyhow::Error>(())
     })?;
     run_paused(|| async {
-        let node = open_node(dir.path())?;
+        let node = TestNode::open_in(dir.path())?;
         produce(&node, "TopicA", "n", 50, 10).await?;
         let seen: SeenLog = Rc::new(RefCell::new(Seen::default()));
         let consumer = node.start_consumer(

@@ -4,7 +4,7 @@
 //! the reply to the requester's connection and `Producer::request` returns it. Without a reply
 //! the request times out.
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 use std::time::Duration;

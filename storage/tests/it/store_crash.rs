@@ -4,7 +4,7 @@
 //! byte for byte and that nothing served fails its CRC. Twenty crashes on one directory.
 //!
 //! The child is this test binary re-executed with `CHILD_DIR_ENV` set, running only
-//! [`crash_child`] (`--ignored --exact crash_child`). It is `#[ignore]`d so that an ordinary run
+//! [`crash_child`] (`--ignored --exact store_crash::crash_child`). It is `#[ignore]`d so that an ordinary run
 //! never executes it, and it panics without its environment, so it cannot pass for nothing.
 
 use rand::{Rng, SeedableRng};
@@ -63,6 +63,15 @@ fn batch_for(seed: u64) -> (u32, Vec<MessageToAppend>) {
         })
         .collect();
     (queue_id, msgs)
+}
+
+/// `crash_child`'s name as `--exact` wants it: libtest names a test by its module path within the
+/// test binary (the crate's name left out), and a filter matching no test would run nothing.
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::crash_child"),
+        None => "crash_child".to_owned(),
+    }
 }
 
 /// Child mode: append forever, acknowledging each batch on stdout once append returned.
@@ -176,7 +185,7 @@ fn acknowledged_batches_survive_sigkill() {
         let kill_after = rng.gen_range(1..=80);
         let mut child = Command::new(&exe)
             .args([
-                "crash_child",
+                child_test_name().as_str(),
                 "--exact",
                 "--ignored",
                 "--nocapture",

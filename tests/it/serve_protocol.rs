@@ -2,13 +2,14 @@
 //! system, real time) and driven with hand-built RemotingCommands through the transport's
 //! `RemotingClient` (and a raw socket where the client would hide what is tested).
 
-mod common;
+use crate::common;
 
-use common::request;
+use common::{expect_code, request};
+use skiff::testsuite::{self, heartbeat, RawConn};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Context};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use skiff::remoting::body::{
     encode_batch, BatchEntry, ConsumeStats, ConsumerListBody, JsonBody, LockBatchResponseBody,
     MessageQueue, ResetOffsetBody, TopicRouteData,
@@ -16,7 +17,7 @@ use skiff::remoting::body::{
 use skiff::remoting::codes::{
     pull_sys_flag, request as rc, response as code, AUTO_CREATE_TOPIC_KEY,
 };
-use skiff::remoting::frame::{self, RemotingCommand};
+use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::processor;
 use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient, RemotingServer, ServerConfig};
 use skiff::serve::{self, Serving};
@@ -75,23 +76,17 @@ fn client() -> RemotingClient {
     RemotingClient::new(ClientConfig::default())
 }
 
+/// A send tagged `tags`, with a unique key of topic and body.
 fn send_v2(topic: &str, queue_id: i32, body: &str, tags: &str) -> RemotingCommand {
-    let props = format!("TAGS\u{1}{tags}\u{2}WAIT\u{1}true\u{2}UNIQ_KEY\u{1}{topic}{body}\u{2}");
-    request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", "pg"),
-            ("b", topic),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", &queue_id.to_string()),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", &props),
-        ],
-    )
-    .with_body(body.as_bytes().to_vec())
+    let unique_key = format!("{topic}{body}");
+    testsuite::send_v2(topic, body)
+        .queue(queue_id)
+        .properties(testsuite::properties(&[
+            ("TAGS", tags),
+            ("WAIT", "true"),
+            ("UNIQ_KEY", &unique_key),
+        ]))
+        .build()
 }
 
 fn pull(
@@ -102,21 +97,10 @@ fn pull(
     sys_flag: i32,
     suspend_ms: u64,
 ) -> RemotingCommand {
-    request(
-        rc::PULL_MESSAGE,
-        &[
-            ("consumerGroup", group),
-            ("topic", topic),
-            ("queueId", &queue_id.to_string()),
-            ("queueOffset", &offset.to_string()),
-            ("maxMsgNums", "32"),
-            ("sysFlag", &sys_flag.to_string()),
-            ("commitOffset", "0"),
-            ("suspendTimeoutMillis", &suspend_ms.to_string()),
-            ("subscription", "*"),
-            ("subVersion", "0"),
-        ],
-    )
+    testsuite::pull(group, topic, queue_id, offset)
+        .sys_flag(sys_flag)
+        .suspend_ms(suspend_ms)
+        .build()
 }
 
 fn query_offset(
@@ -151,25 +135,11 @@ fn update_offset(group: &str, topic: &str, queue_id: u32, offset: u64) -> Remoti
     )
 }
 
-fn heartbeat(body: &str) -> RemotingCommand {
-    RemotingCommand::new_request(rc::HEART_BEAT).with_body(body.as_bytes().to_vec())
-}
-
 fn ext_i64(cmd: &RemotingCommand, key: &str) -> anyhow::Result<i64> {
     cmd.ext(key)
         .ok_or_else(|| anyhow!("response has no {key}: {cmd:?}"))?
         .parse()
         .with_context(|| format!("{key} is not a number"))
-}
-
-fn expect_code(cmd: &RemotingCommand, expected: i32) -> anyhow::Result<()> {
-    ensure!(
-        cmd.code == expected,
-        "expected code {expected}, got {} (remark {:?})",
-        cmd.code,
-        cmd.remark
-    );
-    Ok(())
 }
 
 fn records(cmd: &RemotingCommand) -> anyhow::Result<Vec<StoredMessage>> {
@@ -772,45 +742,6 @@ async fn long_poll_is_answered_when_a_send_wakes_it() -> anyhow::Result<()> {
     let got = records(&resp)?;
     ensure!(got.len() == 1 && &got[0].body[..] == b"two" && got[0].queue_offset == 1);
     h.stop().await
-}
-
-/// Writes frames on a raw connection and reads every frame back, so a response to a oneway
-/// request would be seen.
-struct RawConn {
-    stream: tokio::net::TcpStream,
-    buf: BytesMut,
-}
-
-impl RawConn {
-    async fn connect(addr: &str) -> anyhow::Result<RawConn> {
-        Ok(RawConn {
-            stream: tokio::net::TcpStream::connect(addr).await?,
-            buf: BytesMut::new(),
-        })
-    }
-
-    async fn write(&mut self, cmd: &RemotingCommand) -> anyhow::Result<()> {
-        let mut out = BytesMut::new();
-        frame::encode(cmd, &mut out)?;
-        self.stream.write_all(&out).await?;
-        Ok(())
-    }
-
-    async fn read(&mut self) -> anyhow::Result<RemotingCommand> {
-        tokio::time::timeout(CALL_TIMEOUT, async {
-            loop {
-                if let Some(cmd) = frame::decode_frame(&mut self.buf, frame::DEFAULT_MAX_FRAME_LEN)?
-                {
-                    return Ok(cmd);
-                }
-                if self.stream.read_buf(&mut self.buf).await? == 0 {
-                    bail!("connection closed");
-                }
-            }
-        })
-        .await
-        .context("no frame in time")?
-    }
 }
 
 #[actix_rt::test]

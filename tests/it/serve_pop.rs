@@ -3,7 +3,8 @@
 //! ACK_MESSAGE, BATCH_ACK_MESSAGE (Java's base64 bit set), CHANGE_MESSAGE_INVISIBLETIME, the
 //! revival that a held pop is woken by, NOTIFICATION, and the refusals Java answers.
 
-mod common;
+use crate::common;
+use skiff::testsuite;
 
 use common::request;
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use skiff::remoting::body::{
     BatchAck, BatchAckBody, JsonBody, MessageRequestMode, QueryAssignmentBody,
     QueryAssignmentResponseBody, SetMessageRequestModeBody,
 };
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{
     ChangeInvisibleTimeResponseHeader, CustomHeader, NotificationResponseHeader,
@@ -31,41 +32,20 @@ const TOPIC: &str = "PopWire";
 const GROUP: &str = "pop-wire-group";
 
 fn send(topic: &str, body: &str) -> RemotingCommand {
-    let mut cmd = request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", "pg"),
-            ("b", topic),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "1"),
-            ("e", "0"),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", "TAGS\u{1}TagA\u{2}"),
-        ],
-    );
-    cmd.body = body.as_bytes().to_vec().into();
-    cmd
+    testsuite::send_v2(topic, body)
+        .queue_nums(1)
+        .properties(testsuite::properties(&[("TAGS", "TagA")]))
+        .build()
 }
 
-fn pop(queue_id: &str, max: &str, invisible_ms: i64, poll_ms: i64) -> RemotingCommand {
-    request(
-        rc::POP_MESSAGE,
-        &[
-            ("consumerGroup", GROUP),
-            ("topic", TOPIC),
-            ("queueId", queue_id),
-            ("maxMsgNums", max),
-            ("invisibleTime", &invisible_ms.to_string()),
-            ("pollTime", &poll_ms.to_string()),
-            ("bornTime", "1700000000000"),
-            ("initMode", "0"),
-            ("expType", "TAG"),
-            ("exp", "*"),
-            ("order", "false"),
-        ],
-    )
+fn pop(queue_id: i32, max: u32, invisible_ms: u64, poll_ms: u64) -> RemotingCommand {
+    testsuite::pop(GROUP, TOPIC)
+        .queue(queue_id)
+        .max(max)
+        .invisible_ms(invisible_ms)
+        .poll_ms(poll_ms)
+        .order(false)
+        .build()
 }
 
 fn ack_header(code_: i32, topic: &str, message: &StoredMessage, receipt: &str) -> RemotingCommand {
@@ -184,21 +164,21 @@ async fn a_raw_pop_client_pops_acks_and_sees_the_unacked_message_revived() -> an
     );
 
     // Java's refusals.
-    ensure!(call(pop("-1", "33", 60_000, 0)).await?.code == code::INVALID_PARAMETER);
-    let mut unknown = pop("-1", "4", 60_000, 0);
+    ensure!(call(pop(-1, 33, 60_000, 0)).await?.code == code::INVALID_PARAMETER);
+    let mut unknown = pop(-1, 4, 60_000, 0);
     unknown
         .ext_fields
         .insert("topic".into(), "NoSuchTopic".into());
     ensure!(call(unknown).await?.code == code::TOPIC_NOT_EXIST);
 
-    let first = call(pop("-1", "32", 60_000, 0)).await?;
+    let first = call(pop(-1, 32, 60_000, 0)).await?;
     ensure!(first.code == code::SUCCESS, "pop: {first:?}");
     let header = PopMessageResponseHeader::from_command(&first)?;
     ensure!(header.msg_offset_info == "0 0 0,1,2,3", "{header:?}");
     ensure!(header.start_offset_info == "0 0 0", "{header:?}");
     let messages = decode_records(first.body.clone())?;
     ensure!(messages.len() == 4);
-    let nothing = call(pop("-1", "32", 60_000, 0)).await?;
+    let nothing = call(pop(-1, 32, 60_000, 0)).await?;
     ensure!(nothing.code == code::POLLING_TIMEOUT, "{nothing:?}");
 
     // m0 by ACK_MESSAGE; m1 and m2 by one BATCH_ACK_MESSAGE; m3 becomes visible in a second.
@@ -247,7 +227,7 @@ async fn a_raw_pop_client_pops_acks_and_sees_the_unacked_message_revived() -> an
 
     // A held pop is woken by the revival of m3 into the retry topic.
     let held_since = std::time::Instant::now();
-    let revived = call(pop("-1", "32", 60_000, 20_000)).await?;
+    let revived = call(pop(-1, 32, 60_000, 20_000)).await?;
     ensure!(revived.code == code::SUCCESS, "revived pop: {revived:?}");
     ensure!(
         held_since.elapsed() < Duration::from_secs(19),

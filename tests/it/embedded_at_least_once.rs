@@ -4,7 +4,7 @@
 //! `reconsume_times`, local re-consumption when the send-back fails, and the dead-letter queue
 //! after 16 reconsumes. Time is paused: the retry delays (10 s … 2 h) pass in test time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use rand::rngs::StdRng;

@@ -1,13 +1,12 @@
 //! Transactional sends through the embedded node: `Producer::send_in_transaction` and the
 //! transaction checker, with the broker's check-backs on paused time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
 use skiff::actors::logic::transaction::{TransactionResolution, TRANSACTION_ID};
 use skiff::actors::producer::OutgoingMessage;
-use skiff::Node;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -15,11 +14,11 @@ use std::time::Duration;
 
 const TOPIC: &str = "Payments";
 
-fn open_transactional_node(dir: &std::path::Path) -> anyhow::Result<Node> {
+fn open_transactional_node(dir: &std::path::Path) -> anyhow::Result<TestNode> {
     let mut config = node_config(dir);
-    config.transaction_timeout_ms = 1_000;
-    config.transaction_check_interval_ms = 500;
-    Ok(Node::open(config)?)
+    config.transaction_timeout = Duration::from_millis(1_000);
+    config.transaction_check_interval = Duration::from_millis(500);
+    Ok(TestNode::open_config(config)?)
 }
 
 #[test]

@@ -4,14 +4,15 @@
 //! message is lost. Acknowledged ones may come again only if the crash took the acknowledgement
 //! (at least once), which the test reports but does not forbid.
 
-mod common;
+use crate::common;
+use skiff::testsuite;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::ensure;
 use common::{request, ServeChild};
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CustomHeader, PopMessageResponseHeader};
 use skiff::remoting::{ClientConfig, RemotingClient};
@@ -21,46 +22,23 @@ const TOPIC: &str = "PopCrash";
 const GROUP: &str = "pop-crash-group";
 const MESSAGES: usize = 40;
 /// Short, so revivals after the restart come quickly.
-const INVISIBLE_MS: &str = "2000";
+const INVISIBLE_MS: u64 = 2000;
 
 fn spawn(data_dir: &std::path::Path, listen: &str) -> anyhow::Result<ServeChild> {
     common::spawn_serve(data_dir, listen, &[])
 }
 
 fn send(i: usize) -> RemotingCommand {
-    request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", "pg"),
-            ("b", TOPIC),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", &(i % 4).to_string()),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", ""),
-        ],
-    )
-    .with_body(format!("m{i:02}").into_bytes())
+    testsuite::send_v2(TOPIC, format!("m{i:02}"))
+        .queue((i % 4) as i32)
+        .build()
 }
 
 fn pop(poll_ms: u64) -> RemotingCommand {
-    request(
-        rc::POP_MESSAGE,
-        &[
-            ("consumerGroup", GROUP),
-            ("topic", TOPIC),
-            ("queueId", "-1"),
-            ("maxMsgNums", "32"),
-            ("invisibleTime", INVISIBLE_MS),
-            ("pollTime", &poll_ms.to_string()),
-            ("bornTime", "1700000000000"),
-            ("initMode", "0"),
-            ("expType", "TAG"),
-            ("exp", "*"),
-        ],
-    )
+    testsuite::pop(GROUP, TOPIC)
+        .invisible_ms(INVISIBLE_MS)
+        .poll_ms(poll_ms)
+        .build()
 }
 
 /// Pops once: the messages and the answer's header.

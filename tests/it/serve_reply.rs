@@ -3,23 +3,22 @@
 //! sending SEND_REPLY_MESSAGE(_V2), and the PUSH_REPLY_MESSAGE_TO_CLIENT (326) the broker sends
 //! on the requester's connection, answered by the test.
 
-mod common;
+use crate::common;
 
-use common::request;
+use common::{expect_code, request};
+use skiff::testsuite::{self, RawConn};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, ensure, Context};
-use bytes::BytesMut;
+use anyhow::{anyhow, ensure};
 use skiff::remoting::body::{JsonBody, TopicRouteData};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
-use skiff::remoting::frame::{self, RemotingCommand};
+use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CustomHeader, ReplyMessageRequestHeader};
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::serve::{self, Serving};
 use skiff::storage::message::{decode_records, property};
 use skiff::NodeConfig;
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Failure bound for one request or one awaited frame.
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -63,83 +62,12 @@ impl Harness {
     }
 }
 
-/// A connection driven frame by frame, so the test sees the broker's pushes and answers them.
-struct RawConn {
-    stream: tokio::net::TcpStream,
-    buf: BytesMut,
-}
-
-impl RawConn {
-    async fn connect(addr: &str) -> anyhow::Result<RawConn> {
-        Ok(RawConn {
-            stream: tokio::net::TcpStream::connect(addr).await?,
-            buf: BytesMut::new(),
-        })
-    }
-
-    async fn write(&mut self, cmd: &RemotingCommand) -> anyhow::Result<()> {
-        let mut out = BytesMut::new();
-        frame::encode(cmd, &mut out)?;
-        self.stream.write_all(&out).await?;
-        Ok(())
-    }
-
-    async fn read(&mut self) -> anyhow::Result<RemotingCommand> {
-        tokio::time::timeout(CALL_TIMEOUT, async {
-            loop {
-                if let Some(cmd) = frame::decode_frame(&mut self.buf, frame::DEFAULT_MAX_FRAME_LEN)?
-                {
-                    return Ok(cmd);
-                }
-                if self.stream.read_buf(&mut self.buf).await? == 0 {
-                    bail!("connection closed");
-                }
-            }
-        })
-        .await
-        .context("no frame in time")?
-    }
-
-    /// Sends a request and reads frames until its response.
-    async fn call(&mut self, cmd: RemotingCommand) -> anyhow::Result<RemotingCommand> {
-        self.write(&cmd).await?;
-        loop {
-            let frame = self.read().await?;
-            if frame.is_response() && frame.opaque == cmd.opaque {
-                return Ok(frame);
-            }
-            ensure!(
-                !frame.is_response(),
-                "response to an unknown request: {frame:?}"
-            );
-        }
-    }
-}
-
-fn props(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}\u{1}{v}\u{2}"))
-        .collect()
-}
-
 /// A send with the V2 (single-letter) header: SEND_MESSAGE_V2 or SEND_REPLY_MESSAGE_V2.
 fn send_v2(code: i32, topic: &str, body: &str, properties: &str) -> RemotingCommand {
-    request(
-        code,
-        &[
-            ("a", "pg"),
-            ("b", topic),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", "0"),
-            ("f", "0"),
-            ("g", "1700000000000"),
-            ("h", "0"),
-            ("i", properties),
-        ],
-    )
-    .with_body(body.as_bytes().to_vec())
+    testsuite::send_v2(topic, body)
+        .code(code)
+        .properties(properties)
+        .build()
 }
 
 /// SEND_REPLY_MESSAGE (324) with the V1 header.
@@ -162,7 +90,7 @@ fn reply_v1(body: &str, properties: &str) -> RemotingCommand {
 }
 
 fn reply_properties(correlation_id: &str, to: &str) -> String {
-    props(&[
+    testsuite::properties(&[
         ("MSG_TYPE", "reply"),
         ("CORRELATION_ID", correlation_id),
         ("REPLY_TO_CLIENT", to),
@@ -171,31 +99,10 @@ fn reply_properties(correlation_id: &str, to: &str) -> String {
 }
 
 fn pull(topic: &str, offset: u64) -> RemotingCommand {
-    request(
-        rc::PULL_MESSAGE,
-        &[
-            ("consumerGroup", "reader"),
-            ("topic", topic),
-            ("queueId", "0"),
-            ("queueOffset", &offset.to_string()),
-            ("maxMsgNums", "32"),
-            ("sysFlag", "4"), // the subscription is in the request
-            ("commitOffset", "0"),
-            ("suspendTimeoutMillis", "0"),
-            ("subscription", "*"),
-            ("subVersion", "0"),
-        ],
-    )
-}
-
-fn expect_code(cmd: &RemotingCommand, expected: i32) -> anyhow::Result<()> {
-    ensure!(
-        cmd.code == expected,
-        "expected code {expected}, got {} (remark {:?})",
-        cmd.code,
-        cmd.remark
-    );
-    Ok(())
+    // The subscription is in the request.
+    testsuite::pull("reader", topic, 0, offset)
+        .sys_flag(4)
+        .build()
 }
 
 /// The requester: a producer heartbeat registers its client id on this connection.
@@ -204,9 +111,7 @@ async fn requester(addr: &str) -> anyhow::Result<RawConn> {
     let body = format!(
         r#"{{"clientID":"{REQUESTER_ID}","producerDataSet":[{{"groupName":"requesters"}},{{"groupName":"CLIENT_INNER_PRODUCER"}}],"consumerDataSet":[]}}"#
     );
-    let resp = conn
-        .call(RemotingCommand::new_request(rc::HEART_BEAT).with_body(body.into_bytes()))
-        .await?;
+    let resp = conn.call(testsuite::heartbeat(&body)).await?;
     expect_code(&resp, code::SUCCESS)?;
     Ok(conn)
 }
@@ -218,7 +123,7 @@ async fn a_reply_is_pushed_to_the_requester_connection_and_stored() -> anyhow::R
     let replier = RemotingClient::new(ClientConfig::default());
 
     // The request: an ordinary send carrying the correlation properties.
-    let request_props = props(&[
+    let request_props = testsuite::properties(&[
         ("CORRELATION_ID", "corr-1"),
         ("REPLY_TO_CLIENT", REQUESTER_ID),
         ("TTL", "3000"),
@@ -353,7 +258,7 @@ async fn a_reply_to_an_unknown_or_missing_client_is_a_system_error() -> anyhow::
                 rc::SEND_REPLY_MESSAGE_V2,
                 REPLY_TOPIC,
                 "lost",
-                &props(&[("MSG_TYPE", "reply")]),
+                &testsuite::properties(&[("MSG_TYPE", "reply")]),
             ),
         )
         .await?;

@@ -2,7 +2,7 @@
 //! implements, and the rules beyond RocketMQ of `docs/architecture.md` (rules 1-4), each named
 //! after its rule. Time is paused: timers fire only as the tests advance time.
 
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::broker_api::MessageModel;

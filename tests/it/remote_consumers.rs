@@ -18,7 +18,7 @@
 //! Waiting is always bounded and on a condition (connect until the port accepts, poll a
 //! consumer snapshot or the received messages), never a fixed sleep.
 
-mod common;
+use crate::common;
 
 use skiff::actors::broker_api::BrokerApi;
 use skiff::actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};
@@ -359,6 +359,16 @@ fn two_consumers_split_queues_via_notify() -> anyhow::Result<()> {
 
 const KILL_GROUP: &str = "remote-kill";
 
+/// `remote_consumer_child`'s name as `--exact` wants it: libtest names a test by its module
+/// path within the test binary (the crate's name left out), and a filter matching no test would
+/// run nothing.
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::remote_consumer_child"),
+        None => "remote_consumer_child".to_owned(),
+    }
+}
+
 /// The child side of `killed_consumer_queues_move_to_the_survivor`, which starts it with
 /// `--ignored --exact` (ignored in a normal run, and an error without
 /// `SKIFF_REMOTE_CHILD_NAMESRV`, so it cannot pass for nothing). Consumes slowly (one message at a time, 20 ms
@@ -410,7 +420,7 @@ impl ChildConsumer {
     fn spawn(addr: &str) -> anyhow::Result<ChildConsumer> {
         let mut child = Command::new(std::env::current_exe()?)
             .args([
-                "remote_consumer_child",
+                child_test_name().as_str(),
                 "--ignored",
                 "--exact",
                 "--nocapture",

@@ -2,7 +2,7 @@
 //! request, refuses a taken port and a locked data directory with a clear error, and on
 //! SIGTERM exits 0 with its messages and consumer offsets on disk.
 
-mod common;
+use crate::common;
 
 use common::request;
 use std::io::{BufRead, BufReader};

@@ -12,7 +12,7 @@
 //! `graceful_shutdown_redelivers_nothing`: a graceful consumer and node shutdown, then a restart,
 //! re-delivers nothing; see `docs/architecture.md` (rule 2).
 
-mod common;
+use crate::common;
 
 use common::*;
 use rand::rngs::StdRng;
@@ -57,11 +57,20 @@ fn child_config(dir: &Path) -> NodeConfig {
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
     config.default_topic_queue_nums = QUEUES;
-    config.flush_consumer_offset_interval_ms = BROKER_FLUSH_INTERVAL.as_millis() as u64;
+    config.flush_consumer_offset_interval = BROKER_FLUSH_INTERVAL;
     config
 }
 
-/// The child side, started by the crash tests with `--ignored --exact crash_child` (ignored in a
+/// `crash_child`'s name as `--exact` wants it: libtest names a test by its module path within the
+/// test binary (the crate's name left out), and a filter matching no test would run nothing.
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::crash_child"),
+        None => "crash_child".to_owned(),
+    }
+}
+
+/// The child side, started by the crash tests with `--ignored --exact embedded_crash::crash_child` (ignored in a
 /// normal run, and an error without `SKIFF_CRASH_CHILD`, so it cannot pass for nothing). Runs
 /// one mode against the node in `SKIFF_CRASH_DIR`:
 /// - `produce`: sends the messages and shuts down gracefully;
@@ -201,7 +210,7 @@ struct ChildRun {
 fn spawn_child(dir: &Path, mode: &str) -> anyhow::Result<ChildRun> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([
-            "crash_child",
+            child_test_name().as_str(),
             "--ignored",
             "--exact",
             "--nocapture",

@@ -16,7 +16,7 @@ use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::RemotingClient;
 use skiff::storage::message::MessageToAppend;
 use skiff::storage::store::BoundaryType;
-use skiff::{Node, NodeConfig};
+use skiff::Node;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,10 +24,10 @@ use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Runs `test` on an actix system whose tokio clock starts paused: timers fire only when the
-/// test advances time (or when every task is idle), so no test waits on the wall clock.
-#[allow(unused_imports)] // each test binary uses a part of this module, as `dead_code` above
-pub use skiff_actors::testsuite::run_paused;
+/// `run_paused` runs a test on an actix system whose tokio clock starts paused: timers fire
+/// only when the test advances time (or when every task is idle), so no test waits on the wall
+/// clock. The rest is `skiff::testsuite`'s; new tests open their node as a `TestNode`.
+pub use skiff::testsuite::{request, run_paused, test_config as node_config, TestNode};
 
 /// Polls `condition` every `interval` of real time until it holds; fails after `limit`. For
 /// tests over real TCP, where another process decides when the condition comes true.
@@ -72,19 +72,12 @@ pub async fn advance_until(
     Ok(())
 }
 
-/// Advances paused time by `duration` (timers due meanwhile fire).
+/// Advances paused time by `duration` (timers due meanwhile fire). Unlike
+/// `skiff_actors::testsuite::advance`, which moves the clock in 100 ms steps and yields between
+/// them, this sleeps: the runtime moves the clock only when no task is ready. The two are not
+/// interchangeable; the node tests were written against this one.
 pub async fn advance(duration: Duration) {
     tokio::time::sleep(duration).await;
-}
-
-pub fn node_config(dir: &std::path::Path) -> NodeConfig {
-    let mut config = NodeConfig::in_dir(dir);
-    config.segment_size = 8 << 20;
-    // Small segments: the host's disk use must not make retention delete them early, nor the
-    // disk guard refuse sends, whatever else fills the test machine's disk.
-    config.disk_max_used_ratio = 0.999;
-    config.disk_full_ratio = 1.0;
-    config
 }
 
 pub fn open_node(dir: &std::path::Path) -> anyhow::Result<Node> {
@@ -339,13 +332,15 @@ pub async fn broker_offsets(
         .collect())
 }
 
-/// A request with these header fields, as a client sends it.
-pub fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
+/// Fails unless `cmd` answered `expected`, naming the code and remark it had.
+pub fn expect_code(cmd: &RemotingCommand, expected: i32) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cmd.code == expected,
+        "expected code {expected}, got {} (remark {:?})",
+        cmd.code,
+        cmd.remark
+    );
+    Ok(())
 }
 
 /// A child `skiff serve`, SIGKILLed on drop if still running.

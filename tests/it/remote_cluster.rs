@@ -20,7 +20,7 @@
 //!
 //! Waiting is always bounded and on a condition, never a fixed sleep.
 
-mod common;
+use crate::common;
 
 use skiff::actors::broker_api::BrokerApi;
 use skiff::actors::consumer::push_consumer::{PushConsumer, PushConsumerBuilder};

@@ -2,7 +2,8 @@
 //! rolled-back message is ever delivered, every committed one is (once), and the halves that
 //! were still pending are checked back with their producer, whose answers decide them.
 
-mod common;
+use crate::common;
+use skiff::testsuite;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context};
 use common::{request, ServeChild};
-use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CheckTransactionStateRequestHeader, CustomHeader};
 use skiff::remoting::{ClientConfig, RemotingClient};
@@ -66,22 +67,14 @@ async fn send_half(client: &RemotingClient, addr: &str, i: usize) -> anyhow::Res
         "TRAN_MSG\u{1}true\u{2}PGROUP\u{1}{GROUP}\u{2}UNIQ_KEY\u{1}{uniq}\u{2}WAIT\u{1}true\u{2}"
     );
     // Born a minute ago: old enough to be checked as soon as the restarted broker looks.
-    let born = (skiff::storage::clock::epoch_millis() - 60_000).to_string();
-    let send = request(
-        rc::SEND_MESSAGE_V2,
-        &[
-            ("a", GROUP),
-            ("b", TOPIC),
-            ("c", AUTO_CREATE_TOPIC_KEY),
-            ("d", "4"),
-            ("e", &(i % 4).to_string()),
-            ("f", "4"),
-            ("g", &born),
-            ("h", "0"),
-            ("i", &props),
-        ],
-    )
-    .with_body(format!("body-{i}").into_bytes());
+    let born = skiff::storage::clock::epoch_millis() - 60_000;
+    let send = testsuite::send_v2(TOPIC, format!("body-{i}"))
+        .producer_group(GROUP)
+        .queue((i % 4) as i32)
+        .sys_flag(4)
+        .born_ms(born)
+        .properties(props)
+        .build();
     let answer = client.invoke(addr, send, Duration::from_secs(5)).await?;
     ensure!(answer.code == code::SUCCESS, "half {i} refused: {answer:?}");
     let msg_id = answer

@@ -2,7 +2,7 @@
 //! commit is delivered, a rollback never, and a half left UNKNOW is checked back on the
 //! producer's connection (CHECK_TRANSACTION_STATE) and committed by its checker's answer.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -60,8 +60,8 @@ async fn commit_rollback_and_a_checked_back_unknown_through_the_remote_client() 
     config.listen = "127.0.0.1:0".parse()?;
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
-    config.transaction_timeout_ms = 500;
-    config.transaction_check_interval_ms = 200;
+    config.transaction_timeout = Duration::from_millis(500);
+    config.transaction_check_interval = Duration::from_millis(200);
     let serving = serve::start(config).await?;
     let addr = serving.local_addr().to_string();
 

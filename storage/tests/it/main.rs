@@ -1,0 +1,18 @@
+//! skiff-storage's integration tests, as one binary (one link instead of one per file). Run one
+//! module with `cargo test -p skiff-storage --test it MODULE::`.
+//!
+//! - `metadata_store`: topic and subscription-group configuration.
+//! - `offset_table_*`: the offset table's contract suite, corruption and random histories.
+//! - `store_*`: the message store: append and read, group commit, recovery, retention, power
+//!   loss on the simulated disk, and `store_crash` (SIGKILL of this binary run as its child).
+
+mod metadata_store;
+mod offset_table_contract;
+mod offset_table_corruption;
+mod offset_table_proptest;
+mod store_basic;
+mod store_crash;
+mod store_group_commit;
+mod store_power_loss;
+mod store_recovery;
+mod store_retention;

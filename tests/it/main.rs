@@ -1,0 +1,34 @@
+//! The root crate's integration tests, as one binary (one link instead of one per file). Each
+//! module is one subject; run one with `cargo test -p skiff --test it MODULE::`.
+//!
+//! - `common`: the helpers the modules share (paused-time systems, nodes in temporary
+//!   directories, `skiff serve` children, raw requests).
+//! - `embedded_*`: the embedded `Node`: smoke tests, at-least-once under failures, crash and
+//!   restart (re-runs this binary as its child), offset rules, transactions.
+//! - `message_ids`: client message ids whichever broker a producer sends to.
+//! - `remote_*`: skiff's own producer and consumers over TCP (`RemoteBroker`) against `skiff
+//!   serve`; `remote_cluster` (ignored) against an Apache cluster, run by
+//!   `tests/conformance/cluster.sh`.
+//! - `remoting_codec`: the remoting transport over real TCP.
+//! - `serve_*`: `skiff serve` driven with raw frames: protocol, pop, request-reply, the binary
+//!   as a process, and the `*_crash` modules that SIGKILL it.
+
+mod common;
+mod embedded_at_least_once;
+mod embedded_crash;
+mod embedded_offset_rules;
+mod embedded_smoke;
+mod embedded_transactions;
+mod message_ids;
+mod remote_cluster;
+mod remote_consumers;
+mod remote_request_reply;
+mod remote_transactions;
+mod remoting_codec;
+mod serve_pop;
+mod serve_pop_crash;
+mod serve_process;
+mod serve_protocol;
+mod serve_reply;
+mod serve_timer_crash;
+mod serve_transaction_crash;
