@@ -5,6 +5,7 @@
 //!   directories, `skiff serve` children, raw requests).
 //! - `embedded_*`: the embedded `Node`: smoke tests, at-least-once under failures, crash and
 //!   restart (re-runs this binary as its child), offset rules, transactions.
+//! - `node_lifecycle`: a node releases every file it holds at shutdown, and reopens at once.
 //! - `message_ids`: client message ids whichever broker a producer sends to.
 //! - `remote_*`: skiff's own producer and consumers over TCP (`RemoteBroker`) against `skiff
 //!   serve`; `remote_cluster` (ignored) against an Apache cluster, run by
@@ -20,6 +21,7 @@ mod embedded_offset_rules;
 mod embedded_smoke;
 mod embedded_transactions;
 mod message_ids;
+mod node_lifecycle;
 mod remote_cluster;
 mod remote_consumers;
 mod remote_request_reply;

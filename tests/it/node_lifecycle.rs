@@ -1,7 +1,7 @@
 //! A node releases everything it holds: after `shutdown` (or a drop) every actor has stopped and
 //! every file, lock and sled database under its directory is closed, so a new node opens on the
 //! same directory at once, in the same process, embedded or with `skiff serve`'s listener on.
-mod common;
+use crate::common;
 
 use common::*;
 use skiff::actors::logic::pull_from_where::ConsumeFromWhere;
