@@ -1039,6 +1039,10 @@ mod tests {
 
     // The test runs on one thread; the notifier is only ever called there.
     impl ConsumerNotifier for Flag {
+        fn connection(&self) -> skiff_actors::broker_api::ConnectionId {
+            skiff_actors::broker_api::ConnectionId(1)
+        }
+
         fn consumer_ids_changed(&self, group: &str) {
             assert_eq!(group, "g");
             self.0.set(self.0.get() + 1);
