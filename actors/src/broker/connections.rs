@@ -25,6 +25,9 @@ use std::sync::Arc;
 #[derive(Default)]
 struct ClientConnection {
     notifier: Option<Arc<dyn ConsumerNotifier>>,
+    /// Heartbeats that registered the notifier and are still on their way to the membership
+    /// actor: the notifier is kept for them even when no member needs it right now.
+    heartbeats_in_flight: u32,
     checker: Option<Arc<dyn TransactionCheckListener>>,
     /// Producer group → client ids registered through this connection.
     producers: BTreeMap<String, BTreeSet<String>>,
@@ -39,14 +42,37 @@ pub struct Connections {
 }
 
 impl Connections {
-    /// Registers (or replaces) the notifier of its connection.
+    /// Registers (or replaces) the notifier of its connection for a heartbeat on its way to the
+    /// membership actor, which calls [`Self::heartbeat_recorded`] once it took it.
     pub fn register_notifier(&self, notifier: Arc<dyn ConsumerNotifier>) {
         let connection = notifier.connection();
-        self.table
-            .borrow_mut()
-            .entry(connection)
-            .or_default()
-            .notifier = Some(notifier);
+        let mut table = self.table.borrow_mut();
+        let entry = table.entry(connection).or_default();
+        entry.notifier = Some(notifier);
+        entry.heartbeats_in_flight += 1;
+    }
+
+    /// A heartbeat [`Self::register_notifier`] announced was recorded (or lost).
+    pub fn heartbeat_recorded(&self, connection: ConnectionId) {
+        if let Some(entry) = self.table.borrow_mut().get_mut(&connection) {
+            entry.heartbeats_in_flight = entry.heartbeats_in_flight.saturating_sub(1);
+        }
+    }
+
+    /// No consumer of `connection` is in a group any more: its notifier is dropped, unless a
+    /// heartbeat that needs it is on its way (a later heartbeat registers it again).
+    pub fn forget_notifier(&self, connection: ConnectionId) {
+        let mut table = self.table.borrow_mut();
+        let Some(entry) = table.get_mut(&connection) else {
+            return;
+        };
+        if entry.heartbeats_in_flight > 0 {
+            return;
+        }
+        entry.notifier = None;
+        if entry.checker.is_none() && entry.producers.is_empty() && entry.subscriptions.is_empty() {
+            table.remove(&connection);
+        }
     }
 
     /// How the broker reaches the consumers of `connection`, while it is open.
@@ -230,6 +256,26 @@ mod tests {
         assert_eq!(connections.producers_of("P"), ["a"]);
         connections.unregister_producer("a", Some("P"));
         assert!(connections.checker_of_group("P").is_none());
+    }
+
+    struct Notifier(ConnectionId);
+
+    impl ConsumerNotifier for Notifier {
+        fn connection(&self) -> ConnectionId {
+            self.0
+        }
+        fn consumer_ids_changed(&self, _: &str) {}
+    }
+
+    #[test]
+    fn a_notifier_is_kept_while_a_heartbeat_needing_it_is_on_its_way() {
+        let connections = Connections::default();
+        connections.register_notifier(Arc::new(Notifier(ConnectionId(1))));
+        connections.forget_notifier(ConnectionId(1));
+        assert!(connections.notifier(ConnectionId(1)).is_some());
+        connections.heartbeat_recorded(ConnectionId(1));
+        connections.forget_notifier(ConnectionId(1));
+        assert!(connections.notifier(ConnectionId(1)).is_none());
     }
 
     #[test]

@@ -372,15 +372,19 @@ impl BrokerHandle {
         self.inner.registry.ensure_retry_topic(&group)?;
         let connection = notifier.connection();
         self.inner.connections.register_notifier(notifier);
-        self.inner
+        let outcome = self
+            .inner
             .addrs
             .membership
             .send(RecordHeartbeat {
                 heartbeat,
                 connection,
             })
-            .await
-            .map_err(mailbox("membership"))
+            .await;
+        if outcome.is_err() {
+            self.inner.connections.heartbeat_recorded(connection);
+        }
+        outcome.map_err(mailbox("membership"))
     }
 
     /// UNREGISTER_CLIENT: the client leaves `group`; answers how many registrations it had.

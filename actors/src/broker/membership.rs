@@ -16,7 +16,7 @@ use crate::broker_api::{
 };
 use crate::quit::Quit;
 use actix::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -199,7 +199,7 @@ impl MembershipActor {
             group.members.retain(|client_id, member| {
                 let leave = leaving(name, client_id, member);
                 if leave {
-                    removed.push((name.clone(), client_id.clone()));
+                    removed.push((name.clone(), client_id.clone(), member.connection));
                 }
                 !leave
             });
@@ -209,7 +209,18 @@ impl MembershipActor {
             }
         }
         self.groups.retain(|_, g| !g.members.is_empty());
-        for (group, client_id) in &removed {
+        // A notifier lives as long as a member needs it, as when members held their own.
+        let in_use: BTreeSet<ConnectionId> = self
+            .groups
+            .values()
+            .flat_map(|g| g.members.values().map(|m| m.connection))
+            .collect();
+        for (_, _, connection) in &removed {
+            if !in_use.contains(connection) {
+                self.connections.forget_notifier(*connection);
+            }
+        }
+        for (group, client_id, _) in &removed {
             tracing::info!(group = %group, client_id = %client_id, reason, "consumer left group");
             // Best effort: a lock not released here expires on its own.
             if let Err(e) = self.locks.try_send(ReleaseClient {
@@ -248,6 +259,7 @@ impl Handler<RecordHeartbeat> for MembershipActor {
     type Result = MessageResult<RecordHeartbeat>;
 
     fn handle(&mut self, msg: RecordHeartbeat, _: &mut Self::Context) -> Self::Result {
+        self.connections.heartbeat_recorded(msg.connection);
         let heartbeat = msg.heartbeat;
         let group_name = heartbeat.group.clone();
         let client_id = heartbeat.client_id.clone();
