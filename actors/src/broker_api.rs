@@ -239,16 +239,49 @@ pub struct ConsumerHeartbeat {
     pub subscriptions: Vec<SubscriptionEntry>,
 }
 
+/// One client connection to the broker, for the lifetime of the process: a remoting connection
+/// takes one when it is accepted, an in-process client (an embedded consumer or producer) when
+/// it is created. One counter for both, so the two never collide on one broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl ConnectionId {
+    /// A connection id no other connection of this process has.
+    pub fn next() -> ConnectionId {
+        ConnectionId(NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "conn-{}", self.0)
+    }
+}
+
 /// How the broker reaches a registered consumer (NOTIFY_CONSUMER_IDS_CHANGED).
 pub trait ConsumerNotifier {
+    /// The connection this notifier writes to: every client registered through it leaves when
+    /// that connection closes.
+    fn connection(&self) -> ConnectionId;
     /// Best effort: a lost notification is repaired by the periodic rebalance.
     fn consumer_ids_changed(&self, group: &str);
+}
+
+/// The connection a notifier writes to.
+impl From<&Arc<dyn ConsumerNotifier>> for ConnectionId {
+    fn from(notifier: &Arc<dyn ConsumerNotifier>) -> Self {
+        notifier.connection()
+    }
 }
 
 /// How the broker reaches a live producer of a group to ask about a pending transaction
 /// (CHECK_TRANSACTION_STATE, oneway as in Java): a connection over the network, the embedded
 /// producer's checker in process.
 pub trait TransactionCheckListener {
+    /// The connection this listener writes to.
+    fn connection(&self) -> ConnectionId;
     /// Best effort: an unanswered check is repeated at the next check round.
     fn check_transaction_state(&self, check: TransactionCheck);
 }

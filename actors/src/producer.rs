@@ -9,8 +9,8 @@
 //! unresolved.
 
 use crate::broker_api::{
-    BrokerApi, BrokerError, EndTransactionRequest, SendResult, TopicRoute, TransactionCheck,
-    TransactionCheckListener,
+    BrokerApi, BrokerError, ConnectionId, EndTransactionRequest, SendResult, TopicRoute,
+    TransactionCheck, TransactionCheckListener,
 };
 use crate::logic::queue::MessageQueue;
 use crate::logic::transaction::{
@@ -121,6 +121,8 @@ pub struct Producer {
     born_host: SocketAddr,
     /// Set once a transaction checker is registered: transactional sends need one.
     checker_registered: Rc<Cell<bool>>,
+    /// This producer's connection to the broker, as the broker's registry knows it.
+    connection: ConnectionId,
 }
 
 /// What [`Producer::send_in_transaction`] did: where the half message went, and what the local
@@ -144,9 +146,14 @@ struct CheckListener {
     /// unanswered and the broker sets the halves aside after its check limit.
     broker: Weak<dyn BrokerApi>,
     checker: Rc<Checker>,
+    connection: ConnectionId,
 }
 
 impl TransactionCheckListener for CheckListener {
+    fn connection(&self) -> ConnectionId {
+        self.connection
+    }
+
     fn check_transaction_state(&self, check: TransactionCheck) {
         let Some(broker) = self.broker.upgrade() else {
             return;
@@ -187,6 +194,7 @@ impl Producer {
             next_queue: Rc::default(),
             born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
             checker_registered: Rc::default(),
+            connection: ConnectionId::next(),
         }
     }
 
@@ -208,6 +216,7 @@ impl Producer {
         let listener: Arc<dyn TransactionCheckListener> = Arc::new(CheckListener {
             broker: Rc::downgrade(&self.broker),
             checker,
+            connection: self.connection,
         });
         self.broker
             .register_producer(self.group.clone(), self.client_id.clone(), listener)

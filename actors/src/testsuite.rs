@@ -7,7 +7,8 @@
 use crate::broker::retention::DiskMeter;
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::broker_api::{
-    ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel, PullRequest, SubscriptionEntry,
+    ConnectionId, ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel, PullRequest,
+    SubscriptionEntry,
 };
 use bytes::Bytes;
 use skiff_storage::message::property::{TAGS, WAIT};
@@ -139,10 +140,19 @@ pub fn heartbeat(client_id: &str, group: &str, topic: &str, expression: &str) ->
     }
 }
 
-/// Records every NOTIFY_CONSUMER_IDS_CHANGED it receives.
-#[derive(Default)]
+/// Records every NOTIFY_CONSUMER_IDS_CHANGED it receives; each one is a connection of its own.
 pub struct RecordingNotifier {
+    connection: ConnectionId,
     calls: Mutex<Vec<String>>,
+}
+
+impl Default for RecordingNotifier {
+    fn default() -> Self {
+        RecordingNotifier {
+            connection: ConnectionId::next(),
+            calls: Mutex::default(),
+        }
+    }
 }
 
 impl RecordingNotifier {
@@ -152,6 +162,10 @@ impl RecordingNotifier {
 }
 
 impl ConsumerNotifier for RecordingNotifier {
+    fn connection(&self) -> ConnectionId {
+        self.connection
+    }
+
     fn consumer_ids_changed(&self, group: &str) {
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(group.to_string());

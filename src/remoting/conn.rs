@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,17 +17,9 @@ use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
 
-/// Identifies one connection for the lifetime of the process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnectionId(pub u64);
-
-impl fmt::Display for ConnectionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "conn-{}", self.0)
-    }
-}
-
-static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+/// Identifies one connection for the lifetime of the process; the broker's registry of
+/// client connections knows a remoting connection by it.
+pub use skiff_actors::broker_api::ConnectionId;
 
 /// A command could not be queued for writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -254,7 +245,7 @@ impl Connection {
         let (read, write) = stream.into_split();
         let (tx, rx) = mpsc::channel(opts.write_queue_capacity.max(1));
         let (closed, _) = watch::channel(false);
-        let id = ConnectionId(NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed));
+        let id = ConnectionId::next();
         let handle = ConnectionHandle {
             shared: Arc::new(Shared {
                 id,

@@ -4,14 +4,15 @@
 //! the sibling files that extend the handle (`pull.rs`, `admin.rs`), so both paths share them.
 //! The pull status itself is derived by [`crate::logic::pull::pull_status`].
 
+use crate::broker::connections::Connections;
 use crate::broker::consumer_offsets::{
     CommitOffset, CommitResult, ConsumerOffsetsActor, OffsetSlot, QueryOffset,
 };
 use crate::broker::key_index::{KeyIndexActor, KeyQueryResult, QueryByKey};
 use crate::broker::long_poll::LongPollActor;
 use crate::broker::membership::{
-    connection_id, CloseConnection, HeartbeatOutcome, ListConsumers, MembershipActor,
-    NotifierInbox, RecordHeartbeat, UnregisterClient,
+    CloseConnection, HeartbeatOutcome, ListConsumers, MembershipActor, RecordHeartbeat,
+    UnregisterClient,
 };
 use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::queue_locks::{LockBatch, QueueLocksActor, UnlockBatch};
@@ -20,10 +21,10 @@ use crate::broker::release::Holdings;
 use crate::broker::retry::{RetryActor, SendBackOutcome, SendMessageBack};
 use crate::broker::schedule::DelaySchedulerActor;
 use crate::broker::schedule::SCHEDULE_GROUP;
-use crate::broker::transaction::{EndOutcome, EndTransaction, ProducerChannels, TransactionActor};
+use crate::broker::transaction::{EndOutcome, EndTransaction, TransactionActor};
 use crate::broker::{BrokerClock, BrokerConfig};
 use crate::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier,
+    BrokerApi, BrokerError, BrokerFuture, ConnectionId, ConsumerHeartbeat, ConsumerNotifier,
     EndTransactionRequest, OffsetUpdate, PullRequest, PullResponse, SendBackRequest, SendResult,
     TopicRoute, TransactionCheckListener,
 };
@@ -77,9 +78,7 @@ pub(super) struct Inner {
     store_host: SocketAddr,
     pub(super) reader: StoreReader,
     pub(super) registry: Registry,
-    inbox: NotifierInbox,
-    producers: ProducerChannels,
-    next_ticket: Cell<u64>,
+    connections: Connections,
     shut_down: Cell<bool>,
     /// Taken by [`BrokerHandle::shutdown`], which waits until every actor holding storage is gone.
     holdings: RefCell<Option<Holdings>>,
@@ -128,8 +127,7 @@ impl BrokerHandle {
         store_host: SocketAddr,
         reader: StoreReader,
         registry: Registry,
-        inbox: NotifierInbox,
-        producers: ProducerChannels,
+        connections: Connections,
         metrics: Metrics,
         pop_state: PopState,
         holdings: Holdings,
@@ -142,9 +140,7 @@ impl BrokerHandle {
                 store_host,
                 reader,
                 registry,
-                inbox,
-                producers,
-                next_ticket: Cell::new(0),
+                connections,
                 pull_offsets: Default::default(),
                 metrics,
                 shut_down: Cell::new(false),
@@ -386,17 +382,19 @@ impl BrokerHandle {
             return Ok(HeartbeatOutcome::default());
         };
         self.inner.registry.ensure_retry_topic(&group)?;
-        let ticket = self.inner.next_ticket.get();
-        self.inner.next_ticket.set(ticket.wrapping_add(1));
-        self.inner.inbox.borrow_mut().insert(ticket, notifier);
+        let connection = notifier.connection();
+        self.inner.connections.register_notifier(notifier);
         let outcome = self
             .inner
             .addrs
             .membership
-            .send(RecordHeartbeat { heartbeat, ticket })
+            .send(RecordHeartbeat {
+                heartbeat,
+                connection,
+            })
             .await;
         if outcome.is_err() {
-            self.inner.inbox.borrow_mut().remove(&ticket);
+            self.inner.connections.heartbeat_recorded(connection);
         }
         outcome.map_err(mailbox("membership"))
     }
@@ -414,20 +412,29 @@ impl BrokerHandle {
             .map_err(mailbox("membership"))
     }
 
-    /// A connection closed: every client registered through its `notifier` leaves its groups
-    /// (and their members are told).
+    /// A connection closed: every client registered through it leaves its groups (and their
+    /// remaining members are told), its producers no longer answer check-backs, and the
+    /// registry forgets it. Answers how many consumer registrations it had.
     pub async fn connection_closed(
         &self,
-        notifier: &Arc<dyn ConsumerNotifier>,
+        connection: impl Into<ConnectionId>,
     ) -> Result<usize, BrokerError> {
+        let connection = connection.into();
+        let producers = self.inner.connections.close(connection);
+        if producers > 0 {
+            tracing::debug!(%connection, producers, "producers of a closed connection unregistered");
+        }
         self.inner
             .addrs
             .membership
-            .send(CloseConnection {
-                connection: connection_id(notifier),
-            })
+            .send(CloseConnection { connection })
             .await
             .map_err(mailbox("membership"))
+    }
+
+    /// The registry of client connections (callbacks, producers, reported subscriptions).
+    pub fn connections(&self) -> &Connections {
+        &self.inner.connections
     }
 
     /// GET_CONSUMER_LIST_BY_GROUP: sorted client ids; `NoConsumer` when the group has none.
@@ -514,25 +521,19 @@ impl BrokerHandle {
         client_id: &str,
         listener: Arc<dyn TransactionCheckListener>,
     ) {
-        self.inner.producers.register(group, client_id, listener);
+        self.inner
+            .connections
+            .register_producer(group, client_id, listener);
     }
 
     /// A producer leaves one group, or every group when `group` is `None`.
     pub fn unregister_producer(&self, client_id: &str, group: Option<&str>) {
-        self.inner.producers.unregister(client_id, group);
-    }
-
-    /// The producers registered through `listener` (one connection) leave their groups.
-    pub fn producer_connection_closed(
-        &self,
-        listener: &Arc<dyn TransactionCheckListener>,
-    ) -> usize {
-        self.inner.producers.remove_listener(listener)
+        self.inner.connections.unregister_producer(client_id, group);
     }
 
     /// Client ids of the producers of `group` that answer check-backs.
     pub fn producers_of(&self, group: &str) -> Vec<String> {
-        self.inner.producers.members(group)
+        self.inner.connections.producers_of(group)
     }
 
     /// END_TRANSACTION (`docs/wire-protocol.md` §3.14): commits, rolls back, or (UNKNOW) leaves a
@@ -602,7 +603,7 @@ impl BrokerHandle {
             .map_err(mailbox("message store"))
             .and_then(|r| r);
         let metadata = self.inner.registry.close();
-        self.inner.inbox.borrow_mut().clear();
+        self.inner.connections.clear();
         let released = self.released().await;
         tracing::info!(broker = %self.inner.config.broker_name, "broker stopped");
         invisibility

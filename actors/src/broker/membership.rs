@@ -5,38 +5,27 @@
 //! 20 s round. The group's subscriptions (for the broker-side tag filter of pulls that carry none)
 //! and message model are kept here too.
 //!
-//! [`ConsumerNotifier`] is not `Send`, and actix messages must be, so notifiers travel beside
-//! the message: the broker handle parks each one in a [`NotifierInbox`] shared with this actor
-//! (both live on the one broker arbiter thread) and the message carries its ticket.
+//! A member names the connection its heartbeats came over; the notifier that reaches it is
+//! kept in the broker's registry of connections ([`Connections`]), where the broker handle put
+//! it (notifiers are not `Send`, so they cannot travel in a message).
 
+use crate::broker::connections::Connections;
 use crate::broker::queue_locks::ReleaseClient;
 use crate::broker_api::{
-    ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel, SubscriptionEntry,
+    ConnectionId, ConsumeType, ConsumerHeartbeat, MessageModel, SubscriptionEntry,
 };
 use crate::quit::Quit;
 use actix::prelude::*;
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Notifiers waiting to be picked up by the membership actor, by ticket.
-pub(crate) type NotifierInbox = Rc<RefCell<HashMap<u64, Arc<dyn ConsumerNotifier>>>>;
-
-/// Identity of the connection a notifier writes to: the address of its allocation. Every
-/// heartbeat arriving on one connection carries the same `Arc`, so this tells channels apart.
-pub fn connection_id(notifier: &Arc<dyn ConsumerNotifier>) -> usize {
-    Arc::as_ptr(notifier) as *const () as usize
-}
-
-/// A consumer heartbeat; `ticket` names its notifier in the shared inbox.
+/// A consumer heartbeat that came over `connection`.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "HeartbeatOutcome")]
 pub struct RecordHeartbeat {
     pub heartbeat: ConsumerHeartbeat,
-    pub ticket: u64,
+    pub connection: ConnectionId,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,7 +48,7 @@ pub struct UnregisterClient {
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "usize")]
 pub struct CloseConnection {
-    pub connection: usize,
+    pub connection: ConnectionId,
 }
 
 /// Client ids of a group, sorted (what every member must agree on to allocate queues).
@@ -108,8 +97,7 @@ pub struct MembershipSnapshot {
 }
 
 struct Member {
-    notifier: Arc<dyn ConsumerNotifier>,
-    connection: usize,
+    connection: ConnectionId,
     last_seen: Instant,
     heartbeat: ConsumerHeartbeat,
 }
@@ -153,7 +141,7 @@ impl Group {
 }
 
 pub struct MembershipActor {
-    inbox: NotifierInbox,
+    connections: Connections,
     expiry: Duration,
     locks: Recipient<ReleaseClient>,
     groups: BTreeMap<String, Group>,
@@ -164,12 +152,12 @@ const MAILBOX_CAPACITY: usize = 1024;
 
 impl MembershipActor {
     pub(crate) fn new(
-        inbox: NotifierInbox,
+        connections: Connections,
         expiry: Duration,
         locks: Recipient<ReleaseClient>,
     ) -> Self {
         MembershipActor {
-            inbox,
+            connections,
             expiry,
             locks,
             groups: BTreeMap::new(),
@@ -187,8 +175,12 @@ impl MembershipActor {
             return;
         };
         for (client_id, member) in &g.members {
+            // A member whose connection closed has no notifier left; the close removes it.
+            let Some(notifier) = self.connections.notifier(member.connection) else {
+                continue;
+            };
             tracing::debug!(group, client_id = %client_id, "notifying consumer ids changed");
-            member.notifier.consumer_ids_changed(group);
+            notifier.consumer_ids_changed(group);
             self.snapshot.notifications += 1;
         }
     }
@@ -207,7 +199,7 @@ impl MembershipActor {
             group.members.retain(|client_id, member| {
                 let leave = leaving(name, client_id, member);
                 if leave {
-                    removed.push((name.clone(), client_id.clone()));
+                    removed.push((name.clone(), client_id.clone(), member.connection));
                 }
                 !leave
             });
@@ -217,7 +209,18 @@ impl MembershipActor {
             }
         }
         self.groups.retain(|_, g| !g.members.is_empty());
-        for (group, client_id) in &removed {
+        // A notifier lives as long as a member needs it, as when members held their own.
+        let in_use: BTreeSet<ConnectionId> = self
+            .groups
+            .values()
+            .flat_map(|g| g.members.values().map(|m| m.connection))
+            .collect();
+        for (_, _, connection) in &removed {
+            if !in_use.contains(connection) {
+                self.connections.forget_notifier(*connection);
+            }
+        }
+        for (group, client_id, _) in &removed {
             tracing::info!(group = %group, client_id = %client_id, reason, "consumer left group");
             // Best effort: a lock not released here expires on its own.
             if let Err(e) = self.locks.try_send(ReleaseClient {
@@ -256,20 +259,13 @@ impl Handler<RecordHeartbeat> for MembershipActor {
     type Result = MessageResult<RecordHeartbeat>;
 
     fn handle(&mut self, msg: RecordHeartbeat, _: &mut Self::Context) -> Self::Result {
-        let Some(notifier) = self.inbox.borrow_mut().remove(&msg.ticket) else {
-            tracing::warn!(
-                ticket = msg.ticket,
-                "heartbeat without its notifier ignored"
-            );
-            return MessageResult(HeartbeatOutcome::default());
-        };
+        self.connections.heartbeat_recorded(msg.connection);
         let heartbeat = msg.heartbeat;
         let group_name = heartbeat.group.clone();
         let client_id = heartbeat.client_id.clone();
         let group = self.groups.entry(group_name.clone()).or_default();
         let member = Member {
-            connection: connection_id(&notifier),
-            notifier,
+            connection: msg.connection,
             last_seen: Instant::now(),
             heartbeat,
         };

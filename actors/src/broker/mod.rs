@@ -20,13 +20,15 @@
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
 //!
-//! Not actors: [`registry`], the topic and group configuration they share; [`release`], how
-//! shutdown knows every actor that held storage is gone; and the
+//! Not actors: [`registry`], the topic and group configuration they share; [`connections`],
+//! the one registry of client connections (callbacks, producers, reported subscriptions);
+//! [`release`], how shutdown knows every actor that held storage is gone; and the
 //! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
 //! `pull.rs` (PULL_MESSAGE), `pop.rs` (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
 //! `admin.rs` (progress, offset resets).
 
 mod admin;
+pub mod connections;
 pub mod consumer_offsets;
 mod handle;
 pub mod invisibility;
@@ -244,9 +246,9 @@ impl Broker {
         let long_poll =
             long_poll::LongPollActor::new(reader.clone(), config.long_poll_sweep_interval).start();
         let locks = queue_locks::QueueLocksActor::new(config.lock_expiry).start();
-        let inbox = membership::NotifierInbox::default();
+        let connections = connections::Connections::default();
         let membership = membership::MembershipActor::new(
-            inbox.clone(),
+            connections.clone(),
             config.channel_expiry,
             locks.clone().recipient(),
         )
@@ -284,13 +286,12 @@ impl Broker {
         )?
         .start();
         let key_index = key_index::KeyIndexActor::start(index, reader.clone(), config.key_index);
-        let producers = transaction::ProducerChannels::default();
         let transactions = transaction::TransactionActor::new(
             reader.clone(),
             store_addr.clone(),
             offsets_addr.clone(),
             transaction_states,
-            producers.clone(),
+            connections.clone(),
             clock,
             config.transactions.clone(),
             config.broker_name.clone(),
@@ -325,8 +326,7 @@ impl Broker {
             store_host,
             reader,
             registry,
-            inbox,
-            producers,
+            connections,
             metrics,
             pop_state,
             holdings,

@@ -18,47 +18,41 @@
 //! record. ROLLBACK records `RolledBack` and flushes it before answering, since nothing in the
 //! log records it. Every `check_interval` the pending halves
 //! older than their immunity are checked back, by CHECK_TRANSACTION_STATE on a live producer of
-//! their group ([`ProducerChannels`]), at most `check_max` times, then set aside.
+//! their group ([`Connections`]), at most `check_max` times, then set aside.
 //!
 //! **Restarts.** The half queue's cursor (every half below it is final) is stored in the offset
 //! table under [`HALF_CONSUMER_GROUP`]. At start the broker reads the half queue from the cursor
 //! and rebuilds the pending set from the states tree, then marks committed every pending half
 //! whose copy is in the log (`recover_commits`), so a rolled-back half is never delivered, a
 //! committed one is neither lost nor committed twice, and a pending one is checked again.
+//!
+//! Layout: this file holds the actor and its messages; `recovery` reads the half queue at
+//! start-up (`load_halves`) and as halves arrive.
 
+use crate::broker::connections::Connections;
 use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::release::Holder;
 use crate::broker::BrokerClock;
 use crate::broker_api::{
-    BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
-    TransactionResolution,
+    BrokerError, EndTransactionRequest, TransactionCheck, TransactionResolution,
 };
 use crate::logic::transaction::{
-    check_decision, check_immunity, committed_message, end_is_too_late, message_to_check,
-    CheckDecision, HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP, TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_TYPE_MASK,
+    check_decision, committed_message, end_is_too_late, message_to_check, CheckDecision,
+    HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP,
 };
 use crate::quit::Quit;
 use actix::prelude::*;
-use skiff_storage::message::decode_records;
 use skiff_storage::message::property::UNIQ_KEY;
-use skiff_storage::offset_table::{OffsetKey, OffsetTable};
-use skiff_storage::store::{FlushPolicy, ReadStatus, StoreReader};
+use skiff_storage::store::{FlushPolicy, StoreReader};
 use skiff_storage::transaction_states::{HalfState, TransactionStates};
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashSet;
 use std::error::Error;
-use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// Halves read from the half queue per step.
-const SCAN_BATCH: u32 = 256;
 /// How often the commits awaiting a flush of their copies are recorded (one flush for all).
 const COMMIT_SETTLE_INTERVAL: Duration = Duration::from_millis(20);
-const SCAN_BATCH_BYTES: u32 = 8 * 1024 * 1024;
 const MAILBOX_CAPACITY: usize = 1024;
 
 /// Transaction settings (Java's `transactionTimeOut`, `transactionCheckInterval`,
@@ -85,239 +79,10 @@ impl Default for TransactionConfig {
     }
 }
 
-// ---- producers ----------------------------------------------------------------------------------
+mod recovery;
 
-struct RegisteredProducer {
-    listener: Arc<dyn TransactionCheckListener>,
-}
-
-/// Live producers per group, for check-backs (Java's `ProducerManager`). Shared by the broker
-/// handle, which registers them, and the actor, which asks them; both live on the broker's
-/// arbiter thread, and listeners are not `Send`, hence an `Rc` rather than actor messages.
-#[derive(Clone, Default)]
-pub struct ProducerChannels {
-    groups: Rc<RefCell<HashMap<String, BTreeMap<String, RegisteredProducer>>>>,
-}
-
-fn listener_id(listener: &Arc<dyn TransactionCheckListener>) -> usize {
-    Arc::as_ptr(listener) as *const () as usize
-}
-
-impl ProducerChannels {
-    /// Registers (or refreshes) a producer of `group`.
-    pub fn register(
-        &self,
-        group: &str,
-        client_id: &str,
-        listener: Arc<dyn TransactionCheckListener>,
-    ) {
-        self.groups
-            .borrow_mut()
-            .entry(group.to_string())
-            .or_default()
-            .insert(client_id.to_string(), RegisteredProducer { listener });
-    }
-
-    /// Removes a producer from one group, or from every group when `group` is `None`.
-    pub fn unregister(&self, client_id: &str, group: Option<&str>) {
-        let mut groups = self.groups.borrow_mut();
-        for (name, members) in groups.iter_mut() {
-            if group.is_none_or(|g| g == name) {
-                members.remove(client_id);
-            }
-        }
-        groups.retain(|_, members| !members.is_empty());
-    }
-
-    /// Removes every producer registered with `listener` (its connection closed).
-    pub fn remove_listener(&self, listener: &Arc<dyn TransactionCheckListener>) -> usize {
-        let id = listener_id(listener);
-        let mut removed = 0;
-        let mut groups = self.groups.borrow_mut();
-        for members in groups.values_mut() {
-            let before = members.len();
-            members.retain(|_, p| listener_id(&p.listener) != id);
-            removed += before - members.len();
-        }
-        groups.retain(|_, members| !members.is_empty());
-        removed
-    }
-
-    /// A live producer of `group`, if any (the first by client id, so the choice is stable).
-    pub fn pick(&self, group: &str) -> Option<Arc<dyn TransactionCheckListener>> {
-        self.groups
-            .borrow()
-            .get(group)
-            .and_then(|members| members.values().next())
-            .map(|p| p.listener.clone())
-    }
-
-    /// Client ids of a group's registered producers, sorted.
-    pub fn members(&self, group: &str) -> Vec<String> {
-        self.groups
-            .borrow()
-            .get(group)
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-}
-
-// ---- start-up -------------------------------------------------------------------------------
-
-/// One half waiting for its producer's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PendingHalf {
-    physical_offset: u64,
-    born_timestamp: i64,
-    immunity: Duration,
-    checks: u32,
-    producer_group: String,
-}
-
-/// What the broker knows of the half queue when the actor starts.
-pub(crate) struct LoadedHalves {
-    cursor: u64,
-    scanned: u64,
-    pending: BTreeMap<u64, PendingHalf>,
-}
-
-/// Reads the half queue's stored cursor and the halves past it, forgetting the states of halves
-/// below the cursor (the cursor is durable, so nobody asks about them again). Done before the
-/// broker serves anything: a damaged cursor or state stops the broker rather than deliver a
-/// rolled-back message or lose a pending one.
-pub(crate) fn load_halves(
-    table: &dyn OffsetTable,
-    reader: &StoreReader,
-    states: &TransactionStates,
-    timeout: Duration,
-) -> Result<LoadedHalves, BrokerError> {
-    let key = OffsetKey::new(HALF_TOPIC, HALF_CONSUMER_GROUP);
-    // A cursor past the queue's end (the log's unsynced tail lost to a power cut while the
-    // offset table kept the cursor) would leave every new half below it, never read: clamp.
-    let cursor = table
-        .query(&key, 0)?
-        .unwrap_or_else(|| reader.min_offset(HALF_TOPIC, 0))
-        .min(reader.max_offset(HALF_TOPIC, 0));
-    let mut loaded = LoadedHalves {
-        cursor,
-        scanned: cursor,
-        pending: BTreeMap::new(),
-    };
-    let first = scan_halves(reader, states, timeout, &mut loaded)?;
-    recover_commits(reader, states, &mut loaded)?;
-    if let Some(first) = first {
-        let forgotten = states.forget_before(first)?;
-        if forgotten > 0 {
-            tracing::debug!(forgotten, "states of halves below the cursor forgotten");
-        }
-    }
-    tracing::info!(
-        cursor,
-        pending = loaded.pending.len(),
-        "transactional half messages loaded"
-    );
-    Ok(loaded)
-}
-
-/// Marks committed every pending half whose committed copy is in the commit log. END_TRANSACTION
-/// records a commit in the state tree without waiting for it to be flushed (the copy in the log
-/// is the durable record, as Java's op messages are), so a crash can lose the state but never
-/// the copy: the copy names its half by `prepared_transaction_offset`. Without this a check-back
-/// after the restart would commit such a half a second time.
-fn recover_commits(
-    reader: &StoreReader,
-    states: &TransactionStates,
-    loaded: &mut LoadedHalves,
-) -> Result<(), BrokerError> {
-    let Some(from) = loaded.pending.values().map(|h| h.physical_offset).min() else {
-        return Ok(());
-    };
-    let by_offset: HashMap<u64, u64> = loaded
-        .pending
-        .iter()
-        .map(|(queue_offset, half)| (half.physical_offset, *queue_offset))
-        .collect();
-    let mut committed = Vec::new();
-    // One pass over the log from the oldest pending half (copies always come after their half).
-    reader.scan_records(
-        from.max(reader.commit_log_start()),
-        reader.commit_log_end(),
-        usize::MAX,
-        |_, layout, _| {
-            if layout.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_COMMIT_TYPE {
-                let half = u64::try_from(layout.prepared_transaction_offset).ok();
-                if let Some(queue_offset) = half.and_then(|h| by_offset.get(&h)) {
-                    committed.push(*queue_offset);
-                }
-            }
-        },
-    )?;
-    for queue_offset in committed {
-        if let Some(half) = loaded.pending.remove(&queue_offset) {
-            states.put(half.physical_offset, HalfState::Committed)?;
-            tracing::info!(
-                physical_offset = half.physical_offset,
-                "committed half recovered from its copy in the log"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Reads the half queue from `loaded.scanned` to its end, adding the halves that are not final
-/// to `pending`. Answers the commit-log offset of the first half read.
-fn scan_halves(
-    reader: &StoreReader,
-    states: &TransactionStates,
-    timeout: Duration,
-    loaded: &mut LoadedHalves,
-) -> Result<Option<u64>, BrokerError> {
-    let mut first = None;
-    loop {
-        let read = reader.read(
-            HALF_TOPIC,
-            0,
-            loaded.scanned,
-            SCAN_BATCH,
-            SCAN_BATCH_BYTES,
-            None,
-        )?;
-        match read.status {
-            ReadStatus::Found => {}
-            ReadStatus::OffsetTooSmall if read.next_begin_offset > loaded.scanned => {
-                loaded.scanned = read.next_begin_offset;
-                continue;
-            }
-            _ => return Ok(first),
-        }
-        let halves = decode_records(read.records).map_err(|e| BrokerError::UnusableHalf {
-            queue_offset: loaded.scanned,
-            source: e.into(),
-        })?;
-        for half in halves {
-            first.get_or_insert(half.physical_offset);
-            loaded.scanned = half.queue_offset + 1;
-            let checks = match states.get(half.physical_offset)? {
-                None => 0,
-                Some(HalfState::Checked { times }) => times,
-                Some(_) => continue,
-            };
-            loaded.pending.insert(
-                half.queue_offset,
-                PendingHalf {
-                    physical_offset: half.physical_offset,
-                    born_timestamp: half.born_timestamp,
-                    immunity: check_immunity(&half.properties, timeout),
-                    checks,
-                    producer_group: half.property(PRODUCER_GROUP).unwrap_or("").to_string(),
-                },
-            );
-        }
-        if read.next_begin_offset >= read.max_offset {
-            return Ok(first);
-        }
-    }
-}
+use recovery::scan_halves;
+pub(crate) use recovery::{load_halves, LoadedHalves};
 
 // ---- messages -------------------------------------------------------------------------------
 
@@ -383,7 +148,7 @@ pub struct TransactionActor {
     store: Addr<MessageStoreActor>,
     offsets: Addr<ConsumerOffsetsActor>,
     states: TransactionStates,
-    producers: ProducerChannels,
+    producers: Connections,
     clock: BrokerClock,
     config: TransactionConfig,
     broker_name: String,
@@ -409,7 +174,7 @@ impl TransactionActor {
         store: Addr<MessageStoreActor>,
         offsets: Addr<ConsumerOffsetsActor>,
         states: TransactionStates,
-        producers: ProducerChannels,
+        producers: Connections,
         clock: BrokerClock,
         config: TransactionConfig,
         broker_name: String,
@@ -590,7 +355,7 @@ impl TransactionActor {
         }
         half.checks = times;
         let (physical_offset, group) = (half.physical_offset, half.producer_group.clone());
-        let Some(listener) = self.producers.pick(&group) else {
+        let Some(listener) = self.producers.checker_of_group(&group) else {
             self.snapshot.checks_without_producer += 1;
             tracing::warn!(group = %group, queue_offset, "no producer of the group online for a transaction check");
             return;

@@ -18,8 +18,8 @@ use super::process_queue::{
     ProcessQueueSnapshot, SetLocked,
 };
 use crate::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumeType, ConsumerHeartbeat, ConsumerNotifier,
-    MessageModel, SubscriptionEntry,
+    BrokerApi, BrokerError, BrokerFuture, ConnectionId, ConsumeType, ConsumerHeartbeat,
+    ConsumerNotifier, MessageModel, SubscriptionEntry,
 };
 use crate::logic::allocate::{allocate, rebalance_diff, AllocateStrategy};
 use crate::logic::filter::Subscription;
@@ -89,15 +89,24 @@ pub struct RebalanceCoordinator {
     rerun: bool,
     shutting_down: bool,
     snapshot: CoordinatorSnapshot,
+    /// This consumer's connection to the broker, as the broker's registry knows it.
+    connection: ConnectionId,
 }
 
-/// The broker's way back to this coordinator.
-struct CoordinatorNotifier(Addr<RebalanceCoordinator>);
+/// The broker's way back to this coordinator, over the coordinator's own connection.
+struct CoordinatorNotifier {
+    connection: ConnectionId,
+    coordinator: Addr<RebalanceCoordinator>,
+}
 
 impl ConsumerNotifier for CoordinatorNotifier {
+    fn connection(&self) -> ConnectionId {
+        self.connection
+    }
+
     fn consumer_ids_changed(&self, group: &str) {
         tracing::debug!(%group, "consumer ids changed; rebalancing");
-        let _ = self.0.try_send(Rebalance);
+        let _ = self.coordinator.try_send(Rebalance);
     }
 }
 
@@ -121,6 +130,7 @@ impl RebalanceCoordinator {
             rerun: false,
             shutting_down: false,
             snapshot: CoordinatorSnapshot::default(),
+            connection: ConnectionId::next(),
         }
     }
 
@@ -150,7 +160,10 @@ impl RebalanceCoordinator {
     }
 
     fn heartbeat(&self, ctx: &mut Context<Self>) -> BrokerFuture<()> {
-        let notifier: Arc<dyn ConsumerNotifier> = Arc::new(CoordinatorNotifier(ctx.address()));
+        let notifier: Arc<dyn ConsumerNotifier> = Arc::new(CoordinatorNotifier {
+            connection: self.connection,
+            coordinator: ctx.address(),
+        });
         self.broker.heartbeat(self.heartbeat_data(), notifier)
     }
 

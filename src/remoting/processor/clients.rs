@@ -10,12 +10,12 @@
 //! GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309), which must reach the named
 //! client on its own connection. Producers are kept so that a producer group's connections can
 //! be listed and a request-reply answer can reach its requester by client id; transaction
-//! check-backs reach producers through the broker's own registry (`transaction.rs`), which keeps
+//! check-backs reach producers through the broker's registry of connections, which keeps
 //! only what those need.
 //!
 //! Plain data, generic over the connection handle `C`, so it is tested without sockets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::remoting::body::{Connection, ConsumerData};
 use crate::remoting::server::ConnectionId;
@@ -114,6 +114,17 @@ impl<C: Clone> ClientTable<C> {
             members.retain(|_, c| c.conn_id != conn_id);
         }
         self.producers.retain(|_, members| !members.is_empty());
+    }
+
+    /// Every connection a client is registered through.
+    pub fn connection_ids(&self) -> BTreeSet<ConnectionId> {
+        let consumers = self
+            .consumers
+            .values()
+            .flatten()
+            .map(|(_, c)| c.channel.conn_id);
+        let producers = self.producers.values().flatten().map(|(_, c)| c.conn_id);
+        consumers.chain(producers).collect()
     }
 
     /// The consumers of a group, by client id.

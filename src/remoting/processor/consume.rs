@@ -2,6 +2,7 @@
 //! heartbeats and unregistration, the group's member list, send-back, queue locks and the
 //! client config check.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,16 +11,16 @@ use tracing::{debug, warn};
 
 use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::broker_api::{
-    ConsumerHeartbeat, OffsetMoved, PullRequest, PullResponse, PullStatus, SendBackRequest,
-    SubscriptionEntry,
+    ConsumerHeartbeat, ConsumerNotifier, OffsetMoved, PullRequest, PullResponse, PullStatus,
+    SendBackRequest, SubscriptionEntry,
 };
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::logic::sql92::{Selector, Sql92Error};
 
 use super::clients::ClientChannel;
 use super::{
-    body_failure, broker_failure, ext, failure_to, queue_index, success, Failure, Outcome,
-    Processor,
+    body_failure, broker_failure, ext, failure_to, queue_index, success, ConnectionNotifier,
+    Failure, Outcome, Processor,
 };
 use crate::remoting::body::{
     self, ConsumerListBody, HeartbeatData, JsonBody, LockBatchRequestBody, LockBatchResponseBody,
@@ -243,11 +244,12 @@ impl Processor {
         if data.consumer_data_set.is_empty() {
             if conn.is_closed() {
                 // Closed while registering: the close may already have cleared the table.
-                self.clients.borrow_mut().connection_closed(conn.id());
+                self.connection_closed(conn.id()).await;
             }
             return Ok(heartbeat_answer(sub_change));
         }
-        let notifier = self.notifier_for(conn);
+        let notifier: Arc<dyn ConsumerNotifier> =
+            Arc::new(ConnectionNotifier { conn: conn.clone() });
         for consumer in &data.consumer_data_set {
             let group = consumer.group_name.trim();
             if group.is_empty() {
@@ -262,9 +264,12 @@ impl Processor {
                     sub_change = true;
                 }
             }
-            let key = (group.to_owned(), data.client_id.clone());
             let subscriptions = if v2 && data.without_sub {
-                match self.cached_subscriptions(conn.id(), &key) {
+                let known =
+                    self.broker
+                        .connections()
+                        .subscriptions(conn.id(), group, &data.client_id);
+                match known {
                     Some(subscriptions) => subscriptions,
                     None => {
                         // Unknown here (a new connection or a restarted broker): keep the
@@ -296,7 +301,12 @@ impl Processor {
                         }
                     })
                     .collect::<Vec<_>>();
-                self.cache_subscriptions(conn.id(), key, subscriptions.clone());
+                self.broker.connections().remember_subscriptions(
+                    conn.id(),
+                    group,
+                    &data.client_id,
+                    subscriptions.clone(),
+                );
                 subscriptions
             };
             let mut listed = consumer.clone();
@@ -324,9 +334,7 @@ impl Processor {
         if conn.is_closed() {
             // Closed while registering: the close may have been handled before the
             // registration landed, so release again.
-            self.conns.borrow_mut().remove(&conn.id());
-            self.clients.borrow_mut().connection_closed(conn.id());
-            self.release(notifier).await;
+            self.connection_closed(conn.id()).await;
         }
         Ok(heartbeat_answer(sub_change))
     }
@@ -349,11 +357,9 @@ impl Processor {
                 .unregister(&header.client_id, group)
                 .await
                 .map_err(broker_failure)?;
-            if let Some(state) = self.conns.borrow_mut().get_mut(&conn.id()) {
-                state
-                    .subscriptions
-                    .remove(&(group.to_owned(), header.client_id.clone()));
-            }
+            self.broker
+                .connections()
+                .forget_subscriptions(conn.id(), group, &header.client_id);
             debug!(group, client_id = %header.client_id, removed, "client unregistered");
         }
         if let Some(group) = header.producer_group.as_deref().filter(|g| !g.is_empty()) {

@@ -33,10 +33,15 @@
 //!
 //! # Connections
 //!
-//! Each connection that sends a heartbeat gets one [`ConsumerNotifier`] (NOTIFY_CONSUMER_IDS_CHANGED,
-//! code 40, oneway, on that connection). When the connection closes every client registered
-//! through it leaves its groups at once ([`BrokerHandle::connection_closed`]), so a killed
-//! consumer's queues and locks move to the others without waiting for the 120 s expiry.
+//! The broker's registry of client connections (`skiff_actors::broker::connections`) holds,
+//! by connection id, how it calls each connection back: a [`ConsumerNotifier`]
+//! (NOTIFY_CONSUMER_IDS_CHANGED, code 40, oneway) and a transaction check listener
+//! (CHECK_TRANSACTION_STATE, code 39), both writing to that connection, and the subscriptions
+//! its consumers last reported. The processor keeps only the wire echo the tools read
+//! (`clients`) and the heartbeat V2 fingerprints. When the connection closes
+//! ([`Processor::connection_closed`]) every client registered through it leaves its groups at
+//! once ([`BrokerHandle::connection_closed`]), so a killed consumer's queues and locks move to
+//! the others without waiting for the 120 s expiry.
 //!
 //! # Bad input
 //!
@@ -49,12 +54,11 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use tracing::{debug, trace};
 
 use skiff_actors::broker::BrokerHandle;
-use skiff_actors::broker_api::{ConsumerNotifier, SubscriptionEntry, TransactionCheckListener};
+use skiff_actors::broker_api::ConsumerNotifier;
 
 use super::body::BodyError;
 use super::codes::{request as rc, response as code};
@@ -102,15 +106,12 @@ fn suggest_todo() -> String {
 /// Maps requests to broker calls. Lives on the broker's arbiter.
 pub struct Processor {
     broker: BrokerHandle,
-    conns: RefCell<HashMap<ConnectionId, ConnState>>,
     /// Heartbeat V2 fingerprint per group (Java's `consumerGroupHeartbeatTable`).
     fingerprints: RefCell<HashMap<String, i32>>,
     /// Consumers and producers by group, with the connection each is reachable on.
     clients: RefCell<ClientTable<ConnectionHandle>>,
     /// When this processor started (epoch ms): the broker's boot time in runtime info.
     started_ms: i64,
-    /// Per connection that registered a producer: what pushes its check-backs (code 39).
-    checkers: RefCell<HashMap<ConnectionId, Arc<dyn TransactionCheckListener>>>,
 }
 
 /// An error answer: code and remark.
@@ -158,12 +159,10 @@ fn body_failure(e: BodyError) -> Failure {
 impl Processor {
     pub fn new(broker: BrokerHandle) -> Self {
         Processor {
-            conns: RefCell::new(HashMap::new()),
             fingerprints: RefCell::new(HashMap::new()),
             clients: RefCell::new(ClientTable::default()),
             started_ms: broker.now_ms(),
             broker,
-            checkers: RefCell::new(HashMap::new()),
         }
     }
 
@@ -290,6 +289,10 @@ struct ConnectionNotifier {
 }
 
 impl ConsumerNotifier for ConnectionNotifier {
+    fn connection(&self) -> ConnectionId {
+        self.conn.id()
+    }
+
     fn consumer_ids_changed(&self, group: &str) {
         let header = NotifyConsumerIdsChangedRequestHeader {
             consumer_group: group.to_owned(),
@@ -303,77 +306,27 @@ impl ConsumerNotifier for ConnectionNotifier {
     }
 }
 
-/// What the processor remembers of one connection that sent heartbeats.
-struct ConnState {
-    notifier: Arc<dyn ConsumerNotifier>,
-    /// Last full subscription set per (group, client id), for heartbeat V2 without subscriptions.
-    subscriptions: HashMap<(String, String), Vec<SubscriptionEntry>>,
-}
-
 impl Processor {
-    fn notifier_for(&self, conn: &ConnectionHandle) -> Arc<dyn ConsumerNotifier> {
-        self.conns
-            .borrow_mut()
-            .entry(conn.id())
-            .or_insert_with(|| ConnState {
-                notifier: Arc::new(ConnectionNotifier { conn: conn.clone() }),
-                subscriptions: HashMap::new(),
-            })
-            .notifier
-            .clone()
-    }
-
-    fn cached_subscriptions(
-        &self,
-        id: ConnectionId,
-        key: &(String, String),
-    ) -> Option<Vec<SubscriptionEntry>> {
-        self.conns
-            .borrow()
-            .get(&id)
-            .and_then(|s| s.subscriptions.get(key).cloned())
-    }
-
-    fn cache_subscriptions(
-        &self,
-        id: ConnectionId,
-        key: (String, String),
-        subscriptions: Vec<SubscriptionEntry>,
-    ) {
-        if let Some(state) = self.conns.borrow_mut().get_mut(&id) {
-            state.subscriptions.insert(key, subscriptions);
-        }
-    }
-
-    /// A connection closed: the clients registered through it leave their groups.
+    /// A connection closed: the clients registered through it leave their groups, and the
+    /// broker's registry and the tools' table forget it.
     pub async fn connection_closed(&self, id: ConnectionId) {
         self.clients.borrow_mut().connection_closed(id);
-        self.producer_connection_closed(id);
-        let state = self.conns.borrow_mut().remove(&id);
-        if let Some(state) = state {
-            self.release(state.notifier).await;
-        }
-    }
-
-    async fn release(&self, notifier: Arc<dyn ConsumerNotifier>) {
-        match self.broker.connection_closed(&notifier).await {
+        match self.broker.connection_closed(id).await {
             Ok(0) => {}
-            Ok(removed) => debug!(removed, "clients of a closed connection left their groups"),
+            Ok(removed) => {
+                debug!(conn = %id, removed, "clients of a closed connection left their groups")
+            }
             Err(e) => {
-                debug!(error = %error_chain(&e), "releasing a closed connection's clients failed")
+                debug!(conn = %id, error = %error_chain(&e), "releasing a closed connection's clients failed")
             }
         }
     }
 
-    /// Every connection still known leaves (shutdown).
+    /// Every connection still registered leaves (shutdown).
     async fn release_all(&self) {
-        let ids: Vec<ConnectionId> = self.checkers.borrow().keys().copied().collect();
+        let ids = self.clients.borrow().connection_ids();
         for id in ids {
-            self.producer_connection_closed(id);
-        }
-        let states: Vec<ConnState> = self.conns.borrow_mut().drain().map(|(_, s)| s).collect();
-        for state in states {
-            self.release(state.notifier).await;
+            self.connection_closed(id).await;
         }
     }
 }

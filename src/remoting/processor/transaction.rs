@@ -18,7 +18,7 @@ use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CheckTransactionStateRequestHeader, CustomHeader, EndTransactionRequestHeader,
 };
-use crate::remoting::server::ConnectionHandle;
+use crate::remoting::server::{ConnectionHandle, ConnectionId};
 
 /// Asks the producers of one connection about a pending half (code 39, oneway, as Java sends it).
 pub(super) struct ConnectionChecker {
@@ -26,6 +26,10 @@ pub(super) struct ConnectionChecker {
 }
 
 impl TransactionCheckListener for ConnectionChecker {
+    fn connection(&self) -> ConnectionId {
+        self.conn.id()
+    }
+
     fn check_transaction_state(&self, check: TransactionCheck) {
         let request = match check_request(&check) {
             Ok(request) => request,
@@ -79,15 +83,6 @@ fn encode_stored(
 }
 
 impl Processor {
-    /// The listener that reaches the producers of `conn`, one per connection.
-    fn checker_for(&self, conn: &ConnectionHandle) -> Arc<dyn TransactionCheckListener> {
-        self.checkers
-            .borrow_mut()
-            .entry(conn.id())
-            .or_insert_with(|| Arc::new(ConnectionChecker { conn: conn.clone() }))
-            .clone()
-    }
-
     /// Registers the producer groups of a heartbeat for check-backs on this connection.
     pub(super) fn register_producers<'a>(
         &self,
@@ -95,20 +90,11 @@ impl Processor {
         client_id: &str,
         groups: impl Iterator<Item = &'a str>,
     ) {
+        let checker: Arc<dyn TransactionCheckListener> =
+            Arc::new(ConnectionChecker { conn: conn.clone() });
         for group in groups.map(str::trim).filter(|g| !g.is_empty()) {
-            let checker = self.checker_for(conn);
-            self.broker.register_producer(group, client_id, checker);
-        }
-    }
-
-    /// A connection closed: its producers no longer answer check-backs.
-    pub(super) fn producer_connection_closed(&self, conn: super::ConnectionId) {
-        let checker = self.checkers.borrow_mut().remove(&conn);
-        if let Some(checker) = checker {
-            let removed = self.broker.producer_connection_closed(&checker);
-            if removed > 0 {
-                debug!(removed, "producers of a closed connection unregistered");
-            }
+            self.broker
+                .register_producer(group, client_id, checker.clone());
         }
     }
 

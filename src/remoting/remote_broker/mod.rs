@@ -28,7 +28,8 @@
 //! Not `Send`: create and use it on one actix arbiter (its futures are `BrokerFuture`s).
 //!
 //! Layout: this module holds the calls and the [`BrokerApi`] impl; `routes` the route cache;
-//! `registrations` the heartbeats to send again and the dispatch of the broker's notifications.
+//! `registrations` the heartbeats to send again; `producers` transactional producers and
+//! request-reply requesters; `inbound` the dispatch of the requests the broker sends this client.
 //! Requests and answers are mapped to domain types in [`super::wire`].
 
 use std::cell::RefCell;
@@ -70,11 +71,13 @@ use super::wire::{
     send_results,
 };
 
+mod inbound;
 mod producers;
 mod registrations;
 mod routes;
 
-use registrations::{dispatch_inbound, ClientFacts, Notifiers, Registrations};
+use inbound::dispatch_inbound;
+use registrations::{ClientFacts, Notifiers, Registrations};
 use routes::RouteCache;
 
 /// Settings of a [`RemoteBroker`], with Java's client defaults.
@@ -1041,6 +1044,10 @@ mod tests {
 
     // The test runs on one thread; the notifier is only ever called there.
     impl ConsumerNotifier for Flag {
+        fn connection(&self) -> skiff_actors::broker_api::ConnectionId {
+            skiff_actors::broker_api::ConnectionId(1)
+        }
+
         fn consumer_ids_changed(&self, group: &str) {
             assert_eq!(group, "g");
             self.0.set(self.0.get() + 1);

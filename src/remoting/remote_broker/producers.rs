@@ -301,7 +301,7 @@ impl RemoteBroker {
 
 /// PUSH_REPLY_MESSAGE_TO_CLIENT (326): the reply goes to the request waiting for its
 /// `CORRELATION_ID` and the broker is answered SUCCESS; a reply nobody waits for any more is
-/// refused with [`super::registrations::reply_push_answer`].
+/// refused with [`reply_push_answer`].
 pub(super) fn dispatch_reply(
     request: &InboundRequest,
     producers: &Weak<RefCell<Producers>>,
@@ -315,7 +315,7 @@ pub(super) fn dispatch_reply(
         producers.borrow_mut().replies.remove(&correlation_id)
     });
     let Some(waiter) = waiter else {
-        return super::registrations::reply_push_answer(&request.request);
+        return reply_push_answer(&request.request);
     };
     let reply = match reply_message(&request.request) {
         Ok(reply) => reply,
@@ -422,4 +422,40 @@ pub(super) fn dispatch_check(request: &InboundRequest, producers: &Weak<RefCell<
         msg_id: header.msg_id.or(header.transaction_id),
         message,
     });
+}
+
+/// PUSH_REPLY_MESSAGE_TO_CLIENT (326) of a reply no request of this client waits for (it timed
+/// out, or was never sent): SYSTEM_ERROR naming the correlation id, which the broker passes on
+/// to the replier (a Java client answers SUCCESS and drops such a reply).
+pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
+    let correlation_id = request
+        .ext("properties")
+        .and_then(|p| skiff_storage::message::property(p, "CORRELATION_ID"))
+        .unwrap_or("none");
+    RemotingCommand::response_to(
+        request,
+        code::SYSTEM_ERROR,
+        Some(format!(
+            "no request waits for this reply (CORRELATION_ID {correlation_id})"
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_push_is_refused_with_its_correlation_id() {
+        let push = RemotingCommand::new_request(rc::PUSH_REPLY_MESSAGE_TO_CLIENT).with_ext(
+            "properties",
+            "CORRELATION_ID\u{1}c-42\u{2}MSG_TYPE\u{1}reply\u{2}",
+        );
+        let answer = reply_push_answer(&push);
+        assert!(answer.is_response());
+        assert_eq!(answer.opaque, push.opaque);
+        assert_eq!(answer.code, code::SYSTEM_ERROR);
+        let remark = answer.remark.unwrap_or_default();
+        assert!(remark.contains("c-42"), "{remark}");
+    }
 }

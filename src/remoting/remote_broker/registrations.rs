@@ -2,7 +2,7 @@
 //! the notifiers those heartbeats registered. A broker that restarted, or dropped the connection
 //! and with it the registrations, gets the heartbeats again before the next pull or member list
 //! ([`RemoteBroker::reregister_if_reconnected`]); its NOTIFY_CONSUMER_IDS_CHANGED requests reach
-//! the registered notifiers ([`dispatch_inbound`]), and its GET_CONSUMER_RUNNING_INFO requests
+//! the registered notifiers ([`super::inbound`]), and its GET_CONSUMER_RUNNING_INFO requests
 //! (a tool's `mqadmin consumerStatus`, forwarded by the broker) are answered from the
 //! heartbeats: the consumer's properties and subscriptions.
 
@@ -12,20 +12,17 @@ use std::rc::Weak;
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use skiff_actors::broker_api::{ConsumerHeartbeat, ConsumerNotifier};
 
 use super::RemoteBroker;
 use crate::remoting::body::JsonBody;
-use crate::remoting::client::{ConnectionId, InboundRequest};
+use crate::remoting::client::ConnectionId;
 use crate::remoting::codes::request as rc;
 use crate::remoting::codes::{response as code, version};
 use crate::remoting::frame::RemotingCommand;
-use crate::remoting::headers::{
-    ClientTargetRequestHeader, CustomHeader, NotifyConsumerIdsChangedRequestHeader,
-};
+use crate::remoting::headers::{ClientTargetRequestHeader, CustomHeader};
 use crate::remoting::wire::heartbeat_data;
 
 /// Notifiers registered by heartbeats, by (group, client id).
@@ -147,7 +144,7 @@ pub(crate) fn consumer_running_info(
 
 /// GET_CONSUMER_RUNNING_INFO (307): the running info of the named consumer of this client, or
 /// SYSTEM_ERROR with the Java client's remark when it is not registered here.
-fn running_info_answer(
+pub(super) fn running_info_answer(
     request: &RemotingCommand,
     registrations: &Weak<RefCell<Registrations>>,
     facts: &ClientFacts,
@@ -178,101 +175,5 @@ fn running_info_answer(
                 header.consumer_group
             )),
         ),
-    }
-}
-
-/// PUSH_REPLY_MESSAGE_TO_CLIENT (326) of a reply no request of this client waits for (it timed
-/// out, or was never sent): SYSTEM_ERROR naming the correlation id, which the broker passes on
-/// to the replier (a Java client answers SUCCESS and drops such a reply).
-pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
-    let correlation_id = request
-        .ext("properties")
-        .and_then(|p| skiff_storage::message::property(p, "CORRELATION_ID"))
-        .unwrap_or("none");
-    RemotingCommand::response_to(
-        request,
-        code::SYSTEM_ERROR,
-        Some(format!(
-            "no request waits for this reply (CORRELATION_ID {correlation_id})"
-        )),
-    )
-}
-
-/// Runs on the arbiter: NOTIFY_CONSUMER_IDS_CHANGED goes to the group's notifiers,
-/// CHECK_TRANSACTION_STATE to the producer group's checker,
-/// GET_CONSUMER_RUNNING_INFO is answered from the heartbeats, PUSH_REPLY_MESSAGE_TO_CLIENT goes
-/// to the request waiting for it; other requests are answered REQUEST_CODE_NOT_SUPPORTED. Ends when the client is gone.
-pub(super) async fn dispatch_inbound(
-    mut inbound: mpsc::Receiver<InboundRequest>,
-    notifiers: Weak<Notifiers>,
-    registrations: Weak<RefCell<Registrations>>,
-    producers: Weak<RefCell<super::producers::Producers>>,
-    facts: ClientFacts,
-) {
-    while let Some(request) = inbound.recv().await {
-        let Some(notifiers) = notifiers.upgrade() else {
-            break;
-        };
-        if request.request.code == rc::GET_CONSUMER_RUNNING_INFO {
-            let answer = running_info_answer(&request.request, &registrations, &facts);
-            let _ = request.reply(answer).await;
-        } else if request.request.code == rc::NOTIFY_CONSUMER_IDS_CHANGED {
-            match NotifyConsumerIdsChangedRequestHeader::from_command(&request.request) {
-                Ok(header) => {
-                    let group = header.consumer_group;
-                    // Cloned out first: a notifier may call back into the broker.
-                    let targets: Vec<Arc<dyn ConsumerNotifier>> = notifiers
-                        .borrow()
-                        .iter()
-                        .filter(|((g, _), _)| *g == group)
-                        .map(|(_, n)| n.clone())
-                        .collect();
-                    debug!(group = %group, consumers = targets.len(), "consumer ids changed");
-                    for notifier in targets {
-                        notifier.consumer_ids_changed(&group);
-                    }
-                }
-                Err(e) => {
-                    warn!(addr = %request.addr, error = %e, "bad NOTIFY_CONSUMER_IDS_CHANGED ignored")
-                }
-            }
-            if !request.request.is_oneway() {
-                let _ = request
-                    .reply(RemotingCommand::success_to(&request.request))
-                    .await;
-            }
-        } else if request.request.code == rc::CHECK_TRANSACTION_STATE {
-            // Oneway: the answer is the END_TRANSACTION the checker sends.
-            super::producers::dispatch_check(&request, &producers);
-        } else if request.request.code == rc::PUSH_REPLY_MESSAGE_TO_CLIENT {
-            let answer = super::producers::dispatch_reply(&request, &producers);
-            if answer.code != code::SUCCESS {
-                debug!(addr = %request.addr, remark = ?answer.remark, "reply push refused");
-            }
-            let _ = request.reply(answer).await;
-        } else {
-            debug!(addr = %request.addr, code = request.request.code, "server request not supported");
-            let answer = RemotingCommand::not_supported(&request.request);
-            let _ = request.reply(answer).await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reply_push_is_refused_with_its_correlation_id() {
-        let push = RemotingCommand::new_request(rc::PUSH_REPLY_MESSAGE_TO_CLIENT).with_ext(
-            "properties",
-            "CORRELATION_ID\u{1}c-42\u{2}MSG_TYPE\u{1}reply\u{2}",
-        );
-        let answer = reply_push_answer(&push);
-        assert!(answer.is_response());
-        assert_eq!(answer.opaque, push.opaque);
-        assert_eq!(answer.code, code::SYSTEM_ERROR);
-        let remark = answer.remark.unwrap_or_default();
-        assert!(remark.contains("c-42"), "{remark}");
     }
 }

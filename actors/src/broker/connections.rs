@@ -1,0 +1,299 @@
+//! Who is connected: the one registry of client connections, by [`ConnectionId`] (RocketMQ's
+//! `ProducerManager` and the channel half of its `ConsumerManager`). Per connection it keeps
+//! the ways the broker calls the client back (the consumer-ids-changed notifier, the
+//! transaction check listener), the producers registered through it by group, and the last
+//! full subscription set each consumer reported on it (a heartbeat V2 leaves an unchanged set
+//! out). A closed connection is cleared here in one call ([`Connections::close`]).
+//!
+//! Who is in a consumer group (expiry, rebalance notifications) is the membership actor's
+//! decision; its members name their connection, and it reaches them through this registry.
+//!
+//! Wire-free: a remoting connection and an in-process client register alike, each with the id
+//! its callbacks name. Shared by the broker handle, the membership actor and the transaction
+//! actor, which all live on the broker's arbiter thread; callbacks are not `Send`, hence an
+//! `Rc` rather than actor messages.
+
+use crate::broker_api::{
+    ConnectionId, ConsumerNotifier, SubscriptionEntry, TransactionCheckListener,
+};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What the broker holds of one client connection.
+#[derive(Default)]
+struct ClientConnection {
+    notifier: Option<Arc<dyn ConsumerNotifier>>,
+    /// Heartbeats that registered the notifier and are still on their way to the membership
+    /// actor: the notifier is kept for them even when no member needs it right now.
+    heartbeats_in_flight: u32,
+    checker: Option<Arc<dyn TransactionCheckListener>>,
+    /// Producer group → client ids registered through this connection.
+    producers: BTreeMap<String, BTreeSet<String>>,
+    /// Last full subscription set per (group, client id).
+    subscriptions: HashMap<(String, String), Vec<SubscriptionEntry>>,
+}
+
+/// Cheap to clone; every clone is the same registry.
+#[derive(Clone, Default)]
+pub struct Connections {
+    table: Rc<RefCell<BTreeMap<ConnectionId, ClientConnection>>>,
+}
+
+impl Connections {
+    /// Registers (or replaces) the notifier of its connection for a heartbeat on its way to the
+    /// membership actor, which calls [`Self::heartbeat_recorded`] once it took it.
+    pub fn register_notifier(&self, notifier: Arc<dyn ConsumerNotifier>) {
+        let connection = notifier.connection();
+        let mut table = self.table.borrow_mut();
+        let entry = table.entry(connection).or_default();
+        entry.notifier = Some(notifier);
+        entry.heartbeats_in_flight += 1;
+    }
+
+    /// A heartbeat [`Self::register_notifier`] announced was recorded (or lost).
+    pub fn heartbeat_recorded(&self, connection: ConnectionId) {
+        if let Some(entry) = self.table.borrow_mut().get_mut(&connection) {
+            entry.heartbeats_in_flight = entry.heartbeats_in_flight.saturating_sub(1);
+        }
+    }
+
+    /// No consumer of `connection` is in a group any more: its notifier is dropped, unless a
+    /// heartbeat that needs it is on its way (a later heartbeat registers it again).
+    pub fn forget_notifier(&self, connection: ConnectionId) {
+        let mut table = self.table.borrow_mut();
+        let Some(entry) = table.get_mut(&connection) else {
+            return;
+        };
+        if entry.heartbeats_in_flight > 0 {
+            return;
+        }
+        entry.notifier = None;
+        if entry.checker.is_none() && entry.producers.is_empty() && entry.subscriptions.is_empty() {
+            table.remove(&connection);
+        }
+    }
+
+    /// How the broker reaches the consumers of `connection`, while it is open.
+    pub fn notifier(&self, connection: ConnectionId) -> Option<Arc<dyn ConsumerNotifier>> {
+        self.table
+            .borrow()
+            .get(&connection)
+            .and_then(|c| c.notifier.clone())
+    }
+
+    /// Registers (or refreshes) a producer of `group` reached through `listener`'s connection.
+    /// A client id registered for the group through another connection moves here.
+    pub fn register_producer(
+        &self,
+        group: &str,
+        client_id: &str,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) {
+        let connection = listener.connection();
+        let mut table = self.table.borrow_mut();
+        for (id, other) in table.iter_mut() {
+            if *id != connection {
+                remove_producer(&mut other.producers, client_id, Some(group));
+            }
+        }
+        let entry = table.entry(connection).or_default();
+        entry.checker = Some(listener);
+        entry
+            .producers
+            .entry(group.to_string())
+            .or_default()
+            .insert(client_id.to_string());
+    }
+
+    /// Removes a producer from one group, or from every group when `group` is `None`.
+    pub fn unregister_producer(&self, client_id: &str, group: Option<&str>) {
+        for connection in self.table.borrow_mut().values_mut() {
+            remove_producer(&mut connection.producers, client_id, group);
+        }
+    }
+
+    /// The check listener of a live producer of `group`, if any: the first by client id, so the
+    /// choice is stable.
+    pub fn checker_of_group(&self, group: &str) -> Option<Arc<dyn TransactionCheckListener>> {
+        let table = self.table.borrow();
+        table
+            .values()
+            .filter_map(|c| {
+                let first = c.producers.get(group)?.first()?;
+                Some((first, c.checker.clone()?))
+            })
+            .min_by(|(a, _), (b, _)| a.cmp(b))
+            .map(|(_, checker)| checker)
+    }
+
+    /// Client ids of a group's registered producers, sorted.
+    pub fn producers_of(&self, group: &str) -> Vec<String> {
+        let table = self.table.borrow();
+        let ids: BTreeSet<&String> = table
+            .values()
+            .filter_map(|c| c.producers.get(group))
+            .flatten()
+            .collect();
+        ids.into_iter().cloned().collect()
+    }
+
+    /// Remembers the full subscription set a consumer reported on `connection`.
+    pub fn remember_subscriptions(
+        &self,
+        connection: ConnectionId,
+        group: &str,
+        client_id: &str,
+        subscriptions: Vec<SubscriptionEntry>,
+    ) {
+        self.table
+            .borrow_mut()
+            .entry(connection)
+            .or_default()
+            .subscriptions
+            .insert((group.to_string(), client_id.to_string()), subscriptions);
+    }
+
+    /// The last full subscription set a consumer reported on `connection`.
+    pub fn subscriptions(
+        &self,
+        connection: ConnectionId,
+        group: &str,
+        client_id: &str,
+    ) -> Option<Vec<SubscriptionEntry>> {
+        self.table.borrow().get(&connection).and_then(|c| {
+            c.subscriptions
+                .get(&(group.to_string(), client_id.to_string()))
+                .cloned()
+        })
+    }
+
+    /// A consumer left `group`: its subscriptions are no longer remembered on `connection`.
+    pub fn forget_subscriptions(&self, connection: ConnectionId, group: &str, client_id: &str) {
+        if let Some(c) = self.table.borrow_mut().get_mut(&connection) {
+            c.subscriptions
+                .remove(&(group.to_string(), client_id.to_string()));
+        }
+    }
+
+    /// A connection closed: everything registered through it is gone. Answers how many producer
+    /// registrations it held.
+    pub fn close(&self, connection: ConnectionId) -> usize {
+        self.table
+            .borrow_mut()
+            .remove(&connection)
+            .map(|c| c.producers.values().map(BTreeSet::len).sum())
+            .unwrap_or(0)
+    }
+
+    /// Every connection is forgotten (the broker shut down).
+    pub fn clear(&self) {
+        self.table.borrow_mut().clear();
+    }
+}
+
+fn remove_producer(
+    producers: &mut BTreeMap<String, BTreeSet<String>>,
+    client_id: &str,
+    group: Option<&str>,
+) {
+    for (name, members) in producers.iter_mut() {
+        if group.is_none_or(|g| g == name) {
+            members.remove(client_id);
+        }
+    }
+    producers.retain(|_, members| !members.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker_api::TransactionCheck;
+
+    struct Listener(ConnectionId);
+
+    impl TransactionCheckListener for Listener {
+        fn connection(&self) -> ConnectionId {
+            self.0
+        }
+        fn check_transaction_state(&self, _: TransactionCheck) {}
+    }
+
+    fn listener(id: u64) -> Arc<dyn TransactionCheckListener> {
+        Arc::new(Listener(ConnectionId(id)))
+    }
+
+    #[test]
+    fn a_producer_is_picked_by_lowest_client_id_over_every_connection() {
+        let connections = Connections::default();
+        connections.register_producer("P", "b", listener(1));
+        connections.register_producer("P", "a", listener(2));
+        let picked = connections.checker_of_group("P").map(|l| l.connection());
+        assert_eq!(picked, Some(ConnectionId(2)));
+        assert_eq!(connections.producers_of("P"), ["a", "b"]);
+        assert!(connections.checker_of_group("Q").is_none());
+    }
+
+    #[test]
+    fn a_closed_connection_takes_only_its_producers() {
+        let connections = Connections::default();
+        connections.register_producer("P", "a", listener(1));
+        connections.register_producer("Q", "a", listener(1));
+        connections.register_producer("P", "b", listener(2));
+        assert_eq!(connections.close(ConnectionId(1)), 2);
+        assert_eq!(connections.producers_of("P"), ["b"]);
+        assert!(connections.producers_of("Q").is_empty());
+        assert_eq!(connections.close(ConnectionId(1)), 0);
+    }
+
+    #[test]
+    fn a_client_id_registered_again_moves_to_its_new_connection() {
+        let connections = Connections::default();
+        connections.register_producer("P", "a", listener(1));
+        connections.register_producer("P", "a", listener(2));
+        assert_eq!(connections.close(ConnectionId(1)), 0);
+        assert_eq!(connections.producers_of("P"), ["a"]);
+        connections.unregister_producer("a", Some("P"));
+        assert!(connections.checker_of_group("P").is_none());
+    }
+
+    struct Notifier(ConnectionId);
+
+    impl ConsumerNotifier for Notifier {
+        fn connection(&self) -> ConnectionId {
+            self.0
+        }
+        fn consumer_ids_changed(&self, _: &str) {}
+    }
+
+    #[test]
+    fn a_notifier_is_kept_while_a_heartbeat_needing_it_is_on_its_way() {
+        let connections = Connections::default();
+        connections.register_notifier(Arc::new(Notifier(ConnectionId(1))));
+        connections.forget_notifier(ConnectionId(1));
+        assert!(connections.notifier(ConnectionId(1)).is_some());
+        connections.heartbeat_recorded(ConnectionId(1));
+        connections.forget_notifier(ConnectionId(1));
+        assert!(connections.notifier(ConnectionId(1)).is_none());
+    }
+
+    #[test]
+    fn subscriptions_are_remembered_per_connection_until_it_closes() {
+        let connections = Connections::default();
+        let entry = SubscriptionEntry {
+            topic: "T".into(),
+            expression_type: crate::broker_api::ExpressionType::Tag,
+            expression: "*".into(),
+            sub_version: 1,
+        };
+        connections.remember_subscriptions(ConnectionId(1), "G", "c", vec![entry.clone()]);
+        assert_eq!(
+            connections.subscriptions(ConnectionId(1), "G", "c"),
+            Some(vec![entry])
+        );
+        assert_eq!(connections.subscriptions(ConnectionId(2), "G", "c"), None);
+        connections.close(ConnectionId(1));
+        assert_eq!(connections.subscriptions(ConnectionId(1), "G", "c"), None);
+    }
+}
