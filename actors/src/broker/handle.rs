@@ -5,7 +5,7 @@
 //! The pull status itself is derived by [`crate::logic::pull::pull_status`].
 
 use crate::broker::consumer_offsets::{
-    CommitOffset, CommitResult, ConsumerOffsetsActor, OffsetSlot, QueryOffset,
+    CommitOffset, CommitResult, ConsumerOffsetsActor, QueryOffset,
 };
 use crate::broker::key_index::{KeyIndexActor, KeyQueryResult, QueryByKey};
 use crate::broker::long_poll::LongPollActor;
@@ -28,6 +28,7 @@ use crate::broker_api::{
 };
 use crate::logic::delay::SCHEDULE_TOPIC;
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::queue::GroupQueue;
 use crate::logic::queue::MessageQueue;
 use crate::logic::transaction::{HALF_CONSUMER_GROUP, HALF_TOPIC};
 use crate::metrics::Metrics;
@@ -82,12 +83,12 @@ pub(super) struct Inner {
     pub(super) addrs: BrokerAddrs,
     /// RocketMQ 5's pullOffsetTable: the next offset each (group, topic, queue) will pull, so
     /// progress can show what is in flight (pulled, not committed). Not persisted.
-    pub(super) pull_offsets: RefCell<HashMap<OffsetSlot, u64>>,
+    pub(super) pull_offsets: RefCell<HashMap<GroupQueue, u64>>,
     pub(super) metrics: Metrics,
     /// Request modes (pull or pop) per topic and group.
     pub(super) pop_state: PopState,
     /// Queues a pop is reading right now, so two pops never read the same offset.
-    pub(super) pops_in_progress: RefCell<HashSet<OffsetSlot>>,
+    pub(super) pops_in_progress: RefCell<HashSet<GroupQueue>>,
     /// Round robin of the revive queue ids unordered pops report.
     pub(super) pop_counter: Cell<u64>,
 }
@@ -286,7 +287,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(CommitOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
                 offset,
                 now_ms: self.inner.clock.now_ms(),
             })
@@ -311,7 +312,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(QueryOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
             })
             .await
             .map_err(mailbox("consumer offsets"))??;

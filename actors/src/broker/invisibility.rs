@@ -14,6 +14,7 @@ use crate::broker::retry::copy_of;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::pop::{revival_topic, OrderlyQueue, POP_RETRY_QUEUE_NUMS};
+use crate::logic::queue::GroupQueue;
 use crate::quit::Quit;
 use actix::prelude::*;
 use skiff_storage::message::property::FIRST_POP_TIME;
@@ -31,14 +32,6 @@ const FAILED_REVIVAL_BACKOFF_MS: i64 = 10_000;
 
 /// A revived copy on its way: the checkpoint it settles and the message to append.
 type Revived = (CheckpointKey, CheckpointTimes, MessageToAppend);
-
-/// One queue of one group, as orderly pop blocks it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PopQueue {
-    pub group: String,
-    pub topic: String,
-    pub queue_id: u32,
-}
 
 /// Holds the checkpoints of one unordered pop; answered once they are recorded.
 #[derive(Message, Debug)]
@@ -77,7 +70,7 @@ pub struct ForgetGroup {
 #[derive(Message, Debug)]
 #[rtype(result = "bool")]
 pub struct OrderlyBlocked {
-    pub queue: PopQueue,
+    pub queue: GroupQueue,
     pub now_ms: i64,
 }
 
@@ -85,7 +78,7 @@ pub struct OrderlyBlocked {
 #[derive(Message, Debug)]
 #[rtype(result = "Vec<(u64, u32)>")]
 pub struct OrderlyHandOut {
-    pub queue: PopQueue,
+    pub queue: GroupQueue,
     pub offsets: Vec<u64>,
     pub next_offset: u64,
     pub pop_time_ms: i64,
@@ -96,7 +89,7 @@ pub struct OrderlyHandOut {
 #[derive(Message, Debug)]
 #[rtype(result = "Option<u64>")]
 pub struct OrderlyAck {
-    pub queue: PopQueue,
+    pub queue: GroupQueue,
     pub offset: u64,
     pub pop_time_ms: i64,
 }
@@ -105,7 +98,7 @@ pub struct OrderlyAck {
 #[derive(Message, Debug)]
 #[rtype(result = "bool")]
 pub struct OrderlyChangeInvisible {
-    pub queue: PopQueue,
+    pub queue: GroupQueue,
     pub pop_time_ms: i64,
     pub visible_at_ms: i64,
 }
@@ -140,7 +133,7 @@ pub struct InvisibilityActor {
     round_running: bool,
     /// Checkpoints whose copy failed in a batch: appended alone from now on.
     solo: HashSet<CheckpointKey>,
-    orderly: HashMap<PopQueue, OrderlyQueue>,
+    orderly: HashMap<GroupQueue, OrderlyQueue>,
     snapshot: InvisibilitySnapshot,
 }
 
@@ -179,7 +172,7 @@ impl InvisibilityActor {
         }
         for (group, topic, queue_id, state) in actor.state.orderly_states::<OrderlyQueue>()? {
             actor.orderly.insert(
-                PopQueue {
+                GroupQueue {
                     group,
                     topic,
                     queue_id,
@@ -374,7 +367,7 @@ impl InvisibilityActor {
 
     /// Records one orderly queue's state as it now is (forgotten once idle); a failed write only
     /// costs the state a restart would have found, so it is logged.
-    fn persist_orderly(&mut self, queue: &PopQueue) {
+    fn persist_orderly(&mut self, queue: &GroupQueue) {
         let state = self.orderly.get(queue).filter(|q| !q.is_idle());
         if let Err(e) = self
             .state

@@ -9,11 +9,11 @@
 //! invisible time passes and it is revived into the group's pop retry topic. An orderly pop
 //! instead leaves the offset where it is and blocks the queue until the batch is acknowledged.
 
-use crate::broker::consumer_offsets::{OffsetSlot, QueryOffset, TakePendingReset};
+use crate::broker::consumer_offsets::{QueryOffset, TakePendingReset};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::invisibility::{
     AckPopped, ChangeInvisible, HoldPopped, InvisibilityActor, OrderlyAck, OrderlyBlocked,
-    OrderlyChangeInvisible, OrderlyHandOut, PopQueue,
+    OrderlyChangeInvisible, OrderlyHandOut,
 };
 use crate::broker::long_poll::{ParkPull, WakeQueue};
 use crate::broker::retry::copy_of;
@@ -25,6 +25,7 @@ use crate::logic::pop::{
     initial_pop_offset, pop_retry_topic, OffsetInfo, Receipt, ORDER_REVIVE_QUEUE,
     POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
 };
+use crate::logic::queue::GroupQueue;
 use crate::logic::queue::MessageQueue;
 use actix::Addr;
 use bytes::Bytes;
@@ -109,7 +110,7 @@ struct PopRound<'a> {
 /// the queue is free again.
 struct QueueBusy<'a> {
     handle: &'a BrokerHandle,
-    slot: OffsetSlot,
+    slot: GroupQueue,
 }
 
 impl Drop for QueueBusy<'_> {
@@ -370,7 +371,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(QueryOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
             })
             .await
             .map_err(mailbox("consumer offsets"))?
@@ -384,7 +385,7 @@ impl BrokerHandle {
         topic: &str,
         queue_id: u32,
     ) -> Result<u64, BrokerError> {
-        let slot = OffsetSlot::new(&request.group, topic, queue_id);
+        let slot = GroupQueue::new(&request.group, topic, queue_id);
         let reset = self
             .inner
             .addrs
@@ -422,7 +423,7 @@ impl BrokerHandle {
         body: &mut Vec<u8>,
     ) -> Result<(), BrokerError> {
         let request = round.request;
-        let slot = OffsetSlot::new(&request.group, topic, queue_id);
+        let slot = GroupQueue::new(&request.group, topic, queue_id);
         if !self
             .inner
             .pops_in_progress
@@ -434,7 +435,7 @@ impl BrokerHandle {
             return Ok(());
         }
         let _busy = QueueBusy { handle: self, slot };
-        let queue = PopQueue {
+        let queue = GroupQueue {
             group: request.group.clone(),
             topic: topic.to_owned(),
             queue_id,
@@ -633,7 +634,7 @@ impl BrokerHandle {
             let commit = self
                 .invisibility()
                 .send(OrderlyAck {
-                    queue: PopQueue {
+                    queue: GroupQueue {
                         group: group.to_owned(),
                         topic: topic.to_owned(),
                         queue_id,
@@ -684,7 +685,7 @@ impl BrokerHandle {
             let visible_at_ms = now.saturating_add(invisible_ms);
             self.invisibility()
                 .send(OrderlyChangeInvisible {
-                    queue: PopQueue {
+                    queue: GroupQueue {
                         group: group.to_owned(),
                         topic: topic.to_owned(),
                         queue_id,
@@ -779,7 +780,7 @@ impl BrokerHandle {
                 && self
                     .invisibility()
                     .send(OrderlyBlocked {
-                        queue: PopQueue {
+                        queue: GroupQueue {
                             group: request.group.clone(),
                             topic: source.clone(),
                             queue_id,

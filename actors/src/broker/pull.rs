@@ -1,7 +1,7 @@
 //! PULL_MESSAGE on the broker handle (`docs/wire-protocol.md` §4.1): the pending admin reset,
 //! the tag or SQL92 filter, the store read, the piggybacked commit and the long-poll hold.
 
-use crate::broker::consumer_offsets::{OffsetSlot, TakePendingReset};
+use crate::broker::consumer_offsets::TakePendingReset;
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::ParkPull;
 use crate::broker::membership::LookupSubscription;
@@ -10,6 +10,7 @@ use crate::broker_api::{
 };
 use crate::logic::filter::Subscription;
 use crate::logic::pull::pull_status;
+use crate::logic::queue::GroupQueue;
 use bytes::Bytes;
 use std::error::Error;
 
@@ -86,7 +87,7 @@ impl BrokerHandle {
             );
         }
         self.inner.pull_offsets.borrow_mut().insert(
-            OffsetSlot::new(&request.group, &request.topic, request.queue_id),
+            GroupQueue::new(&request.group, &request.topic, request.queue_id),
             response.next_begin_offset,
         );
     }
@@ -97,7 +98,7 @@ impl BrokerHandle {
         arrival: Arrival,
     ) -> Result<PullResponse, BrokerError> {
         let reader = &self.inner.reader;
-        let slot = OffsetSlot::new(&request.group, &request.topic, request.queue_id);
+        let slot = GroupQueue::new(&request.group, &request.topic, request.queue_id);
         let pending = self
             .inner
             .addrs

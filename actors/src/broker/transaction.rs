@@ -26,7 +26,7 @@
 //! whose copy is in the log (`recover_commits`), so a rolled-back half is never delivered, a
 //! committed one is neither lost nor committed twice, and a pending one is checked again.
 
-use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
+use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::BrokerClock;
@@ -34,6 +34,7 @@ use crate::broker_api::{
     BrokerError, EndTransactionRequest, TransactionCheck, TransactionCheckListener,
     TransactionResolution,
 };
+use crate::logic::queue::GroupQueue;
 use crate::logic::transaction::{
     check_decision, check_immunity, committed_message, end_is_too_late, message_to_check,
     CheckDecision, HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP, TRANSACTION_COMMIT_TYPE,
@@ -508,7 +509,7 @@ impl TransactionActor {
         self.halves.cursor = cursor;
         // An unstored cursor only means a longer scan after a restart; the states stay.
         if let Err(e) = self.offsets.try_send(CommitOffset {
-            slot: OffsetSlot::new(HALF_CONSUMER_GROUP, HALF_TOPIC, 0),
+            slot: GroupQueue::new(HALF_CONSUMER_GROUP, HALF_TOPIC, 0),
             offset: cursor,
             now_ms: self.clock.now_ms(),
         }) {
