@@ -18,7 +18,7 @@ use crate::broker::invisibility::{
 use crate::broker::long_poll::{ParkPull, WakeQueue};
 use crate::broker::retry::copy_of;
 use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
-use crate::logic::allocate::{allocate, AllocateStrategy};
+use crate::logic::allocate::{allocate, pop_share_assignment, AllocateStrategy};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
@@ -30,7 +30,7 @@ use crate::logic::queue::MessageQueue;
 use actix::Addr;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
-use skiff_storage::message::{decode_records, encode_record, parse_record, with_properties};
+use skiff_storage::message::{decode_records, encode_record, record_layouts, with_properties};
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::offset_table::OffsetKey;
 use skiff_storage::pop_state::{
@@ -78,9 +78,6 @@ pub struct PopAnswer {
 
 /// How long a pop that saw unread messages (a busy queue) waits before it looks again.
 const BUSY_RETRY: Duration = Duration::from_millis(50);
-
-type TagFilter<'a> = &'a dyn Fn(i64) -> bool;
-type PropertyFilter<'a> = &'a dyn Fn(&str) -> bool;
 
 /// What QUERY_ASSIGNMENT answers for one topic of this broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -454,16 +451,13 @@ impl BrokerHandle {
         }
         let mut offset = self.pop_offset(request, topic, queue_id).await?;
         let is_retry = topic != request.topic;
-        let matches = |code: i64| round.subscription.matches_tag_code(code);
-        let select = |properties: &str| round.subscription.matches_properties(properties);
-        let (tag_filter, property_filter): (Option<TagFilter>, Option<PropertyFilter>) =
-            if is_retry || round.subscription.is_all() {
-                (None, None)
-            } else if round.subscription.selector.is_some() {
-                (None, Some(&select))
-            } else {
-                (Some(&matches), None)
-            };
+        let (tag_filter, property_filter) = round.subscription.store_filters();
+        // Retried messages are revived copies of popped ones: they passed the filter already.
+        let (tag_filter, property_filter) = if is_retry {
+            (None, None)
+        } else {
+            (tag_filter, property_filter)
+        };
         let reader = &self.inner.reader;
         let max_bytes = self.inner.config.max_pull_bytes;
         let read_at = |offset: u64| {
@@ -473,8 +467,8 @@ impl BrokerHandle {
                 offset,
                 left as u32,
                 max_bytes,
-                tag_filter,
-                property_filter,
+                tag_filter.as_ref().map(|f| f as &dyn Fn(i64) -> bool),
+                property_filter.as_ref().map(|f| f as &dyn Fn(&str) -> bool),
             )
         };
         let mut read = read_at(offset)?;
@@ -827,7 +821,7 @@ impl BrokerHandle {
         topic: &str,
         group: &str,
         client_id: &str,
-        strategy: &str,
+        strategy_name: &str,
         broadcasting: bool,
     ) -> Result<Option<Assignment>, BrokerError> {
         let Some(config) = self.inner.registry.topic(topic)? else {
@@ -851,19 +845,14 @@ impl BrokerHandle {
         if broadcasting {
             return Ok(Some(assigned(all)));
         }
-        let strategy = match strategy {
-            "AVG" => AllocateStrategy::Averagely,
-            "AVG_BY_CIRCLE" => AllocateStrategy::AveragelyByCircle,
-            "CONSISTENT_HASH" => AllocateStrategy::consistent_hash(),
-            other => {
-                tracing::warn!(
-                    group,
-                    topic,
-                    strategy = other,
-                    "query assignment: unsupported strategy"
-                );
-                return Ok(None);
-            }
+        let Some(strategy) = AllocateStrategy::from_name(strategy_name) else {
+            tracing::warn!(
+                group,
+                topic,
+                strategy = strategy_name,
+                "query assignment: unsupported strategy"
+            );
+            return Ok(None);
         };
         // Like Java's broker: no consumer of the group online, no assignment.
         let mut clients = match self.consumer_list(group).await {
@@ -872,27 +861,17 @@ impl BrokerHandle {
             Err(e) => return Err(e),
         };
         clients.sort();
-        let share = entry.pop_share_queue_num;
-        if entry.mode == RequestMode::Pop
-            && (share <= 0 || share as usize >= clients.len().saturating_sub(1))
-        {
-            return Ok(Some(Assignment {
-                mode: entry.mode,
-                queue_ids: vec![None],
-            }));
-        }
-        let queues = if entry.mode == RequestMode::Pop && clients.len() <= all.len() {
-            // Each consumer also pops the queues of the `share` consumers after it.
-            let mut mine = allocate(strategy, client_id, &all, &clients);
-            if let Some(index) = clients.iter().position(|c| c == client_id) {
-                for step in 1..=share as usize {
-                    let other = &clients[(index + step) % clients.len()];
-                    mine.extend(allocate(strategy, other, &all, &clients));
+        let queues = if entry.mode == RequestMode::Pop {
+            let share = entry.pop_share_queue_num;
+            match pop_share_assignment(strategy, client_id, &all, &clients, share) {
+                Some(queues) => queues,
+                None => {
+                    return Ok(Some(Assignment {
+                        mode: entry.mode,
+                        queue_ids: vec![None],
+                    }))
                 }
             }
-            mine.sort();
-            mine.dedup();
-            mine
         } else {
             allocate(strategy, client_id, &all, &clients)
         };
@@ -903,16 +882,14 @@ impl BrokerHandle {
 /// The queue offset of each record, in order.
 fn record_offsets(records: &[u8], topic: &str, queue_id: u32) -> Result<Vec<u64>, BrokerError> {
     let mut offsets = Vec::new();
-    let mut rest = records;
-    while !rest.is_empty() {
-        let layout = parse_record(rest).map_err(|source| BrokerError::UnreadableMessage {
+    for layout in record_layouts(records) {
+        let layout = layout.map_err(|source| BrokerError::UnreadableMessage {
             topic: topic.to_owned(),
             queue_id,
             queue_offset: offsets.last().map_or(0, |o| o + 1),
             source,
         })?;
         offsets.push(layout.queue_offset);
-        rest = &rest[(layout.total_size as usize).min(rest.len())..];
     }
     Ok(offsets)
 }

@@ -12,6 +12,7 @@ use crate::logic::filter::Subscription;
 use crate::logic::pull::pull_status;
 use crate::logic::queue::GroupQueue;
 use bytes::Bytes;
+use skiff_storage::message::record_layouts;
 use std::error::Error;
 
 /// Which run of a pull this is: a pull that found nothing new may be parked and then runs once
@@ -21,21 +22,6 @@ use std::error::Error;
 enum Arrival {
     First,
     Replay,
-}
-
-/// Records back to back, each led by its 4-byte big-endian total size; a malformed tail ends
-/// the count (the store wrote these bytes, so there is none).
-fn count_records(mut records: &[u8]) -> u64 {
-    let mut n = 0;
-    while let Some(size) = records.get(..4) {
-        let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
-        if size < 4 || size > records.len() {
-            break;
-        }
-        records = &records[size..];
-        n += 1;
-    }
-    n
 }
 
 impl BrokerHandle {
@@ -83,7 +69,9 @@ impl BrokerHandle {
                 &request.group,
                 &request.topic,
                 request.queue_id,
-                count_records(&response.records),
+                record_layouts(&response.records)
+                    .take_while(Result::is_ok)
+                    .count() as u64,
             );
         }
         self.inner.pull_offsets.borrow_mut().insert(
@@ -117,19 +105,7 @@ impl BrokerHandle {
             });
         }
         let subscription = self.subscription_for(request).await?;
-        let matches = |code: i64| subscription.matches_tag_code(code);
-        let filter: Option<&dyn Fn(i64) -> bool> =
-            if subscription.is_all() || subscription.selector.is_some() {
-                None
-            } else {
-                Some(&matches)
-            };
-        let select = |properties: &str| subscription.matches_properties(properties);
-        let property_filter: Option<&dyn Fn(&str) -> bool> = if subscription.selector.is_some() {
-            Some(&select)
-        } else {
-            None
-        };
+        let (tag_filter, property_filter) = subscription.store_filters();
         let max_messages = request
             .max_messages
             .clamp(1, self.inner.config.max_pull_messages.max(1));
@@ -139,8 +115,8 @@ impl BrokerHandle {
             request.queue_offset,
             max_messages,
             self.inner.config.max_pull_bytes,
-            filter,
-            property_filter,
+            tag_filter.as_ref().map(|f| f as &dyn Fn(i64) -> bool),
+            property_filter.as_ref().map(|f| f as &dyn Fn(&str) -> bool),
         )?;
         let offset = request.queue_offset;
         let (status, next_begin_offset) = pull_status(

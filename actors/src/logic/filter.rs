@@ -165,6 +165,27 @@ impl Subscription {
         }
     }
 
+    /// Broker side: the filters a store read applies for this subscription, the consume-queue
+    /// tag-code check and the record-property check. A tag expression is checked on tag codes,
+    /// SQL92 on properties, and `*` not at all (reads skip the property decode then).
+    #[allow(clippy::type_complexity)]
+    pub fn store_filters(
+        &self,
+    ) -> (
+        Option<impl Fn(i64) -> bool + '_>,
+        Option<impl Fn(&str) -> bool + '_>,
+    ) {
+        let tag_codes = move |code: i64| self.matches_tag_code(code);
+        let properties = move |properties: &str| self.matches_properties(properties);
+        if self.is_all() {
+            (None, None)
+        } else if self.selector.is_some() {
+            (None, Some(properties))
+        } else {
+            (Some(tag_codes), None)
+        }
+    }
+
     /// Consumer side: the exact re-check after the broker's hash match. A message without a tag
     /// matches only `*`.
     pub fn matches_tag(&self, tag: Option<&str>) -> bool {
@@ -193,6 +214,31 @@ mod tests {
 
     fn tags(sub: &Subscription) -> Vec<&str> {
         sub.tags.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn store_filters_check_tag_codes_for_tags_properties_for_sql92_and_nothing_for_all() {
+        // (type, expression, what the tag-code filter and the property filter say of TagA, a=7)
+        let cases = [
+            (ExpressionType::Tag, "*", None, None),
+            (ExpressionType::Tag, "", None, None),
+            (ExpressionType::Tag, "TagA || TagB", Some(true), None),
+            (ExpressionType::Tag, "TagB", Some(false), None),
+            (ExpressionType::Sql92, "a > 5", None, Some(true)),
+            (ExpressionType::Sql92, "a < 5", None, Some(false)),
+        ];
+        let properties = "TAGS\u{1}TagA\u{2}a\u{1}7\u{2}";
+        for (expression_type, expression, tag_match, property_match) in cases {
+            let sub = Subscription::new("t", expression_type, expression, 0).unwrap();
+            let (tag_filter, property_filter) = sub.store_filters();
+            let case = format!("{expression_type:?} {expression:?}");
+            assert_eq!(tag_filter.map(|f| f(tag_code("TagA"))), tag_match, "{case}");
+            assert_eq!(
+                property_filter.map(|f| f(properties)),
+                property_match,
+                "{case}"
+            );
+        }
     }
 
     #[test]
