@@ -136,12 +136,12 @@ impl BrokerHandle {
             let forgotten = self
                 .inner
                 .addrs
-                .invisibility
-                .send(crate::broker::invisibility::ForgetGroup {
+                .pop
+                .send(crate::broker::pop::actor::ForgetGroup {
                     group: name.to_string(),
                 })
                 .await
-                .map_err(mailbox("invisibility"))??;
+                .map_err(mailbox("pop"))??;
             if forgotten > 0 {
                 tracing::info!(
                     group = name,

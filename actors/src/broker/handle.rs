@@ -38,10 +38,9 @@ use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
 use skiff_storage::message::{offset_message_id, property, without_properties, MessageToAppend};
 use skiff_storage::offset_table::OffsetTableError;
-use skiff_storage::pop_state::PopState;
 use skiff_storage::store::{BoundaryType, StoreReader};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -60,7 +59,7 @@ pub struct BrokerAddrs {
     pub key_index: Addr<KeyIndexActor>,
     pub transactions: Addr<TransactionActor>,
     pub timer: Addr<crate::broker::timer::TimerActor>,
-    pub invisibility: Addr<crate::broker::invisibility::InvisibilityActor>,
+    pub pop: Addr<crate::broker::pop::actor::PopActor>,
 }
 
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
@@ -85,12 +84,6 @@ pub(super) struct Inner {
     /// progress can show what is in flight (pulled, not committed). Not persisted.
     pub(super) pull_offsets: RefCell<HashMap<GroupQueue, u64>>,
     pub(super) metrics: Metrics,
-    /// Request modes (pull or pop) per topic and group.
-    pub(super) pop_state: PopState,
-    /// Queues a pop is reading right now, so two pops never read the same offset.
-    pub(super) pops_in_progress: RefCell<HashSet<GroupQueue>>,
-    /// Round robin of the revive queue ids unordered pops report.
-    pub(super) pop_counter: Cell<u64>,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
@@ -122,7 +115,6 @@ impl BrokerHandle {
         inbox: NotifierInbox,
         producers: ProducerChannels,
         metrics: Metrics,
-        pop_state: PopState,
         addrs: BrokerAddrs,
     ) -> Self {
         BrokerHandle {
@@ -138,9 +130,6 @@ impl BrokerHandle {
                 pull_offsets: Default::default(),
                 metrics,
                 shut_down: Cell::new(false),
-                pop_state,
-                pops_in_progress: Default::default(),
-                pop_counter: Cell::new(0),
                 addrs,
             }),
         }
@@ -563,11 +552,11 @@ impl BrokerHandle {
         }
         // Revivals write to the store too; its checkpoints are durable before the offsets that
         // moved past their messages are flushed below.
-        let invisibility = addrs
-            .invisibility
+        let pop = addrs
+            .pop
             .send(Quit::new())
             .await
-            .map_err(mailbox("invisibility"))
+            .map_err(mailbox("pop"))
             .and_then(|r| r);
         // After the writers above, so its final pass indexes everything they appended.
         if let Err(error) = addrs.key_index.send(Quit::new()).await {
@@ -593,7 +582,7 @@ impl BrokerHandle {
         let metadata = self.inner.registry.close();
         self.inner.inbox.borrow_mut().clear();
         tracing::info!(broker = %self.inner.config.broker_name, "broker stopped");
-        invisibility.and(offsets).and(store).and(metadata)
+        pop.and(offsets).and(store).and(metadata)
     }
 }
 

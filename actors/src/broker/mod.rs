@@ -15,25 +15,25 @@
 //! - [`timer::TimerActor`]: indexes timer messages by due time and delivers them when due,
 //!   exactly once across crashes.
 //! - [`transaction::TransactionActor`]: transactional half messages: END_TRANSACTION, check-backs.
-//! - [`invisibility::InvisibilityActor`]: popped messages while invisible: durable checkpoints,
-//!   revival of unacknowledged ones into the pop retry topic, orderly pop's queue blocks.
+//! - [`pop::actor::PopActor`]: pop state: the queues being popped, durable checkpoints of
+//!   popped messages and the revival of unacknowledged ones into the pop retry topic, orderly
+//!   pop's queue blocks, request modes.
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
 //!
 //! Not actors: [`registry`], the topic and group configuration they share, and the
 //! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
-//! `pull.rs` (PULL_MESSAGE), `pop.rs` (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
+//! `pull.rs` (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
 //! `admin.rs` (progress, offset resets).
 
 mod admin;
 pub mod consumer_offsets;
 mod handle;
-pub mod invisibility;
 pub mod key_index;
 pub mod long_poll;
 pub mod membership;
 pub mod message_store;
-mod pop;
+pub mod pop;
 mod pull;
 pub mod queue_locks;
 pub mod registry;
@@ -269,8 +269,8 @@ impl Broker {
             timer_cursor,
         )
         .start();
-        let invisibility = invisibility::InvisibilityActor::new(
-            pop_state.clone(),
+        let pop = pop::actor::PopActor::new(
+            pop_state,
             reader.clone(),
             registry.clone(),
             store_addr.clone(),
@@ -322,7 +322,6 @@ impl Broker {
             inbox,
             producers,
             metrics,
-            pop_state,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,
@@ -335,7 +334,7 @@ impl Broker {
                 key_index,
                 transactions,
                 timer,
-                invisibility,
+                pop,
             },
         ))
     }

@@ -286,7 +286,7 @@ impl Processor {
     }
 
     /// SET_MESSAGE_REQUEST_MODE (401).
-    pub(super) fn set_request_mode(&self, request: &RemotingCommand) -> Outcome {
+    pub(super) async fn set_request_mode(&self, request: &RemotingCommand) -> Outcome {
         let body = SetMessageRequestModeBody::decode(&request.body).map_err(body_failure)?;
         let entry = RequestModeEntry {
             mode: match body.mode {
@@ -297,6 +297,7 @@ impl Processor {
         };
         self.broker
             .set_request_mode(&body.topic, &body.consumer_group, entry)
+            .await
             .map_err(|e| match e {
                 BrokerError::InvalidRequest { reason } => Failure::new(code::NO_PERMISSION, reason),
                 BrokerError::TopicNotExist { topic } => {
