@@ -105,7 +105,7 @@ impl BrokerHandle {
             });
         }
         let subscription = self.subscription_for(request).await?;
-        let (tag_filter, property_filter) = subscription.store_filters();
+        let filters = subscription.store_filters();
         let max_messages = request
             .max_messages
             .clamp(1, self.inner.config.max_pull_messages.max(1));
@@ -115,8 +115,8 @@ impl BrokerHandle {
             request.queue_offset,
             max_messages,
             self.inner.config.max_pull_bytes,
-            tag_filter.as_ref().map(|f| f as &dyn Fn(i64) -> bool),
-            property_filter.as_ref().map(|f| f as &dyn Fn(&str) -> bool),
+            filters.tag_codes(),
+            filters.properties(),
         )?;
         let offset = request.queue_offset;
         let (status, next_begin_offset) = pull_status(

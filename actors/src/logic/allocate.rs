@@ -296,7 +296,8 @@ mod tests {
     fn pop_share_gives_each_consumer_its_queues_and_its_next_neighbours() {
         use AllocateStrategy::Averagely;
         // (queues, clients, pop_share_queue_num, queue ids each client gets; None: all as one)
-        let table: [(u32, usize, i32, &[Option<&[u32]>]); 7] = [
+        type Shares<'a> = &'a [Option<&'a [u32]>];
+        let table: [(u32, usize, i32, Shares); 7] = [
             (8, 4, 0, &[None, None, None, None]),
             (8, 4, -1, &[None, None, None, None]),
             // Sharing with every other consumer is every queue.

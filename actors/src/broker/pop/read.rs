@@ -137,13 +137,11 @@ impl BrokerHandle {
         };
         let mut offset = self.pop_offset(request, topic, queue_id).await?;
         let is_retry = topic != request.topic;
-        let (tag_filter, property_filter) = round.subscription.store_filters();
-        // Retried messages are revived copies of popped ones: they passed the filter already.
-        let (tag_filter, property_filter) = if is_retry {
-            (None, None)
-        } else {
-            (tag_filter, property_filter)
-        };
+        let mut filters = round.subscription.store_filters();
+        if is_retry {
+            // Retried messages are revived copies of popped ones: they passed the filter already.
+            filters = filters.none();
+        }
         let reader = &self.inner.reader;
         let max_bytes = self.inner.config.max_pull_bytes;
         let read_at = |offset: u64| {
@@ -153,8 +151,8 @@ impl BrokerHandle {
                 offset,
                 left as u32,
                 max_bytes,
-                tag_filter.as_ref().map(|f| f as &dyn Fn(i64) -> bool),
-                property_filter.as_ref().map(|f| f as &dyn Fn(&str) -> bool),
+                filters.tag_codes(),
+                filters.properties(),
             )
         };
         let mut read = read_at(offset)?;
