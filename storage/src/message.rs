@@ -473,6 +473,26 @@ pub fn parse_record(buf: &[u8]) -> Result<RecordLayout, MessageDecodeError> {
     })
 }
 
+/// Walks back-to-back records (a pull or pop body) by their layouts, decoding nothing else; a
+/// malformed record is yielded as the error and ends the walk.
+pub fn record_layouts(
+    buf: &[u8],
+) -> impl Iterator<Item = Result<RecordLayout, MessageDecodeError>> + '_ {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let parsed = parse_record(rest);
+        // `parse_record` checked the size against the buffer.
+        rest = match &parsed {
+            Ok(layout) => &rest[layout.total_size as usize..],
+            Err(_) => &[],
+        };
+        Some(parsed)
+    })
+}
+
 fn utf8_string(
     buf: &[u8],
     range: Range<usize>,
@@ -702,6 +722,35 @@ mod tests {
         assert_eq!(n as usize, out.len());
         assert_eq!(out.len(), encoded_len(msg, store));
         out
+    }
+
+    #[test]
+    fn record_layouts_walk_back_to_back_records_and_stop_at_a_broken_one() {
+        let store = v4("127.0.0.1:10911");
+        let one = encode(&sample("TopicTest", v4("10.0.0.1:5555")), store);
+        let cases: [(&str, Vec<u8>, usize, bool); 4] = [
+            ("empty", Vec::new(), 0, false),
+            ("one", one.clone(), 1, false),
+            ("two", [one.clone(), one.clone()].concat(), 2, false),
+            (
+                "two and a cut tail",
+                [one.clone(), one.clone(), one[..10].to_vec()].concat(),
+                2,
+                true,
+            ),
+        ];
+        for (name, buf, records, broken) in cases {
+            let walked: Vec<_> = record_layouts(&buf).collect();
+            let ok = walked.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(ok, records, "{name}");
+            assert_eq!(walked.len(), records + usize::from(broken), "{name}");
+            assert!(
+                walked[..ok]
+                    .iter()
+                    .all(|r| r.as_ref().is_ok_and(|l| l.queue_offset == 42)),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! metrics snapshot.
 
 use crate::broker::consumer_offsets::{
-    GroupsOfTopic, ListAllGroups, ListGroup, OffsetSlot, RemoveGroupOffsets, RemoveTopicOffsets,
-    ResetOffset,
+    GroupsOfTopic, ListAllGroups, ListGroup, RemoveGroupOffsets, RemoveTopicOffsets, ResetOffset,
 };
 use crate::broker::handle::{mailbox, refuse_broker_cursor, BrokerHandle};
 use crate::broker::membership::{DescribeGroup, GroupView};
 use crate::broker_api::BrokerError;
+use crate::logic::queue::GroupQueue;
 use crate::metrics::{GroupLag, Metrics, MetricsSnapshot};
 use crate::refused::Refused;
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig};
@@ -56,7 +56,7 @@ impl BrokerHandle {
             .map(|(group, topic, queue_id, consumer_offset)| {
                 let broker_offset = reader.max_offset(&topic, queue_id);
                 let in_flight = pulled
-                    .get(&OffsetSlot::new(group.as_str(), topic.as_str(), queue_id))
+                    .get(&GroupQueue::new(group.as_str(), topic.as_str(), queue_id))
                     .map_or(0, |&p| p.saturating_sub(consumer_offset));
                 GroupLag {
                     lag: broker_offset.saturating_sub(consumer_offset),
@@ -137,12 +137,12 @@ impl BrokerHandle {
             let forgotten = self
                 .inner
                 .addrs
-                .invisibility
-                .send(crate::broker::invisibility::ForgetGroup {
+                .pop
+                .send(crate::broker::pop::actor::ForgetGroup {
                     group: name.to_string(),
                 })
                 .await
-                .map_err(mailbox("invisibility"))??;
+                .map_err(mailbox("pop"))??;
             if forgotten > 0 {
                 tracing::info!(
                     group = name,
@@ -230,7 +230,7 @@ impl BrokerHandle {
                     .inner
                     .pull_offsets
                     .borrow()
-                    .get(&OffsetSlot::new(group, topic.clone(), queue_id))
+                    .get(&GroupQueue::new(group, topic.clone(), queue_id))
                     .copied();
                 rows.push(QueueProgress {
                     topic: topic.clone(),
@@ -292,7 +292,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(ResetOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
                 offset,
             })
             .await

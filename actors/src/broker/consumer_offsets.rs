@@ -10,6 +10,7 @@
 
 use crate::broker_api::BrokerError;
 use crate::logic::delay::SCHEDULE_TOPIC;
+use crate::logic::queue::GroupQueue;
 use crate::logic::transaction::HALF_TOPIC;
 use crate::persister::PersistNow;
 use crate::quit::Quit;
@@ -18,33 +19,16 @@ use skiff_storage::offset_table::{CommitOutcome, OffsetKey, OffsetTable, OffsetT
 use std::collections::HashMap;
 use std::error::Error;
 
-/// (group, topic, queue id): the unit offsets, resets and commit times are kept for.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct OffsetSlot {
-    pub group: String,
-    pub topic: String,
-    pub queue_id: u32,
-}
-
-impl OffsetSlot {
-    pub fn new(group: impl Into<String>, topic: impl Into<String>, queue_id: u32) -> Self {
-        OffsetSlot {
-            group: group.into(),
-            topic: topic.into(),
-            queue_id,
-        }
-    }
-
-    fn key(&self) -> OffsetKey {
-        OffsetKey::new(self.topic.clone(), self.group.clone())
-    }
+/// The offset-table key of a group's queue (the queue id is stored beside it).
+fn offset_key(slot: &GroupQueue) -> OffsetKey {
+    OffsetKey::new(slot.topic.clone(), slot.group.clone())
 }
 
 /// Commits a consumer offset (UPDATE_CONSUMER_OFFSET, or piggybacked on a pull).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<CommitResult, BrokerError>")]
 pub struct CommitOffset {
-    pub slot: OffsetSlot,
+    pub slot: GroupQueue,
     pub offset: u64,
     /// Milliseconds since the epoch on the broker clock, kept for admin progress.
     pub now_ms: i64,
@@ -63,14 +47,14 @@ pub enum CommitResult {
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<Option<u64>, BrokerError>")]
 pub struct QueryOffset {
-    pub slot: OffsetSlot,
+    pub slot: GroupQueue,
 }
 
 /// Admin reset: writes the offset (lower allowed) and records it as pending for the next pull.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<(), BrokerError>")]
 pub struct ResetOffset {
-    pub slot: OffsetSlot,
+    pub slot: GroupQueue,
     pub offset: u64,
 }
 
@@ -78,7 +62,7 @@ pub struct ResetOffset {
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Option<u64>")]
 pub struct TakePendingReset {
-    pub slot: OffsetSlot,
+    pub slot: GroupQueue,
 }
 
 /// Every stored offset of a group.
@@ -122,7 +106,7 @@ pub struct ConsumerOffsetsSnapshot {
     pub lowered: u64,
     pub ignored_by_pending_reset: u64,
     pub resets: u64,
-    pub pending_resets: Vec<(OffsetSlot, u64)>,
+    pub pending_resets: Vec<(GroupQueue, u64)>,
     pub flushes: u64,
     pub flush_failures: u64,
     pub closed: bool,
@@ -130,8 +114,8 @@ pub struct ConsumerOffsetsSnapshot {
 
 pub struct ConsumerOffsetsActor {
     table: Option<Box<dyn OffsetTable>>,
-    pending: HashMap<OffsetSlot, u64>,
-    last_commit_ms: HashMap<OffsetSlot, i64>,
+    pending: HashMap<GroupQueue, u64>,
+    last_commit_ms: HashMap<GroupQueue, i64>,
     snapshot: ConsumerOffsetsSnapshot,
 }
 
@@ -178,7 +162,7 @@ impl Handler<CommitOffset> for ConsumerOffsetsActor {
         }
         let outcome = self
             .table()?
-            .commit(&slot.key(), slot.queue_id, msg.offset)?;
+            .commit(&offset_key(&slot), slot.queue_id, msg.offset)?;
         self.snapshot.commits += 1;
         if let CommitOutcome::Lowered { previous } = outcome {
             self.snapshot.lowered += 1;
@@ -203,7 +187,7 @@ impl Handler<QueryOffset> for ConsumerOffsetsActor {
             return Ok(Some(offset));
         }
         let slot = msg.slot;
-        Ok(self.table()?.query(&slot.key(), slot.queue_id)?)
+        Ok(self.table()?.query(&offset_key(&slot), slot.queue_id)?)
     }
 }
 
@@ -213,7 +197,7 @@ impl Handler<ResetOffset> for ConsumerOffsetsActor {
     fn handle(&mut self, msg: ResetOffset, _: &mut Self::Context) -> Self::Result {
         let slot = msg.slot;
         self.table()?
-            .reset(&slot.key(), slot.queue_id, msg.offset)?;
+            .reset(&offset_key(&slot), slot.queue_id, msg.offset)?;
         self.snapshot.resets += 1;
         tracing::info!(
             group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
@@ -244,7 +228,7 @@ impl Handler<ListGroup> for ConsumerOffsetsActor {
         Ok(entries
             .into_iter()
             .map(|(key, queue_id, offset)| {
-                let slot = OffsetSlot::new(msg.group.clone(), key.topic.clone(), queue_id);
+                let slot = GroupQueue::new(msg.group.clone(), key.topic.clone(), queue_id);
                 GroupOffset {
                     last_commit_ms: self.last_commit_ms.get(&slot).copied(),
                     topic: key.topic,

@@ -6,7 +6,7 @@
 
 use crate::broker::connections::Connections;
 use crate::broker::consumer_offsets::{
-    CommitOffset, CommitResult, ConsumerOffsetsActor, OffsetSlot, QueryOffset,
+    CommitOffset, CommitResult, ConsumerOffsetsActor, QueryOffset,
 };
 use crate::broker::key_index::{KeyIndexActor, KeyQueryResult, QueryByKey};
 use crate::broker::long_poll::LongPollActor;
@@ -30,6 +30,7 @@ use crate::broker_api::{
 };
 use crate::logic::delay::SCHEDULE_TOPIC;
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::queue::GroupQueue;
 use crate::logic::queue::MessageQueue;
 use crate::logic::transaction::{HALF_CONSUMER_GROUP, HALF_TOPIC};
 use crate::metrics::Metrics;
@@ -40,10 +41,9 @@ use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
 use skiff_storage::message::{offset_message_id, property, without_properties, MessageToAppend};
 use skiff_storage::offset_table::OffsetTableError;
-use skiff_storage::pop_state::PopState;
 use skiff_storage::store::{BoundaryType, StoreReader};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub struct BrokerAddrs {
     pub key_index: Addr<KeyIndexActor>,
     pub transactions: Addr<TransactionActor>,
     pub timer: Addr<crate::broker::timer::TimerActor>,
-    pub invisibility: Addr<crate::broker::invisibility::InvisibilityActor>,
+    pub pop: Addr<crate::broker::pop::actor::PopActor>,
 }
 
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
@@ -85,14 +85,8 @@ pub(super) struct Inner {
     pub(super) addrs: BrokerAddrs,
     /// RocketMQ 5's pullOffsetTable: the next offset each (group, topic, queue) will pull, so
     /// progress can show what is in flight (pulled, not committed). Not persisted.
-    pub(super) pull_offsets: RefCell<HashMap<OffsetSlot, u64>>,
+    pub(super) pull_offsets: RefCell<HashMap<GroupQueue, u64>>,
     pub(super) metrics: Metrics,
-    /// Request modes (pull or pop) per topic and group.
-    pub(super) pop_state: PopState,
-    /// Queues a pop is reading right now, so two pops never read the same offset.
-    pub(super) pops_in_progress: RefCell<HashSet<OffsetSlot>>,
-    /// Round robin of the revive queue ids unordered pops report.
-    pub(super) pop_counter: Cell<u64>,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
@@ -129,7 +123,6 @@ impl BrokerHandle {
         registry: Registry,
         connections: Connections,
         metrics: Metrics,
-        pop_state: PopState,
         holdings: Holdings,
         addrs: BrokerAddrs,
     ) -> Self {
@@ -145,9 +138,6 @@ impl BrokerHandle {
                 metrics,
                 shut_down: Cell::new(false),
                 holdings: RefCell::new(Some(holdings)),
-                pop_state,
-                pops_in_progress: Default::default(),
-                pop_counter: Cell::new(0),
                 addrs,
             }),
         }
@@ -294,7 +284,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(CommitOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
                 offset,
                 now_ms: self.inner.clock.now_ms(),
             })
@@ -319,7 +309,7 @@ impl BrokerHandle {
             .addrs
             .offsets
             .send(QueryOffset {
-                slot: OffsetSlot::new(group, topic, queue_id),
+                slot: GroupQueue::new(group, topic, queue_id),
             })
             .await
             .map_err(mailbox("consumer offsets"))??;
@@ -575,11 +565,11 @@ impl BrokerHandle {
         }
         // Revivals write to the store too; its checkpoints are durable before the offsets that
         // moved past their messages are flushed below.
-        let invisibility = addrs
-            .invisibility
+        let pop = addrs
+            .pop
             .send(Quit::new())
             .await
-            .map_err(mailbox("invisibility"))
+            .map_err(mailbox("pop"))
             .and_then(|r| r);
         // After the writers above, so its final pass indexes everything they appended.
         if let Err(error) = addrs.key_index.send(Quit::new()).await {
@@ -606,11 +596,7 @@ impl BrokerHandle {
         self.inner.connections.clear();
         let released = self.released().await;
         tracing::info!(broker = %self.inner.config.broker_name, "broker stopped");
-        invisibility
-            .and(offsets)
-            .and(store)
-            .and(metadata)
-            .and(released)
+        pop.and(offsets).and(store).and(metadata).and(released)
     }
 
     /// Waits until every actor that held storage has been dropped: a stopped actor is dropped,

@@ -15,8 +15,9 @@
 //! - [`timer::TimerActor`]: indexes timer messages by due time and delivers them when due,
 //!   exactly once across crashes.
 //! - [`transaction::TransactionActor`]: transactional half messages: END_TRANSACTION, check-backs.
-//! - [`invisibility::InvisibilityActor`]: popped messages while invisible: durable checkpoints,
-//!   revival of unacknowledged ones into the pop retry topic, orderly pop's queue blocks.
+//! - [`pop::actor::PopActor`]: pop state: the queues being popped, durable checkpoints of
+//!   popped messages and the revival of unacknowledged ones into the pop retry topic, orderly
+//!   pop's queue blocks, request modes.
 //! - [`key_index::KeyIndexActor`]: indexes message keys off the send path (told of appends like
 //!   the long-poll actor) and answers QUERY_MESSAGE lookups.
 //!
@@ -24,19 +25,18 @@
 //! the one registry of client connections (callbacks, producers, reported subscriptions);
 //! [`release`], how shutdown knows every actor that held storage is gone; and the
 //! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
-//! `pull.rs` (PULL_MESSAGE), `pop.rs` (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
+//! `pull.rs` (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
 //! `admin.rs` (progress, offset resets).
 
 mod admin;
 pub mod connections;
 pub mod consumer_offsets;
 mod handle;
-pub mod invisibility;
 pub mod key_index;
 pub mod long_poll;
 pub mod membership;
 pub mod message_store;
-mod pop;
+pub mod pop;
 mod pull;
 pub mod queue_locks;
 pub mod registry;
@@ -275,8 +275,8 @@ impl Broker {
             holdings.holder(),
         )
         .start();
-        let invisibility = invisibility::InvisibilityActor::new(
-            pop_state.clone(),
+        let pop = pop::actor::PopActor::new(
+            pop_state,
             reader.clone(),
             registry.clone(),
             store_addr.clone(),
@@ -328,7 +328,6 @@ impl Broker {
             registry,
             connections,
             metrics,
-            pop_state,
             holdings,
             BrokerAddrs {
                 store: store_addr,
@@ -342,7 +341,7 @@ impl Broker {
                 key_index,
                 transactions,
                 timer,
-                invisibility,
+                pop,
             },
         ))
     }

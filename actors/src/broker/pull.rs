@@ -1,7 +1,7 @@
 //! PULL_MESSAGE on the broker handle (`docs/wire-protocol.md` §4.1): the pending admin reset,
 //! the tag or SQL92 filter, the store read, the piggybacked commit and the long-poll hold.
 
-use crate::broker::consumer_offsets::{OffsetSlot, TakePendingReset};
+use crate::broker::consumer_offsets::TakePendingReset;
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::ParkPull;
 use crate::broker::membership::LookupSubscription;
@@ -10,8 +10,10 @@ use crate::broker_api::{
 };
 use crate::logic::filter::Subscription;
 use crate::logic::pull::pull_status;
+use crate::logic::queue::GroupQueue;
 use crate::refused::Refused;
 use bytes::Bytes;
+use skiff_storage::message::record_layouts;
 use std::error::Error;
 
 /// Which run of a pull this is: a pull that found nothing new may be parked and then runs once
@@ -21,21 +23,6 @@ use std::error::Error;
 enum Arrival {
     First,
     Replay,
-}
-
-/// Records back to back, each led by its 4-byte big-endian total size; a malformed tail ends
-/// the count (the store wrote these bytes, so there is none).
-fn count_records(mut records: &[u8]) -> u64 {
-    let mut n = 0;
-    while let Some(size) = records.get(..4) {
-        let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
-        if size < 4 || size > records.len() {
-            break;
-        }
-        records = &records[size..];
-        n += 1;
-    }
-    n
 }
 
 impl BrokerHandle {
@@ -83,11 +70,13 @@ impl BrokerHandle {
                 &request.group,
                 &request.topic,
                 request.queue_id,
-                count_records(&response.records),
+                record_layouts(&response.records)
+                    .take_while(Result::is_ok)
+                    .count() as u64,
             );
         }
         self.inner.pull_offsets.borrow_mut().insert(
-            OffsetSlot::new(&request.group, &request.topic, request.queue_id),
+            GroupQueue::new(&request.group, &request.topic, request.queue_id),
             response.next_begin_offset,
         );
     }
@@ -98,7 +87,7 @@ impl BrokerHandle {
         arrival: Arrival,
     ) -> Result<PullResponse, BrokerError> {
         let reader = &self.inner.reader;
-        let slot = OffsetSlot::new(&request.group, &request.topic, request.queue_id);
+        let slot = GroupQueue::new(&request.group, &request.topic, request.queue_id);
         let pending = self
             .inner
             .addrs
@@ -117,19 +106,7 @@ impl BrokerHandle {
             });
         }
         let subscription = self.subscription_for(request).await?;
-        let matches = |code: i64| subscription.matches_tag_code(code);
-        let filter: Option<&dyn Fn(i64) -> bool> =
-            if subscription.is_all() || subscription.selector.is_some() {
-                None
-            } else {
-                Some(&matches)
-            };
-        let select = |properties: &str| subscription.matches_properties(properties);
-        let property_filter: Option<&dyn Fn(&str) -> bool> = if subscription.selector.is_some() {
-            Some(&select)
-        } else {
-            None
-        };
+        let filters = subscription.store_filters();
         let max_messages = request
             .max_messages
             .clamp(1, self.inner.config.max_pull_messages.max(1));
@@ -139,8 +116,8 @@ impl BrokerHandle {
             request.queue_offset,
             max_messages,
             self.inner.config.max_pull_bytes,
-            filter,
-            property_filter,
+            filters.tag_codes(),
+            filters.properties(),
         )?;
         let offset = request.queue_offset;
         let (status, next_begin_offset) = pull_status(

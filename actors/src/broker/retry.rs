@@ -15,7 +15,7 @@ use crate::quit::Quit;
 use crate::refused::Refused;
 use actix::prelude::*;
 use skiff_storage::message::property::{DELAY, ORIGIN_MESSAGE_ID, RETRY_TOPIC};
-use skiff_storage::message::{with_properties, without_properties, MessageToAppend, StoredMessage};
+use skiff_storage::message::{with_properties, without_properties, MessageToAppend};
 use skiff_storage::store::StoreReader;
 
 /// Sends a consumed-and-failed message back for a later retry (or to the dead-letter queue).
@@ -122,13 +122,13 @@ impl RetryActor {
             SendBackTarget::Retry { delay_level } => u32::from(delay_level),
             SendBackTarget::DeadLetter => {
                 let topic = dlq_topic(&request.group);
-                let copy = copy_of(
-                    &original,
-                    topic.clone(),
-                    0,
-                    next_times,
-                    without_properties(&properties, &[DELAY]),
-                );
+                let copy = MessageToAppend {
+                    topic: topic.clone(),
+                    queue_id: 0,
+                    reconsume_times: next_times,
+                    properties: without_properties(&properties, &[DELAY]),
+                    ..MessageToAppend::copy_of(&original)
+                };
                 return Ok(Some((
                     copy,
                     SendBackOutcome::DeadLetter {
@@ -140,13 +140,13 @@ impl RetryActor {
         };
         let topic = retry_topic(&request.group);
         let queue_id = rand::random::<u32>() % group.retry_queue_nums;
-        let copy = copy_of(
-            &original,
-            topic.clone(),
+        let copy = MessageToAppend {
+            topic: topic.clone(),
             queue_id,
-            next_times,
-            with_properties(&properties, &[(DELAY, &delay_level.to_string())]),
-        );
+            reconsume_times: next_times,
+            properties: with_properties(&properties, &[(DELAY, &delay_level.to_string())]),
+            ..MessageToAppend::copy_of(&original)
+        };
         Ok(Some((
             copy,
             SendBackOutcome::Retry {
@@ -156,22 +156,6 @@ impl RetryActor {
                 reconsume_times: next_times,
             },
         )))
-    }
-}
-
-pub(crate) fn copy_of(
-    original: &StoredMessage,
-    topic: String,
-    queue_id: u32,
-    reconsume_times: i32,
-    properties: String,
-) -> MessageToAppend {
-    MessageToAppend {
-        topic,
-        queue_id,
-        reconsume_times,
-        properties,
-        ..MessageToAppend::copy_of(original)
     }
 }
 

@@ -11,12 +11,13 @@
 //! down counts toward the delay. A crash between the copy and the cursor commit delivers that
 //! batch twice, never zero times.
 
-use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
+use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, MessageStoreActor};
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::delay::{DELAY_LEVELS, SCHEDULE_QUEUE_NUMS};
+use crate::logic::queue::GroupQueue;
 use crate::quit::Quit;
 use crate::refused::Refused;
 use actix::prelude::*;
@@ -281,7 +282,7 @@ impl DelaySchedulerActor {
             }
             offsets
                 .send(CommitOffset {
-                    slot: OffsetSlot::new(SCHEDULE_GROUP, SCHEDULE_TOPIC, queue_id),
+                    slot: GroupQueue::new(SCHEDULE_GROUP, SCHEDULE_TOPIC, queue_id),
                     offset: next,
                     now_ms,
                 })

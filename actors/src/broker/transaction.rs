@@ -30,7 +30,7 @@
 //! start-up (`load_halves`) and as halves arrive.
 
 use crate::broker::connections::Connections;
-use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor, OffsetSlot};
+use crate::broker::consumer_offsets::{CommitOffset, ConsumerOffsetsActor};
 use crate::broker::long_poll::NotifyArrivals;
 use crate::broker::message_store::{AppendMessages, FlushStore, MessageStoreActor};
 use crate::broker::release::Holder;
@@ -38,6 +38,7 @@ use crate::broker::BrokerClock;
 use crate::broker_api::{
     BrokerError, EndTransactionRequest, TransactionCheck, TransactionResolution,
 };
+use crate::logic::queue::GroupQueue;
 use crate::logic::transaction::{
     check_decision, committed_message, end_is_too_late, message_to_check, CheckDecision,
     HALF_CONSUMER_GROUP, HALF_TOPIC, PRODUCER_GROUP,
@@ -277,7 +278,7 @@ impl TransactionActor {
         self.halves.cursor = cursor;
         // An unstored cursor only means a longer scan after a restart; the states stay.
         if let Err(e) = self.offsets.try_send(CommitOffset {
-            slot: OffsetSlot::new(HALF_CONSUMER_GROUP, HALF_TOPIC, 0),
+            slot: GroupQueue::new(HALF_CONSUMER_GROUP, HALF_TOPIC, 0),
             offset: cursor,
             now_ms: self.clock.now_ms(),
         }) {

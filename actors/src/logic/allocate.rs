@@ -1,4 +1,5 @@
-//! Queue allocation for clustering consumers, and the diff a rebalance applies.
+//! Queue allocation for clustering consumers, the diff a rebalance applies, and the broker's
+//! pop-mode share of queues (QUERY_ASSIGNMENT).
 //!
 //! Every consumer of a group runs [`allocate`] on its own, with the same queue list and the same
 //! member list (both fetched from the broker), and must arrive at a partition of the queues: each
@@ -42,6 +43,17 @@ impl AllocateStrategy {
             AllocateStrategy::Averagely => "AVG",
             AllocateStrategy::AveragelyByCircle => "AVG_BY_CIRCLE",
             AllocateStrategy::ConsistentHash { .. } => "CONSISTENT_HASH",
+        }
+    }
+
+    /// The strategy RocketMQ's name stands for (QUERY_ASSIGNMENT's `strategyName`); consistent
+    /// hashing with the default virtual nodes. `None` for a name skiff does not know.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "AVG" => Some(AllocateStrategy::Averagely),
+            "AVG_BY_CIRCLE" => Some(AllocateStrategy::AveragelyByCircle),
+            "CONSISTENT_HASH" => Some(AllocateStrategy::consistent_hash()),
+            _ => None,
         }
     }
 }
@@ -103,6 +115,36 @@ pub fn allocate<S: AsRef<str>>(
         }
     };
     picked.into_iter().cloned().collect()
+}
+
+/// The queues a pop-mode consumer is assigned (QUERY_ASSIGNMENT, Java's
+/// `QueryAssignmentProcessor.doLoadBalance`), `client_ids` sorted. `None`: every queue, popped as
+/// one (queue id -1), which is what a `pop_share_queue_num` of zero or below, or one that covers
+/// every other consumer, gives. Otherwise each consumer pops its own allocation and those of the
+/// `pop_share_queue_num` consumers after it; with more consumers than queues it gets only its own.
+pub fn pop_share_assignment(
+    strategy: AllocateStrategy,
+    client_id: &str,
+    all_queues: &[MessageQueue],
+    client_ids: &[String],
+    pop_share_queue_num: i32,
+) -> Option<Vec<MessageQueue>> {
+    let share = usize::try_from(pop_share_queue_num)
+        .ok()
+        .filter(|share| *share > 0 && *share < client_ids.len().saturating_sub(1))?;
+    if client_ids.len() > all_queues.len() {
+        return Some(allocate(strategy, client_id, all_queues, client_ids));
+    }
+    let mut mine = allocate(strategy, client_id, all_queues, client_ids);
+    if let Some(index) = client_ids.iter().position(|c| c == client_id) {
+        for step in 1..=share {
+            let other = &client_ids[(index + step) % client_ids.len()];
+            mine.extend(allocate(strategy, other, all_queues, client_ids));
+        }
+    }
+    mine.sort();
+    mine.dedup();
+    Some(mine)
 }
 
 /// Start index and length of member `index`'s contiguous range among `queues` queues shared by
@@ -230,6 +272,76 @@ mod tests {
 
     fn clients(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("c{i}")).collect()
+    }
+
+    #[test]
+    fn strategy_names_are_rocketmqs() {
+        let table = [
+            ("AVG", Some(AllocateStrategy::Averagely)),
+            ("AVG_BY_CIRCLE", Some(AllocateStrategy::AveragelyByCircle)),
+            ("CONSISTENT_HASH", Some(AllocateStrategy::consistent_hash())),
+            ("avg", None),
+            ("MACHINE_ROOM", None),
+            ("", None),
+        ];
+        for (name, strategy) in table {
+            assert_eq!(AllocateStrategy::from_name(name), strategy, "{name:?}");
+            if let Some(strategy) = strategy {
+                assert_eq!(strategy.name(), name);
+            }
+        }
+    }
+
+    #[test]
+    fn pop_share_gives_each_consumer_its_queues_and_its_next_neighbours() {
+        use AllocateStrategy::Averagely;
+        // (queues, clients, pop_share_queue_num, queue ids each client gets; None: all as one)
+        type Shares<'a> = &'a [Option<&'a [u32]>];
+        let table: [(u32, usize, i32, Shares); 7] = [
+            (8, 4, 0, &[None, None, None, None]),
+            (8, 4, -1, &[None, None, None, None]),
+            // Sharing with every other consumer is every queue.
+            (8, 4, 3, &[None, None, None, None]),
+            (8, 3, 2, &[None, None, None]),
+            (
+                8,
+                4,
+                1,
+                &[
+                    Some(&[0, 1, 2, 3]),
+                    Some(&[2, 3, 4, 5]),
+                    Some(&[4, 5, 6, 7]),
+                    Some(&[0, 1, 6, 7]),
+                ],
+            ),
+            (
+                8,
+                4,
+                2,
+                &[
+                    Some(&[0, 1, 2, 3, 4, 5]),
+                    Some(&[2, 3, 4, 5, 6, 7]),
+                    Some(&[0, 1, 4, 5, 6, 7]),
+                    Some(&[0, 1, 2, 3, 6, 7]),
+                ],
+            ),
+            // More consumers than queues: each keeps its own allocation only.
+            (2, 4, 1, &[Some(&[0]), Some(&[1]), Some(&[]), Some(&[])]),
+        ];
+        for (queue_count, client_count, share, expected) in table {
+            let qs = queues(queue_count);
+            let cs = clients(client_count);
+            let got: Vec<Option<Vec<u32>>> = cs
+                .iter()
+                .map(|c| pop_share_assignment(Averagely, c, &qs, &cs, share).map(|q| ids(&q)))
+                .collect();
+            let expected: Vec<Option<Vec<u32>>> =
+                expected.iter().map(|q| q.map(<[u32]>::to_vec)).collect();
+            assert_eq!(
+                got, expected,
+                "{queue_count} queues, {client_count} clients, share {share}"
+            );
+        }
     }
 
     #[test]

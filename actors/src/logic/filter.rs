@@ -165,10 +165,58 @@ impl Subscription {
         }
     }
 
+    /// Broker side: the filters a store read applies for this subscription. A tag expression
+    /// is checked on the consume queue's tag codes, SQL92 on the record's properties, and `*`
+    /// not at all (reads skip the property decode then).
+    pub fn store_filters(
+        &self,
+    ) -> StoreFilters<impl Fn(i64) -> bool + '_, impl Fn(&str) -> bool + '_> {
+        let tag_codes = move |code: i64| self.matches_tag_code(code);
+        let properties = move |properties: &str| self.matches_properties(properties);
+        let (tag_codes, properties) = if self.is_all() {
+            (None, None)
+        } else if self.selector.is_some() {
+            (None, Some(properties))
+        } else {
+            (Some(tag_codes), None)
+        };
+        StoreFilters {
+            tag_codes,
+            properties,
+        }
+    }
+
     /// Consumer side: the exact re-check after the broker's hash match. A message without a tag
     /// matches only `*`.
     pub fn matches_tag(&self, tag: Option<&str>) -> bool {
         self.is_all() || tag.is_some_and(|t| self.tags.contains(t))
+    }
+}
+
+/// The filters of one store read ([`Subscription::store_filters`]), in the form the store's
+/// reader takes them.
+pub struct StoreFilters<T, P> {
+    tag_codes: Option<T>,
+    properties: Option<P>,
+}
+
+impl<T: Fn(i64) -> bool, P: Fn(&str) -> bool> StoreFilters<T, P> {
+    /// The check of a consume-queue entry's tag code, if any.
+    pub fn tag_codes(&self) -> Option<&dyn Fn(i64) -> bool> {
+        self.tag_codes.as_ref().map(|f| f as &dyn Fn(i64) -> bool)
+    }
+
+    /// The check of a record's properties, if any.
+    pub fn properties(&self) -> Option<&dyn Fn(&str) -> bool> {
+        self.properties.as_ref().map(|f| f as &dyn Fn(&str) -> bool)
+    }
+
+    /// No check at all, whatever the subscription.
+    pub fn none(self) -> Self {
+        StoreFilters {
+            tag_codes: None,
+            properties: None,
+        }
     }
 }
 
@@ -193,6 +241,37 @@ mod tests {
 
     fn tags(sub: &Subscription) -> Vec<&str> {
         sub.tags.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn store_filters_check_tag_codes_for_tags_properties_for_sql92_and_nothing_for_all() {
+        // (type, expression, what the tag-code filter and the property filter say of TagA, a=7)
+        let cases = [
+            (ExpressionType::Tag, "*", None, None),
+            (ExpressionType::Tag, "", None, None),
+            (ExpressionType::Tag, "TagA || TagB", Some(true), None),
+            (ExpressionType::Tag, "TagB", Some(false), None),
+            (ExpressionType::Sql92, "a > 5", None, Some(true)),
+            (ExpressionType::Sql92, "a < 5", None, Some(false)),
+        ];
+        let properties = "TAGS\u{1}TagA\u{2}a\u{1}7\u{2}";
+        for (expression_type, expression, tag_match, property_match) in cases {
+            let sub = Subscription::new("t", expression_type, expression, 0).unwrap();
+            let filters = sub.store_filters();
+            let case = format!("{expression_type:?} {expression:?}");
+            let tag_said = filters.tag_codes().map(|f| f(tag_code("TagA")));
+            assert_eq!(tag_said, tag_match, "{case}");
+            assert_eq!(
+                filters.properties().map(|f| f(properties)),
+                property_match,
+                "{case}"
+            );
+            let none = filters.none();
+            assert!(
+                none.tag_codes().is_none() && none.properties().is_none(),
+                "{case}"
+            );
+        }
     }
 
     #[test]

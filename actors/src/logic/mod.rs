@@ -3,8 +3,10 @@
 //! Plain data in, plain data out; no clocks, no I/O. Each module holds one RocketMQ rule set
 //! (section numbers are those of `docs/offset-lifecycle.md`):
 //!
-//! - [`queue`]: `MessageQueue`, the unit of allocation and of offsets.
-//! - [`allocate`]: queue allocation strategies and the rebalance diff (§1.B.2-3).
+//! - [`queue`]: `MessageQueue`, the unit of allocation; `GroupQueue`, a group's queue, the unit the
+//!   broker keeps offsets and pop state for.
+//! - [`allocate`]: queue allocation strategies, the rebalance diff (§1.B.2-3) and the broker's
+//!   pop-mode share of queues.
 //! - [`inflight`]: a process queue's held messages and its commit offset (§1.C, §1.D flow
 //!   control).
 //! - [`filter`]: subscriptions (tag expressions, Java's `String.hashCode` tag codes, and the

@@ -81,6 +81,25 @@ impl TopicKind {
     }
 }
 
+/// How a pop hands messages out. Unordered: each message is held invisible by a checkpoint of
+/// its own until acknowledged or revived, and the group's offset moves past it at once. Orderly:
+/// the queue is blocked, its offset left where it is, until the whole batch is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PopMode {
+    Unordered,
+    Orderly,
+}
+
+impl PopMode {
+    pub fn of(orderly: bool) -> PopMode {
+        if orderly {
+            PopMode::Orderly
+        } else {
+            PopMode::Unordered
+        }
+    }
+}
+
 /// The receipt of one popped message (the `POP_CK` property, Java's `extraInfo`): the pop's
 /// checkpoint offset, pop time, invisible time, revive queue, topic kind, broker and queue, and
 /// the message's own queue offset. Acknowledgements and invisible-time changes send it back.
@@ -129,6 +148,11 @@ impl Receipt {
 
     pub fn is_orderly(&self) -> bool {
         self.revive_queue_id == ORDER_REVIVE_QUEUE
+    }
+
+    /// The mode of the pop that handed the message out.
+    pub fn mode(&self) -> PopMode {
+        PopMode::of(self.is_orderly())
     }
 }
 

@@ -1,5 +1,6 @@
-//! The identity of one queue of a topic on one broker: the unit that rebalance hands out and that
-//! offsets are kept for.
+//! The identity of one queue: [`MessageQueue`], one queue of a topic on one broker, the unit that
+//! rebalance hands out; and [`GroupQueue`], one queue as one consumer group reads it, the unit
+//! the broker keeps offsets, pending resets and pop state for.
 
 use std::fmt;
 
@@ -39,6 +40,25 @@ impl MessageQueue {
 impl fmt::Display for MessageQueue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.topic, self.broker_name, self.queue_id)
+    }
+}
+
+/// One queue of `topic` as the consumer group `group` reads it: the key of the broker's offsets,
+/// pending resets, pull offsets, pops in progress and orderly pop blocks.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupQueue {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+}
+
+impl GroupQueue {
+    pub fn new(group: impl Into<String>, topic: impl Into<String>, queue_id: u32) -> Self {
+        GroupQueue {
+            group: group.into(),
+            topic: topic.into(),
+            queue_id,
+        }
     }
 }
 

@@ -339,3 +339,29 @@ fn an_orderly_batch_out_still_blocks_its_queue_after_a_restart() {
         broker.shutdown().await.unwrap();
     });
 }
+
+#[test]
+fn two_pops_of_one_queue_at_once_never_hand_out_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut request = pop_request(false);
+    request.queue_id = Some(0);
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["a", "b", "c", "d"]).await;
+        let (one, two) = tokio::join!(broker.pop(request.clone()), broker.pop(request.clone()));
+        let (one, two) = (one.unwrap(), two.unwrap());
+        let mut messages = popped(&one);
+        messages.extend(popped(&two));
+        assert_eq!(
+            bodies(&messages),
+            ["a", "b", "c", "d"],
+            "each message goes to one of the pops"
+        );
+        assert_eq!(
+            one.message_count.min(two.message_count),
+            0,
+            "the queue is claimed by one pop; the other skips it"
+        );
+        broker.shutdown().await.unwrap();
+    });
+}

@@ -256,7 +256,7 @@ impl Processor {
             rc::BATCH_ACK_MESSAGE => self.batch_ack(&request).await,
             rc::CHANGE_MESSAGE_INVISIBLETIME => self.change_invisible_time(&request).await,
             rc::QUERY_ASSIGNMENT => self.query_assignment(&request).await,
-            rc::SET_MESSAGE_REQUEST_MODE => self.set_request_mode(&request),
+            rc::SET_MESSAGE_REQUEST_MODE => self.set_request_mode(&request).await,
             other => {
                 debug!(conn = %conn.id(), code = other, "request code not supported");
                 return Some(RemotingCommand::not_supported(&request));

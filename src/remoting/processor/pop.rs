@@ -285,7 +285,7 @@ impl Processor {
     }
 
     /// SET_MESSAGE_REQUEST_MODE (401).
-    pub(super) fn set_request_mode(&self, request: &RemotingCommand) -> Outcome {
+    pub(super) async fn set_request_mode(&self, request: &RemotingCommand) -> Outcome {
         let body = SetMessageRequestModeBody::decode(&request.body).map_err(body_failure)?;
         let entry = RequestModeEntry {
             mode: match body.mode {
@@ -296,6 +296,7 @@ impl Processor {
         };
         self.broker
             .set_request_mode(&body.topic, &body.consumer_group, entry)
+            .await
             .map_err(failure_to(rc::SET_MESSAGE_REQUEST_MODE))?;
         Ok(success())
     }

@@ -1,0 +1,515 @@
+//! [`PopActor`]: the one owner of pop state (`docs/offset-lifecycle.md` §1.H).
+//!
+//! - The queues a pop is reading right now: a pop claims a (group, topic, queue) before it reads
+//!   and releases it after, so two pops of one group never read the same offset.
+//! - The round robin of revive queue ids unordered pops report.
+//! - The durable checkpoints of unordered pops (one per message handed out and not yet
+//!   acknowledged); each whose invisible time passed is revived into the group's pop retry topic.
+//! - Orderly pop's per-queue blocks (durably too).
+//! - Each topic and group's request mode (pull or pop), which QUERY_ASSIGNMENT answers.
+//!
+//! Checkpoints live in [`PopState`]'s sled tree and, indexed by the time they become visible, in
+//! memory. The pop path writes a message's checkpoint here before it moves the group's offset
+//! past the message; a revival removes the checkpoint only after the copy is appended, so a crash
+//! in between revives the message once more rather than never. The revival rounds are in
+//! `actor/revive.rs`.
+
+mod revive;
+
+use crate::broker::message_store::MessageStoreActor;
+use crate::broker::registry::Registry;
+use crate::broker::release::Holder;
+use crate::broker::BrokerClock;
+use crate::broker_api::BrokerError;
+use crate::logic::pop::{OrderlyQueue, PopMode, REVIVE_QUEUE_NUM};
+use crate::logic::queue::GroupQueue;
+use crate::quit::Quit;
+use actix::prelude::*;
+use skiff_storage::pop_state::{
+    Checkpoint, CheckpointKey, CheckpointTimes, PopState, RequestModeEntry,
+};
+use skiff_storage::store::StoreReader;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::error::Error;
+use std::time::Duration;
+
+fn checkpoint_key(queue: &GroupQueue, queue_offset: u64) -> CheckpointKey {
+    CheckpointKey {
+        group: queue.group.clone(),
+        topic: queue.topic.clone(),
+        queue_id: queue.queue_id,
+        queue_offset,
+    }
+}
+
+/// Claims a queue for one pop before it reads it; answered [`Claim::Claimed`], the pop must send
+/// [`ReleaseQueue`] when done.
+#[derive(Message, Debug)]
+#[rtype(result = "Claim")]
+pub struct ClaimQueue {
+    pub queue: GroupQueue,
+    pub mode: PopMode,
+    pub now_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The pop may read the queue; nobody else of the group does until it is released.
+    Claimed,
+    /// Another pop of the group is reading the queue (Java skips it the same way).
+    Busy,
+    /// An orderly batch is still out on the queue; it is not claimed.
+    Blocked,
+}
+
+/// Frees a claimed queue.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ReleaseQueue {
+    pub queue: GroupQueue,
+}
+
+/// The revive queue id the next unordered pop reports.
+#[derive(Message, Debug)]
+#[rtype(result = "i32")]
+pub struct NextReviveQueue;
+
+/// Records what one pop hands out of a claimed queue: an unordered pop's checkpoints (one per
+/// offset), or an orderly pop's batch. Answered once recorded; an orderly pop's answer is each
+/// offset with how often it was handed out before, an unordered pop's is empty.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Vec<(u64, u32)>, BrokerError>")]
+pub struct HandOut {
+    pub queue: GroupQueue,
+    pub mode: PopMode,
+    pub offsets: Vec<u64>,
+    /// The offset the pop read from (the receipts' checkpoint offset).
+    pub batch_start_offset: u64,
+    /// The offset after the last one read.
+    pub next_offset: u64,
+    pub pop_time_ms: i64,
+    pub invisible_ms: i64,
+}
+
+/// Acknowledges one popped message of the pop at `pop_time_ms`. An acknowledgement of a message
+/// already revived, or of an older pop of it, changes nothing.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Acked, BrokerError>")]
+pub struct Ack {
+    pub queue: GroupQueue,
+    pub mode: PopMode,
+    pub offset: u64,
+    pub pop_time_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acked {
+    /// Unordered: the message was no longer held by that pop. Orderly: its batch is not out or
+    /// not complete yet, and the offset stays.
+    NotHeld,
+    /// Unordered: the message was held and is not any more.
+    Held,
+    /// Orderly: the batch is complete and the group's offset moves to this one.
+    MovesOffset(u64),
+}
+
+/// Gives one popped message a new invisible time from `now_ms`. Unordered: its checkpoint (of
+/// whichever pop) is replaced by one popped at `now_ms`, as Java appends a new checkpoint and
+/// acknowledges the old. Orderly: the batch of the pop at `pop_time_ms` becomes visible then.
+/// Answers whether the message was still held; one acknowledged or revived already is left so.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, BrokerError>")]
+pub struct ChangeInvisible {
+    pub queue: GroupQueue,
+    pub mode: PopMode,
+    pub offset: u64,
+    /// The pop time and checkpoint offset of the receipt.
+    pub pop_time_ms: i64,
+    pub batch_start_offset: u64,
+    pub now_ms: i64,
+    pub invisible_ms: i64,
+}
+
+/// SET_MESSAGE_REQUEST_MODE: records how the group reads the topic.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct SetRequestMode {
+    pub topic: String,
+    pub group: String,
+    pub entry: RequestModeEntry,
+}
+
+/// The request mode recorded for a topic and group, if any.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Option<RequestModeEntry>, BrokerError>")]
+pub struct RequestModeOf {
+    pub topic: String,
+    pub group: String,
+}
+
+/// Drops every checkpoint and orderly block of a group (the group was deleted).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<usize, BrokerError>")]
+pub struct ForgetGroup {
+    pub group: String,
+}
+
+/// Whether an orderly queue is blocked by a batch still out.
+#[derive(Message, Debug)]
+#[rtype(result = "bool")]
+pub struct OrderlyBlocked {
+    pub queue: GroupQueue,
+    pub now_ms: i64,
+}
+
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "PopSnapshot")]
+pub struct Observe;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PopSnapshot {
+    /// Checkpoints held (popped, neither acknowledged nor revived).
+    pub held: usize,
+    pub acked: u64,
+    pub revived: u64,
+    /// Checkpoints dropped because their message is gone (retention deleted it).
+    pub vanished: u64,
+    pub failed: u64,
+}
+
+pub struct PopActor {
+    state: PopState,
+    reader: StoreReader,
+    registry: Registry,
+    store: Addr<MessageStoreActor>,
+    clock: BrokerClock,
+    revive_interval: Duration,
+    held: HashMap<CheckpointKey, CheckpointTimes>,
+    by_visible_at: BTreeSet<(i64, CheckpointKey)>,
+    /// Checkpoints whose revival failed, with when to try again.
+    deferred: HashMap<CheckpointKey, i64>,
+    /// A revival round is appending; the next waits for it.
+    round_running: bool,
+    /// Checkpoints whose copy failed in a batch: appended alone from now on.
+    solo: HashSet<CheckpointKey>,
+    orderly: HashMap<GroupQueue, OrderlyQueue>,
+    /// Queues a pop is reading right now.
+    claimed: HashSet<GroupQueue>,
+    /// Round robin of the revive queue ids unordered pops report.
+    pop_counter: u64,
+    snapshot: PopSnapshot,
+    _holder: Holder,
+}
+
+impl PopActor {
+    /// Loads every checkpoint a previous run left: each is revived when due, as if the broker
+    /// had never stopped.
+    pub(crate) fn new(
+        state: PopState,
+        reader: StoreReader,
+        registry: Registry,
+        store: Addr<MessageStoreActor>,
+        clock: BrokerClock,
+        revive_interval: Duration,
+        holder: Holder,
+    ) -> Result<Self, BrokerError> {
+        let mut actor = PopActor {
+            _holder: holder,
+            held: HashMap::new(),
+            by_visible_at: BTreeSet::new(),
+            deferred: HashMap::new(),
+            round_running: false,
+            solo: HashSet::new(),
+            orderly: HashMap::new(),
+            claimed: HashSet::new(),
+            pop_counter: 0,
+            snapshot: PopSnapshot::default(),
+            state,
+            reader,
+            registry,
+            store,
+            clock,
+            revive_interval,
+        };
+        let loaded = actor.state.checkpoints()?;
+        if !loaded.is_empty() {
+            tracing::info!(checkpoints = loaded.len(), "pop checkpoints loaded");
+        }
+        for checkpoint in loaded {
+            actor.index(checkpoint.key, checkpoint.times);
+        }
+        for (group, topic, queue_id, state) in actor.state.orderly_states::<OrderlyQueue>()? {
+            actor.orderly.insert(
+                GroupQueue {
+                    group,
+                    topic,
+                    queue_id,
+                },
+                state,
+            );
+        }
+        Ok(actor)
+    }
+
+    fn index(&mut self, key: CheckpointKey, times: CheckpointTimes) {
+        if let Some(old) = self.held.insert(key.clone(), times) {
+            self.by_visible_at
+                .remove(&(old.visible_at_ms(), key.clone()));
+        }
+        self.by_visible_at.insert((times.visible_at_ms(), key));
+    }
+
+    fn unindex(&mut self, key: &CheckpointKey) -> Option<CheckpointTimes> {
+        let times = self.held.remove(key)?;
+        self.by_visible_at
+            .remove(&(times.visible_at_ms(), key.clone()));
+        Some(times)
+    }
+
+    /// Records one orderly queue's state as it now is (forgotten once idle); a failed write only
+    /// costs the state a restart would have found, so it is logged.
+    fn persist_orderly(&mut self, queue: &GroupQueue) {
+        let state = self.orderly.get(queue).filter(|q| !q.is_idle());
+        if let Err(e) = self
+            .state
+            .put_orderly(&queue.group, &queue.topic, queue.queue_id, state)
+        {
+            tracing::error!(group = %queue.group, topic = %queue.topic, queue_id = queue.queue_id, error = &e as &dyn Error, "orderly pop state not recorded");
+        }
+        if state.is_none() {
+            self.orderly.remove(queue);
+        }
+    }
+
+    fn orderly_blocked(&self, queue: &GroupQueue, now_ms: i64) -> bool {
+        self.orderly
+            .get(queue)
+            .is_some_and(|q| q.is_blocked(now_ms))
+    }
+
+    /// Drops a checkpoint that is done with, unless it was changed meanwhile.
+    fn forget(&mut self, key: &CheckpointKey, times: CheckpointTimes) {
+        if self.held.get(key) != Some(&times) {
+            return;
+        }
+        self.unindex(key);
+        self.deferred.remove(key);
+        self.solo.remove(key);
+        if let Err(e) = self.state.remove_checkpoint(key) {
+            tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
+        }
+    }
+}
+
+impl Actor for PopActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(self.revive_interval, |act, ctx| act.revive_due(ctx));
+    }
+}
+
+impl Handler<ClaimQueue> for PopActor {
+    type Result = MessageResult<ClaimQueue>;
+
+    fn handle(&mut self, msg: ClaimQueue, _: &mut Self::Context) -> Self::Result {
+        if self.claimed.contains(&msg.queue) {
+            return MessageResult(Claim::Busy);
+        }
+        if msg.mode == PopMode::Orderly && self.orderly_blocked(&msg.queue, msg.now_ms) {
+            return MessageResult(Claim::Blocked);
+        }
+        self.claimed.insert(msg.queue);
+        MessageResult(Claim::Claimed)
+    }
+}
+
+impl Handler<ReleaseQueue> for PopActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReleaseQueue, _: &mut Self::Context) {
+        self.claimed.remove(&msg.queue);
+    }
+}
+
+impl Handler<NextReviveQueue> for PopActor {
+    type Result = i32;
+
+    fn handle(&mut self, _: NextReviveQueue, _: &mut Self::Context) -> i32 {
+        let n = self.pop_counter;
+        self.pop_counter = n.wrapping_add(1);
+        (n % REVIVE_QUEUE_NUM as u64) as i32
+    }
+}
+
+impl Handler<HandOut> for PopActor {
+    type Result = Result<Vec<(u64, u32)>, BrokerError>;
+
+    fn handle(&mut self, msg: HandOut, _: &mut Self::Context) -> Self::Result {
+        if msg.mode == PopMode::Orderly {
+            let counts = self.orderly.entry(msg.queue.clone()).or_default().hand_out(
+                &msg.offsets,
+                msg.next_offset,
+                msg.pop_time_ms,
+                msg.invisible_ms,
+            );
+            self.persist_orderly(&msg.queue);
+            return Ok(counts);
+        }
+        let times = CheckpointTimes {
+            pop_time_ms: msg.pop_time_ms,
+            invisible_ms: msg.invisible_ms,
+            batch_start_offset: msg.batch_start_offset,
+        };
+        let checkpoints: Vec<Checkpoint> = msg
+            .offsets
+            .iter()
+            .map(|offset| Checkpoint {
+                key: checkpoint_key(&msg.queue, *offset),
+                times,
+            })
+            .collect();
+        self.state.put_checkpoints(&checkpoints)?;
+        for checkpoint in checkpoints {
+            self.index(checkpoint.key, checkpoint.times);
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Handler<Ack> for PopActor {
+    type Result = Result<Acked, BrokerError>;
+
+    fn handle(&mut self, msg: Ack, _: &mut Self::Context) -> Self::Result {
+        if msg.mode == PopMode::Orderly {
+            let Some(queue) = self.orderly.get_mut(&msg.queue) else {
+                return Ok(Acked::NotHeld);
+            };
+            let commit = queue.ack(msg.offset, msg.pop_time_ms);
+            // Every ack, not only those that move the offset: a batch whose acks a restart
+            // forgot could never complete.
+            self.persist_orderly(&msg.queue);
+            return Ok(commit.map_or(Acked::NotHeld, Acked::MovesOffset));
+        }
+        let key = checkpoint_key(&msg.queue, msg.offset);
+        match self.held.get(&key) {
+            Some(times) if times.pop_time_ms == msg.pop_time_ms => {}
+            _ => return Ok(Acked::NotHeld),
+        }
+        self.unindex(&key);
+        self.deferred.remove(&key);
+        self.solo.remove(&key);
+        self.state.remove_checkpoint(&key)?;
+        self.snapshot.acked += 1;
+        Ok(Acked::Held)
+    }
+}
+
+impl Handler<ChangeInvisible> for PopActor {
+    type Result = Result<bool, BrokerError>;
+
+    fn handle(&mut self, msg: ChangeInvisible, _: &mut Self::Context) -> Self::Result {
+        if msg.mode == PopMode::Orderly {
+            let visible_at_ms = msg.now_ms.saturating_add(msg.invisible_ms);
+            let changed = self
+                .orderly
+                .get_mut(&msg.queue)
+                .is_some_and(|q| q.change_invisible(msg.pop_time_ms, visible_at_ms));
+            if changed {
+                self.persist_orderly(&msg.queue);
+            }
+            return Ok(changed);
+        }
+        let key = checkpoint_key(&msg.queue, msg.offset);
+        if !self.held.contains_key(&key) {
+            return Ok(false);
+        }
+        let times = CheckpointTimes {
+            pop_time_ms: msg.now_ms,
+            invisible_ms: msg.invisible_ms,
+            batch_start_offset: msg.batch_start_offset,
+        };
+        self.state.put_checkpoints(&[Checkpoint {
+            key: key.clone(),
+            times,
+        }])?;
+        self.deferred.remove(&key);
+        self.index(key, times);
+        Ok(true)
+    }
+}
+
+impl Handler<SetRequestMode> for PopActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, msg: SetRequestMode, _: &mut Self::Context) -> Self::Result {
+        Ok(self
+            .state
+            .put_request_mode(&msg.topic, &msg.group, msg.entry)?)
+    }
+}
+
+impl Handler<RequestModeOf> for PopActor {
+    type Result = Result<Option<RequestModeEntry>, BrokerError>;
+
+    fn handle(&mut self, msg: RequestModeOf, _: &mut Self::Context) -> Self::Result {
+        Ok(self.state.request_mode(&msg.topic, &msg.group)?)
+    }
+}
+
+/// Forgets everything held for a deleted group.
+impl Handler<ForgetGroup> for PopActor {
+    type Result = Result<usize, BrokerError>;
+
+    fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
+        let keys: Vec<CheckpointKey> = self
+            .held
+            .keys()
+            .filter(|k| k.group == msg.group)
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.unindex(key);
+            self.deferred.remove(key);
+            self.solo.remove(key);
+        }
+        self.orderly.retain(|queue, _| queue.group != msg.group);
+        self.state.remove_orderly_group(&msg.group)?;
+        Ok(self.state.remove_group(&msg.group)?)
+    }
+}
+
+impl Handler<OrderlyBlocked> for PopActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: OrderlyBlocked, _: &mut Self::Context) -> bool {
+        self.orderly_blocked(&msg.queue, msg.now_ms)
+    }
+}
+
+/// Makes every checkpoint durable and stops; a revival still appending is answered by the
+/// store, and its checkpoint, still held on disk, revives the message again after a restart.
+impl Handler<Quit<Result<(), BrokerError>>> for PopActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(
+        &mut self,
+        _: Quit<Result<(), BrokerError>>,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        ctx.stop();
+        self.state.flush()?;
+        Ok(())
+    }
+}
+
+impl Handler<Observe> for PopActor {
+    type Result = MessageResult<Observe>;
+
+    fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
+        MessageResult(PopSnapshot {
+            held: self.held.len(),
+            ..self.snapshot.clone()
+        })
+    }
+}

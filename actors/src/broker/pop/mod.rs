@@ -1,0 +1,348 @@
+//! Pop consumption (`docs/wire-protocol.md` §4.6, `docs/offset-lifecycle.md` §1.H): the broker
+//! handle's POP_MESSAGE, its acknowledgements and invisible-time changes, NOTIFICATION, and the
+//! broker-side assignment (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE) that tells a client
+//! whether to pull or pop.
+//!
+//! A pop reads from the group's offset like a pull, but the broker, not the client, owns what
+//! happens next: the group's offset moves past the popped messages at once, and each message is
+//! held invisible by a checkpoint until it is acknowledged or its invisible time passes and it
+//! is revived into the group's pop retry topic. An orderly pop instead leaves the offset where
+//! it is and blocks the queue until the batch is acknowledged.
+//!
+//! - `mod.rs`: a pop's request and answer, the wait for an arrival, the queues a pop reads.
+//! - `read.rs`: one queue of one pop: the claim, the offset, the filtered read, the hand-out,
+//!   the commit; retried messages rewritten to the consumer's topic.
+//! - `ack.rs`: ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION.
+//! - `assignment.rs`: SET_MESSAGE_REQUEST_MODE and QUERY_ASSIGNMENT.
+//! - [`actor`]: [`PopActor`], the one owner of pop state: the queues being popped, the revive
+//!   queue round robin, checkpoints and their revival, orderly blocks, request modes.
+
+mod ack;
+pub mod actor;
+mod assignment;
+mod read;
+
+use crate::broker::handle::{mailbox, BrokerHandle};
+use crate::broker::long_poll::ParkPull;
+use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
+use crate::logic::filter::Subscription;
+use crate::logic::pop::{
+    pop_retry_topic, OffsetInfo, PopMode, ORDER_REVIVE_QUEUE, POP_FROM_RETRY_PERCENT,
+    POP_RETRY_QUEUE_NUMS,
+};
+use crate::refused::{NameKind, NameRule, Refused};
+use actix::Addr;
+use actor::{NextReviveQueue, PopActor};
+use bytes::Bytes;
+use skiff_storage::metadata::TopicConfig;
+use skiff_storage::offset_table::is_valid_name;
+use skiff_storage::pop_state::RequestMode;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// One POP_MESSAGE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopRequest {
+    pub group: String,
+    pub topic: String,
+    /// `None`: every queue of the topic (the client's queue id -1).
+    pub queue_id: Option<u32>,
+    pub max_messages: u32,
+    pub invisible_ms: i64,
+    /// How long to wait for a message when none is there; zero answers at once.
+    pub poll: Duration,
+    /// A group without an offset starts at the oldest message (init mode MIN), else the newest.
+    pub from_min: bool,
+    pub expression_type: ExpressionType,
+    pub expression: Option<String>,
+    pub orderly: bool,
+}
+
+impl PopRequest {
+    pub fn mode(&self) -> PopMode {
+        PopMode::of(self.orderly)
+    }
+}
+
+/// What a pop found. No records means nothing was there within the poll time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopAnswer {
+    pub pop_time_ms: i64,
+    pub invisible_ms: i64,
+    pub revive_queue_id: i32,
+    /// Messages left in the queues read, after this pop.
+    pub rest: u64,
+    pub offset_info: OffsetInfo,
+    /// Stored records back to back; retried ones rewritten to the consumer's topic and carrying
+    /// their receipt, as Java's broker answers them.
+    pub records: Bytes,
+    pub message_count: usize,
+}
+
+/// How long a pop that saw unread messages (a busy queue) waits before it looks again.
+const BUSY_RETRY: Duration = Duration::from_millis(50);
+
+/// What QUERY_ASSIGNMENT answers for one topic of this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub mode: RequestMode,
+    /// `None`: every queue, popped as one (the client's queue id -1).
+    pub queue_ids: Vec<Option<u32>>,
+}
+
+/// Whether queues are listed to read them now or to wait for an arrival in them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SourcesFor {
+    Reading,
+    Waiting,
+}
+
+/// Everything about a pop that does not change from queue to queue.
+struct PopRound<'a> {
+    request: &'a PopRequest,
+    subscription: Subscription,
+    pop_time_ms: i64,
+    revive_queue_id: i32,
+    broker_name: &'a str,
+}
+
+/// Resolves when any of the parked waits is woken (or its actor went away).
+async fn any_woken(mut waits: Vec<oneshot::Receiver<()>>) {
+    std::future::poll_fn(|cx| {
+        for wait in waits.iter_mut() {
+            if Pin::new(wait).poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+impl BrokerHandle {
+    fn pop_actor(&self) -> &Addr<PopActor> {
+        &self.inner.addrs.pop
+    }
+
+    fn pop_topic(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
+        self.inner.registry.topic(topic)?.ok_or_else(|| {
+            BrokerError::Refused(Refused::TopicNotExist {
+                topic: topic.to_owned(),
+            })
+        })
+    }
+
+    /// Refuses names the offset table and the checkpoint keys cannot hold (empty, `@`, NUL).
+    fn check_names(group: &str, topic: &str) -> Result<(), BrokerError> {
+        for (kind, name) in [(NameKind::Topic, topic), (NameKind::Group, group)] {
+            if !is_valid_name(name) {
+                return Err(Refused::InvalidName {
+                    kind,
+                    name: name.to_owned(),
+                    rule: NameRule::OffsetKey,
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    fn pop_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.inner
+            .registry
+            .group_or_create(group)?
+            .map(|_| ())
+            .ok_or_else(|| {
+                BrokerError::Refused(Refused::GroupNotExist {
+                    group: group.to_owned(),
+                })
+            })
+    }
+
+    /// POP_MESSAGE: up to `max_messages` from the request's queues and the group's pop retry
+    /// topic; when nothing is there, waits up to the poll time for an arrival and looks once more.
+    pub async fn pop(&self, request: PopRequest) -> Result<PopAnswer, BrokerError> {
+        Self::check_names(&request.group, &request.topic)?;
+        let topic = self.pop_topic(&request.topic)?;
+        if let Some(queue_id) = request.queue_id {
+            if queue_id >= topic.read_queue_nums {
+                return Err(Refused::IllegalQueue {
+                    topic: topic.name.clone(),
+                    queue_id,
+                    queues: topic.read_queue_nums,
+                }
+                .into());
+            }
+        }
+        self.pop_group(&request.group)?;
+        let expression = request.expression.clone().unwrap_or_else(|| "*".to_owned());
+        let subscription = Subscription::new(
+            request.topic.clone(),
+            request.expression_type,
+            &expression,
+            0,
+        )
+        .map_err(|error| {
+            BrokerError::Refused(Refused::SubscriptionParseFailed {
+                group: request.group.clone(),
+                topic: request.topic.clone(),
+                source: Box::new(InvalidSelector { expression, error }),
+            })
+        })?;
+        let first = self
+            .pop_once_detached(&request, &topic, &subscription)
+            .await?;
+        if first.message_count > 0 || request.poll.is_zero() {
+            return Ok(first);
+        }
+        // Messages are there but were not read (a queue busy with another pop of the group, the
+        // byte limit): look again soon rather than wait for an arrival.
+        let hold = if first.rest > 0 {
+            request.poll.min(BUSY_RETRY)
+        } else {
+            request.poll
+        };
+        tracing::trace!(group = %request.group, topic = %request.topic, "pop parked");
+        self.wait_for_arrival(&request, &topic, hold).await?;
+        self.pop_once_detached(&request, &topic, &subscription)
+            .await
+    }
+
+    /// Waits up to `hold` for a message to arrive in any queue a pop of `request` reads (the
+    /// pop retry topic's too, even before it exists).
+    async fn wait_for_arrival(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        hold: Duration,
+    ) -> Result<(), BrokerError> {
+        let mut waits = Vec::new();
+        for (source, queue_id) in self.pop_sources(request, topic, false, SourcesFor::Waiting)? {
+            let offset = self.inner.reader.max_offset(&source, queue_id);
+            let park = ParkPull {
+                topic: source,
+                queue_id,
+                offset,
+            };
+            waits.push(
+                self.inner
+                    .addrs
+                    .long_poll
+                    .send(park)
+                    .await
+                    .map_err(mailbox("long poll"))?,
+            );
+        }
+        // Woken, timed out, or the long-poll actor went away: the caller looks once more.
+        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
+        Ok(())
+    }
+
+    /// One [`Self::pop_once`] that runs to its end even when the caller goes away (a client
+    /// closing its connection): once checkpoints are held, the offset must move past them, or
+    /// the messages would be both popped again and revived.
+    async fn pop_once_detached(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        subscription: &Subscription,
+    ) -> Result<PopAnswer, BrokerError> {
+        let this = self.clone();
+        let (request, topic, subscription) = (request.clone(), topic.clone(), subscription.clone());
+        actix::spawn(async move { this.pop_once(&request, &topic, subscription).await })
+            .await
+            .map_err(|_| BrokerError::Closed {
+                what: "the pop task",
+            })?
+    }
+
+    /// The queues one pop reads, in order: the topic's (from a random one when all are asked
+    /// for) and the pop retry topic's, the retry topic first one time in five (Java's
+    /// `popFromRetryProbability`); never the retry topic for an orderly pop.
+    fn pop_sources(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        retry_first: bool,
+        purpose: SourcesFor,
+    ) -> Result<Vec<(String, u32)>, BrokerError> {
+        let queues = topic.read_queue_nums.max(1);
+        let start = rand::random::<u32>() % queues;
+        let mut main: Vec<(String, u32)> = match request.queue_id {
+            Some(queue_id) => vec![(request.topic.clone(), queue_id)],
+            None => (0..queues)
+                .map(|i| (request.topic.clone(), (start + i) % queues))
+                .collect(),
+        };
+        if request.mode() == PopMode::Orderly {
+            return Ok(main);
+        }
+        let retry_topic = pop_retry_topic(&request.group, &request.topic);
+        // A wait also watches a retry topic not created yet: the first revival creates it.
+        let retry_queues = match self.inner.registry.topic(&retry_topic)? {
+            Some(config) => config.read_queue_nums,
+            None if purpose == SourcesFor::Waiting => POP_RETRY_QUEUE_NUMS,
+            None => 0,
+        };
+        let retry: Vec<(String, u32)> = (0..retry_queues)
+            .map(|q| (retry_topic.clone(), q))
+            .collect();
+        Ok(if retry_first {
+            retry.into_iter().chain(main).collect()
+        } else {
+            main.extend(retry);
+            main
+        })
+    }
+
+    async fn pop_once(
+        &self,
+        request: &PopRequest,
+        topic: &TopicConfig,
+        subscription: Subscription,
+    ) -> Result<PopAnswer, BrokerError> {
+        let revive_queue_id = match request.mode() {
+            PopMode::Orderly => ORDER_REVIVE_QUEUE,
+            PopMode::Unordered => self
+                .pop_actor()
+                .send(NextReviveQueue)
+                .await
+                .map_err(mailbox("pop"))?,
+        };
+        let round = PopRound {
+            request,
+            subscription,
+            pop_time_ms: self.inner.clock.now_ms(),
+            revive_queue_id,
+            broker_name: &self.inner.config.broker_name,
+        };
+        let retry_first = rand::random::<u32>() % 100 < POP_FROM_RETRY_PERCENT;
+        let mut answer = PopAnswer {
+            pop_time_ms: round.pop_time_ms,
+            invisible_ms: request.invisible_ms,
+            revive_queue_id,
+            rest: 0,
+            offset_info: OffsetInfo::default(),
+            records: Bytes::new(),
+            message_count: 0,
+        };
+        let mut body = Vec::new();
+        for (source, queue_id) in
+            self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?
+        {
+            let left = request.max_messages as usize
+                - answer.message_count.min(request.max_messages as usize);
+            if left == 0 {
+                answer.rest += self.backlog(&request.group, &source, queue_id).await?;
+                continue;
+            }
+            self.pop_queue(&round, &source, queue_id, left, &mut answer, &mut body)
+                .await?;
+        }
+        answer.records = Bytes::from(body);
+        Ok(answer)
+    }
+}
