@@ -2,6 +2,11 @@
 //! and response types it carries. Two implementations: in-process
 //! ([`crate::broker::BrokerHandle`], the broker actors' addresses) and remoting (TCP, in the root
 //! crate). Embedded and remote consumers therefore run the same actors.
+//!
+//! Each operation is written once per implementation, as an inherent `async fn` of the
+//! implementing type taking the trait's owned arguments; [`forward_broker_api!`] writes the
+//! trait impl from them, and a decorator (a test double that fails chosen calls) from a
+//! wrapped `Rc<dyn BrokerApi>`.
 
 use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
@@ -12,10 +17,11 @@ pub use crate::refused::Refused;
 use crate::LocalFuture;
 use bytes::Bytes;
 use skiff_storage::key_index::KeyIndexError;
-use skiff_storage::message::{MessageToAppend, StoredMessage};
+pub use skiff_storage::message::{MessageToAppend, StoredMessage};
 use skiff_storage::metadata::MetadataError;
 use skiff_storage::offset_table::OffsetTableError;
-use skiff_storage::store::{AppendRejected, BoundaryType, StoreError};
+pub use skiff_storage::store::BoundaryType;
+use skiff_storage::store::{AppendRejected, StoreError};
 use skiff_storage::timer_index::TimerIndexError;
 use skiff_storage::transaction_states::TransactionStatesError;
 use std::sync::Arc;
@@ -403,33 +409,80 @@ impl TopicRoute {
 pub enum OffsetUpdate {
     /// The caller does not need the broker's verdict: RocketMQ's periodic persist, repeated at
     /// the next tick anyway. A remote broker gets a oneway request, whose failures only the
-    /// broker sees; the in-process broker still answers (see its [`BrokerApi`] impl).
+    /// broker sees; the in-process broker still answers (see
+    /// [`crate::broker::BrokerHandle::update_offset`]).
     Oneway,
     /// The caller waits for the broker's answer: a graceful handoff, after which the queue's
     /// next owner reads the offset.
     Acknowledged,
 }
 
+/// A send (SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendRequest {
+    pub messages: Vec<MessageToAppend>,
+    /// The broker that owns the messages' queues; `None` sends to the broker of the topic (the
+    /// in-process broker; a remote client: the first broker of the route). Only a client of
+    /// several brokers needs the name; the in-process broker ignores it.
+    pub broker_name: Option<String>,
+    /// Queues a topic this send auto-creates gets (the header's `defaultTopicQueueNums`);
+    /// `None` takes the configured default.
+    pub auto_create_queue_nums: Option<u32>,
+}
+
+impl SendRequest {
+    /// Sends `messages` to the broker of their topic with the configured defaults.
+    pub fn new(messages: Vec<MessageToAppend>) -> SendRequest {
+        SendRequest {
+            messages,
+            broker_name: None,
+            auto_create_queue_nums: None,
+        }
+    }
+
+    /// Sends `messages` to the broker called `broker_name`, which owns their queues.
+    pub fn to_broker(broker_name: String, messages: Vec<MessageToAppend>) -> SendRequest {
+        SendRequest {
+            broker_name: Some(broker_name),
+            ..SendRequest::new(messages)
+        }
+    }
+}
+
+/// QUERY_CONSUMER_OFFSET: the committed offset of `group` on `queue`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryOffsetRequest {
+    pub group: String,
+    pub queue: MessageQueue,
+    /// RocketMQ's `setZeroIfNotFound`: without a stored offset, answer 0 while the queue still
+    /// starts at 0 (see [`crate::broker::BrokerHandle::query_offset`]). skiff's own consumers
+    /// ask without it, so ConsumeFromWhere decides for every new group; Java clients ask with
+    /// it over the wire.
+    pub set_zero_if_not_found: bool,
+}
+
+/// How an implementation's own answer to a call reads through [`BrokerApi`]. The in-process
+/// broker answers some calls with what they did (a commit applied or ignored, where a send-back
+/// went), which the remoting processor and tests read and a client only needs as done.
+pub trait Answer<T> {
+    fn answer(self) -> Result<T, BrokerError>;
+}
+
+impl<T> Answer<T> for T {
+    fn answer(self) -> Result<T, BrokerError> {
+        Ok(self)
+    }
+}
+
 /// Everything the consumer and producer sides need from a broker. Arguments are owned, so an
-/// implementation can move them into the future it returns.
+/// implementation can move them into the future it returns. Implementations write each call
+/// once, as an inherent method, and get this impl from [`forward_broker_api!`].
 pub trait BrokerApi {
     fn route(&self, topic: String) -> BrokerFuture<TopicRoute>;
-    /// Sends to the broker of the topic (the in-process broker; a remote client: the first
-    /// broker of the route).
-    fn send_messages(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>>;
-    /// Sends to the broker called `broker_name`, which owns the messages' queues. Only a client
-    /// of several brokers needs the name; by default it is ignored.
-    fn send_messages_to(
-        &self,
-        broker_name: String,
-        messages: Vec<MessageToAppend>,
-    ) -> BrokerFuture<Vec<SendResult>> {
-        let _ = broker_name;
-        self.send_messages(messages)
-    }
+    fn send_messages(&self, request: SendRequest) -> BrokerFuture<Vec<SendResult>>;
     fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse>;
     /// `Ok(None)` when the broker has no offset (QUERY_NOT_FOUND); errors stay errors.
-    fn query_offset(&self, group: String, queue: MessageQueue) -> BrokerFuture<Option<u64>>;
+    fn query_offset(&self, request: QueryOffsetRequest) -> BrokerFuture<Option<u64>>;
     fn update_offset(
         &self,
         group: String,
@@ -454,20 +507,17 @@ pub trait BrokerApi {
         listener: Arc<dyn TransactionCheckListener>,
     ) -> BrokerFuture<()>;
     /// END_TRANSACTION: commits or rolls back a half message (UNKNOW leaves it for check-back).
+    /// A refusal is an error, as a remote client sees an error answer.
     fn end_transaction(&self, request: EndTransactionRequest) -> BrokerFuture<()>;
     /// Request-reply: sends `message` (carrying `CORRELATION_ID` and `REPLY_TO_CLIENT`) to the
     /// broker called `broker_name` and waits up to `timeout` for the reply a consumer sends
-    /// back. Only a client reached over the network gets replies pushed to it; by default this
-    /// is refused.
+    /// back. Only a client reached over the network gets replies pushed to it.
     fn request(
         &self,
         message: MessageToAppend,
         broker_name: String,
         timeout: Duration,
-    ) -> BrokerFuture<StoredMessage> {
-        let _ = (message, broker_name, timeout);
-        Box::pin(async { Err(Refused::RequestReplyNeedsNetwork.into()) })
-    }
+    ) -> BrokerFuture<StoredMessage>;
     /// LOCK_BATCH_MQ: the queues now locked by `client_id` (a subset of `queues`).
     fn lock_queues(
         &self,
@@ -489,4 +539,107 @@ pub trait BrokerApi {
         timestamp_ms: i64,
         boundary: BoundaryType,
     ) -> BrokerFuture<u64>;
+}
+
+/// Writes `impl BrokerApi` for a type, so no implementation repeats the trait's signatures:
+///
+/// - `forward_broker_api!(Type)`: each call clones the (cheap, `Rc`-backed) value and awaits
+///   its inherent `async fn` of the same name, which takes the trait's owned arguments; the
+///   answer reads through [`Answer`]. Every call must exist as an inherent method: a missing
+///   one would resolve to the trait method and recurse.
+/// - `forward_broker_api!(Type, delegate to field, intercept by method)`: a decorator. Each
+///   call first asks `self.method(name)` (the call's name as the trait spells it) for an error
+///   to answer instead; `None` passes the call on to `self.field` (an `Rc<dyn BrokerApi>`).
+///
+/// The call list below mirrors the trait; the compiler holds the two together.
+#[macro_export]
+macro_rules! forward_broker_api {
+    ($ty:ty) => {
+        $crate::forward_broker_api!(@impl $ty, (inherent $ty));
+    };
+    ($ty:ty, delegate to $inner:ident, intercept by $intercept:ident) => {
+        $crate::forward_broker_api!(@impl $ty, (delegate $inner $intercept));
+    };
+    (@impl $ty:ty, $mode:tt) => {
+        impl $crate::broker_api::BrokerApi for $ty {
+            $crate::forward_broker_api!(@call $mode
+                route(topic: String) -> $crate::broker_api::TopicRoute);
+            $crate::forward_broker_api!(@call $mode
+                send_messages(request: $crate::broker_api::SendRequest)
+                    -> Vec<$crate::broker_api::SendResult>);
+            $crate::forward_broker_api!(@call $mode
+                pull(request: $crate::broker_api::PullRequest) -> $crate::broker_api::PullResponse);
+            $crate::forward_broker_api!(@call $mode
+                query_offset(request: $crate::broker_api::QueryOffsetRequest) -> Option<u64>);
+            $crate::forward_broker_api!(@call $mode
+                update_offset(
+                    group: String,
+                    queue: $crate::logic::queue::MessageQueue,
+                    offset: u64,
+                    update: $crate::broker_api::OffsetUpdate
+                ) -> ());
+            $crate::forward_broker_api!(@call $mode
+                send_back(request: $crate::broker_api::SendBackRequest) -> ());
+            $crate::forward_broker_api!(@call $mode
+                heartbeat(
+                    heartbeat: $crate::broker_api::ConsumerHeartbeat,
+                    notifier: ::std::sync::Arc<dyn $crate::broker_api::ConsumerNotifier>
+                ) -> ());
+            $crate::forward_broker_api!(@call $mode unregister(client_id: String, group: String) -> ());
+            $crate::forward_broker_api!(@call $mode consumer_list(group: String) -> Vec<String>);
+            $crate::forward_broker_api!(@call $mode
+                register_producer(
+                    group: String,
+                    client_id: String,
+                    listener: ::std::sync::Arc<dyn $crate::broker_api::TransactionCheckListener>
+                ) -> ());
+            $crate::forward_broker_api!(@call $mode
+                end_transaction(request: $crate::broker_api::EndTransactionRequest) -> ());
+            $crate::forward_broker_api!(@call $mode
+                request(
+                    message: $crate::broker_api::MessageToAppend,
+                    broker_name: String,
+                    timeout: ::std::time::Duration
+                ) -> $crate::broker_api::StoredMessage);
+            $crate::forward_broker_api!(@call $mode
+                lock_queues(
+                    group: String,
+                    client_id: String,
+                    queues: Vec<$crate::logic::queue::MessageQueue>
+                ) -> Vec<$crate::logic::queue::MessageQueue>);
+            $crate::forward_broker_api!(@call $mode
+                unlock_queues(
+                    group: String,
+                    client_id: String,
+                    queues: Vec<$crate::logic::queue::MessageQueue>
+                ) -> ());
+            $crate::forward_broker_api!(@call $mode
+                min_offset(queue: $crate::logic::queue::MessageQueue) -> u64);
+            $crate::forward_broker_api!(@call $mode
+                max_offset(queue: $crate::logic::queue::MessageQueue) -> u64);
+            $crate::forward_broker_api!(@call $mode
+                search_offset(
+                    queue: $crate::logic::queue::MessageQueue,
+                    timestamp_ms: i64,
+                    boundary: $crate::broker_api::BoundaryType
+                ) -> u64);
+        }
+    };
+    (@call (inherent $ty:ty) $call:ident($($arg:ident: $arg_ty:ty),* $(,)?) -> $answer:ty) => {
+        fn $call(&self, $($arg: $arg_ty),*) -> $crate::broker_api::BrokerFuture<$answer> {
+            let this: $ty = ::std::clone::Clone::clone(self);
+            ::std::boxed::Box::pin(async move {
+                $crate::broker_api::Answer::<$answer>::answer(<$ty>::$call(&this, $($arg),*).await?)
+            })
+        }
+    };
+    (@call (delegate $inner:ident $intercept:ident)
+        $call:ident($($arg:ident: $arg_ty:ty),* $(,)?) -> $answer:ty) => {
+        fn $call(&self, $($arg: $arg_ty),*) -> $crate::broker_api::BrokerFuture<$answer> {
+            match self.$intercept(stringify!($call)) {
+                Some(error) => ::std::boxed::Box::pin(::std::future::ready(Err(error))),
+                None => self.$inner.$call($($arg),*),
+            }
+        }
+    };
 }

@@ -9,7 +9,7 @@
 //! unresolved.
 
 use crate::broker_api::{
-    BrokerApi, BrokerError, ConnectionId, EndTransactionRequest, SendResult, TopicRoute,
+    BrokerApi, BrokerError, ConnectionId, EndTransactionRequest, SendRequest, SendResult, TopicRoute,
     TransactionCheck, TransactionCheckListener,
 };
 use crate::logic::queue::MessageQueue;
@@ -261,7 +261,7 @@ impl Producer {
             .to_owned();
         let stored = self
             .broker
-            .send_messages_to(queue.broker_name.clone(), vec![half])
+            .send_messages(SendRequest::to_broker(queue.broker_name.clone(), vec![half]))
             .await?
             .pop()
             .ok_or(BrokerError::EmptyAnswer {
@@ -365,7 +365,7 @@ impl Producer {
         }
         let mut results = Vec::new();
         for (broker_name, run) in runs {
-            results.extend(self.broker.send_messages_to(broker_name, run).await?);
+            results.extend(self.broker.send_messages(SendRequest::to_broker(broker_name, run)).await?);
         }
         Ok(results)
     }
@@ -388,7 +388,7 @@ impl Producer {
             .map(|message| self.to_append(message, queue.queue_id))
             .collect();
         self.broker
-            .send_messages_to(queue.broker_name.clone(), batch)
+            .send_messages(SendRequest::to_broker(queue.broker_name.clone(), batch))
             .await
     }
 

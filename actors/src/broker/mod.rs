@@ -24,9 +24,11 @@
 //! Not actors: [`registry`], the topic and group configuration they share; [`connections`],
 //! the one registry of client connections (callbacks, producers, reported subscriptions);
 //! [`release`], how shutdown knows every actor that held storage is gone; and the
-//! [`BrokerHandle`], split over `handle.rs` (sends, offsets, membership, locks, shutdown),
-//! `pull.rs` (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and
-//! `admin.rs` (progress, offset resets).
+//! [`BrokerHandle`], split over `handle.rs` (the handle, shutdown, its one `BrokerApi` impl),
+//! `sends.rs` (routes, sends, send-backs, END_TRANSACTION, producers), `offsets.rs` (consumer
+//! and queue offsets), `members.rs` (heartbeats, member lists, queue locks), `pull.rs`
+//! (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and `admin.rs`
+//! (progress, offset resets).
 
 mod admin;
 pub mod connections;
@@ -35,7 +37,9 @@ mod handle;
 pub mod key_index;
 pub mod long_poll;
 pub mod membership;
+mod members;
 pub mod message_store;
+mod offsets;
 pub mod pop;
 mod pull;
 pub mod queue_locks;
@@ -44,11 +48,13 @@ pub mod release;
 pub mod retention;
 pub mod retry;
 pub mod schedule;
+mod sends;
 pub mod timer;
 pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
+pub use sends::TransactionEnded;
 pub use pop::{Assignment, PopAnswer, PopRequest};
 
 use crate::broker_api::BrokerError;

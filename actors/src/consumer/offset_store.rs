@@ -5,7 +5,7 @@
 //! back (`docs/offset-lifecycle.md` §2, RocketMQ #2708), so callers get the two apart and skip
 //! the queue on error.
 
-use crate::broker_api::{BrokerApi, BrokerError, OffsetUpdate};
+use crate::broker_api::{BrokerApi, BrokerError, OffsetUpdate, QueryOffsetRequest};
 use crate::logic::queue::MessageQueue;
 use crate::persister::PersistNow;
 use crate::LocalFuture;
@@ -174,7 +174,12 @@ impl OffsetStore {
     ) -> LocalFuture<Result<Option<u64>, OffsetStoreError>> {
         match &self.backend {
             OffsetBackend::Broker(broker) => {
-                let call = broker.query_offset(self.group.clone(), queue.clone());
+                // Without the zero rule, so ConsumeFromWhere decides for a new group.
+                let call = broker.query_offset(QueryOffsetRequest {
+                    group: self.group.clone(),
+                    queue: queue.clone(),
+                    set_zero_if_not_found: false,
+                });
                 let name = queue.to_string();
                 Box::pin(async move {
                     call.await.map_err(|source| OffsetStoreError::Broker {

@@ -94,7 +94,7 @@ impl BrokerHandle {
             return Ok(None);
         };
         // Like Java's broker: no consumer of the group online, no assignment.
-        let mut clients = match self.consumer_list(group).await {
+        let mut clients = match self.consumer_list(group.to_owned()).await {
             Ok(clients) => clients,
             Err(BrokerError::Refused(Refused::NoConsumer { .. })) => return Ok(None),
             Err(e) => return Err(e),

@@ -1,0 +1,203 @@
+//! [`BrokerHandle`]'s producer-side calls: routes, sends (with the retry topic's dead-letter
+//! rule), send-backs, END_TRANSACTION and producer registration.
+
+use crate::broker::handle::{mailbox, BrokerHandle};
+use crate::broker::message_store::AppendMessages;
+use crate::broker::retry::{SendBackOutcome, SendMessageBack};
+use crate::broker::transaction::{EndOutcome, EndTransaction};
+use crate::broker_api::{
+    Answer, BrokerError, EndTransactionRequest, SendBackRequest, SendRequest, SendResult,
+    TopicRoute, TransactionCheckListener,
+};
+use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::refused::Refused;
+use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
+use skiff_storage::message::{
+    offset_message_id, property, without_properties, MessageToAppend, StoredMessage,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What END_TRANSACTION did to the half at `commit_log_offset`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionEnded {
+    pub commit_log_offset: u64,
+    pub outcome: EndOutcome,
+}
+
+/// Through [`crate::broker_api::BrokerApi`] a refusal is an error, as the remote client sees an
+/// error answer.
+impl Answer<()> for TransactionEnded {
+    fn answer(self) -> Result<(), BrokerError> {
+        match self.outcome {
+            EndOutcome::Refused(reason) => Err(Refused::EndTransaction {
+                commit_log_offset: self.commit_log_offset,
+                reason,
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Answer<()> for SendBackOutcome {
+    fn answer(self) -> Result<(), BrokerError> {
+        Ok(())
+    }
+}
+
+impl BrokerHandle {
+    /// A topic's route, auto-creating the topic when enabled (else `TopicNotExist`).
+    pub async fn route(&self, topic: String) -> Result<TopicRoute, BrokerError> {
+        let config = self
+            .inner
+            .registry
+            .topic_for_route(&topic, self.inner.config.default_topic_queue_nums)?;
+        Ok(TopicRoute::single(
+            config.name,
+            self.inner.config.broker_name.clone(),
+            config.read_queue_nums,
+            config.write_queue_nums,
+        ))
+    }
+
+    /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: appends a batch (this broker is the
+    /// only one, so `broker_name` is not read). A topic the batch auto-creates gets
+    /// `auto_create_queue_nums` queues, by default `default_topic_queue_nums`. A message sent to a group's retry topic that
+    /// has used up its reconsumes goes to the group's dead-letter topic instead; one carrying
+    /// `DELAY` waits in the schedule topic. Answers once the batch is as durable as the flush
+    /// policy promises.
+    pub async fn send_messages(&self, request: SendRequest) -> Result<Vec<SendResult>, BrokerError> {
+        let SendRequest {
+            mut messages,
+            broker_name: _,
+            auto_create_queue_nums,
+        } = request;
+        let default_queue_nums =
+            auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        for message in &mut messages {
+            self.dead_letter_if_exhausted(message)?;
+        }
+        let queue_ids: Vec<u32> = messages.iter().map(|m| m.queue_id).collect();
+        let results = self
+            .inner
+            .addrs
+            .store
+            .send(AppendMessages {
+                messages,
+                default_queue_nums,
+            })
+            .await
+            .map_err(mailbox("message store"))??;
+        Ok(results
+            .into_iter()
+            .zip(queue_ids)
+            .map(|(r, queue_id)| SendResult {
+                // A delayed message reports the queue it was sent to, as RocketMQ does, and its
+                // offset in the schedule queue where it waits.
+                broker_name: self.inner.config.broker_name.clone(),
+                queue_id,
+                queue_offset: r.queue_offset,
+                physical_offset: r.physical_offset,
+                offset_msg_id: offset_message_id(self.inner.store_host, r.physical_offset),
+            })
+            .collect())
+    }
+
+    /// RocketMQ's `handleRetryAndDLQ`: a client that could not send back falls back to a plain
+    /// send to the retry topic, so the reconsume limit is enforced here too.
+    fn dead_letter_if_exhausted(&self, message: &mut MessageToAppend) -> Result<(), BrokerError> {
+        let Some(group) = message.topic.strip_prefix(RETRY_TOPIC_PREFIX) else {
+            return Ok(());
+        };
+        let group = group.to_string();
+        let from_message = property(&message.properties, MAX_RECONSUME_TIMES)
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        let max = match from_message {
+            Some(max) => max,
+            None => match self.inner.registry.group_or_create(&group)? {
+                Some(config) => i32::try_from(config.retry_max_times).unwrap_or(i32::MAX),
+                None => return Ok(()),
+            },
+        };
+        if message.reconsume_times >= max {
+            tracing::warn!(group = %group, topic = %message.topic, reconsume_times = message.reconsume_times, "retry send past max reconsume times goes to the dead-letter queue");
+            message.topic = dlq_topic(&group);
+            message.queue_id = 0;
+            message.properties = without_properties(&message.properties, &[DELAY]);
+        }
+        Ok(())
+    }
+
+    /// CONSUMER_SEND_MSG_BACK (`docs/wire-protocol.md` §4.5).
+    pub async fn send_back(
+        &self,
+        request: SendBackRequest,
+    ) -> Result<SendBackOutcome, BrokerError> {
+        self.inner
+            .addrs
+            .retry
+            .send(SendMessageBack { request })
+            .await
+            .map_err(mailbox("retry"))?
+    }
+
+    /// END_TRANSACTION (`docs/wire-protocol.md` §3.14): commits, rolls back, or (UNKNOW) leaves a
+    /// half message pending.
+    pub async fn end_transaction(
+        &self,
+        request: EndTransactionRequest,
+    ) -> Result<TransactionEnded, BrokerError> {
+        let commit_log_offset = request.commit_log_offset;
+        let outcome = self
+            .inner
+            .addrs
+            .transactions
+            .send(EndTransaction { request })
+            .await
+            .map_err(mailbox("transactions"))??;
+        Ok(TransactionEnded {
+            commit_log_offset,
+            outcome,
+        })
+    }
+
+    /// An embedded producer of `group` that answers check-backs through `listener` (a producer
+    /// heartbeat over the network registers in [`crate::broker::connections::Connections::register_producer`] directly).
+    pub async fn register_producer(
+        &self,
+        group: String,
+        client_id: String,
+        listener: Arc<dyn TransactionCheckListener>,
+    ) -> Result<(), BrokerError> {
+        self.inner
+            .connections
+            .register_producer(&group, &client_id, listener);
+        Ok(())
+    }
+
+    /// Request-reply needs replies pushed to the requester, which only a client reached over
+    /// the network gets; in process it is refused.
+    pub async fn request(
+        &self,
+        message: MessageToAppend,
+        broker_name: String,
+        timeout: Duration,
+    ) -> Result<StoredMessage, BrokerError> {
+        let _ = (message, broker_name, timeout);
+        Err(Refused::RequestReplyNeedsNetwork.into())
+    }
+
+    /// A producer leaves one group, or every group when `group` is `None`.
+    pub fn unregister_producer(&self, client_id: &str, group: Option<&str>) {
+        self.inner.connections.unregister_producer(client_id, group);
+    }
+
+    /// Client ids of the producers of `group` that answer check-backs.
+    pub fn producers_of(&self, group: &str) -> Vec<String> {
+        self.inner.connections.producers_of(group)
+    }
+}
