@@ -46,7 +46,7 @@ impl Processor {
             // Java's `max(consumerOffset, pullOffset)`: the next offset the group will pull.
             let pulled_from = row
                 .consumer_offset
-                .unwrap_or_else(|| self.broker.min_offset(&row.topic, row.queue_id));
+                .unwrap_or_else(|| self.broker.reader().min_offset(&row.topic, row.queue_id));
             let pull_offset = consumer_offset.max(pulled_from.saturating_add(row.in_flight));
             let last_timestamp = match consumer_offset.checked_sub(1) {
                 Some(last) => reader
@@ -99,8 +99,8 @@ impl Processor {
                 )
             })?;
         let resets: Vec<(u32, u64)> = if let Ok(queue_id) = u32::try_from(queue_id) {
-            let min = self.broker.min_offset(&topic, queue_id);
-            let max = self.broker.max_offset(&topic, queue_id);
+            let min = self.broker.reader().min_offset(&topic, queue_id);
+            let max = self.broker.reader().max_offset(&topic, queue_id);
             let target = match offset {
                 Some(offset) => match u64::try_from(offset) {
                     Ok(o) if o >= min && o <= max.saturating_add(1) => o,
@@ -116,8 +116,14 @@ impl Processor {
                         max
                     } else {
                         self.broker
-                            .search_offset(&topic, queue_id, timestamp, StoreBoundary::Lower)
-                            .map_err(broker_failure)?
+                            .reader()
+                            .search_offset_by_timestamp(
+                                &topic,
+                                queue_id,
+                                timestamp,
+                                StoreBoundary::Lower,
+                            )
+                            .map_err(|e| broker_failure(e.into()))?
                     }
                 }
             };

@@ -34,7 +34,7 @@ impl Processor {
         let header = GetConsumerConnectionListRequestHeader::from_command(request)?;
         let group = header.name;
         // Membership decides who is still in the group (heartbeat expiry included).
-        let members: BTreeSet<String> = match self.broker.consumer_list(&group).await {
+        let members: BTreeSet<String> = match self.broker.consumer_list(group.clone()).await {
             Ok(ids) => ids.into_iter().collect(),
             Err(skiff_actors::broker_api::BrokerError::Refused(Refused::NoConsumer { .. })) => {
                 BTreeSet::new()

@@ -11,8 +11,8 @@ use tracing::{debug, warn};
 
 use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::broker_api::{
-    ConsumerHeartbeat, ConsumerNotifier, OffsetMoved, PullRequest, PullResponse, PullStatus,
-    SendBackRequest, SubscriptionEntry,
+    ConsumerHeartbeat, ConsumerNotifier, OffsetMoved, OffsetUpdate, PullRequest, PullResponse,
+    PullStatus, QueryOffsetRequest, SendBackRequest, SubscriptionEntry,
 };
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::logic::sql92::{Selector, Sql92Error};
@@ -65,12 +65,12 @@ impl Processor {
         };
         let Ok(queue_offset) = u64::try_from(header.queue_offset) else {
             // Below every queue's min offset: Java's OFFSET_TOO_SMALL.
-            let min = self.broker.min_offset(&header.topic, queue_id);
+            let min = self.broker.reader().min_offset(&header.topic, queue_id);
             return Ok(pull_response(PullResponse {
                 status: PullStatus::OffsetMoved(OffsetMoved::TooSmall),
                 next_begin_offset: min,
                 min_offset: min,
-                max_offset: self.broker.max_offset(&header.topic, queue_id),
+                max_offset: self.broker.reader().max_offset(&header.topic, queue_id),
                 records: Bytes::new(),
             }));
         };
@@ -102,9 +102,14 @@ impl Processor {
         let queue_id = queue_index(header.queue_id, &header.topic)?;
         // Unset reads as true, as Java's processor does.
         let set_zero = header.set_zero_if_not_found.unwrap_or(true);
+        let queue = MessageQueue::new(&header.topic, &self.broker.config().broker_name, queue_id);
         let found = self
             .broker
-            .query_offset(&header.consumer_group, &header.topic, queue_id, set_zero)
+            .query_offset(QueryOffsetRequest {
+                group: header.consumer_group.clone(),
+                queue,
+                set_zero_if_not_found: set_zero,
+            })
             .await
             .map_err(broker_failure)?;
         match found {
@@ -160,8 +165,14 @@ impl Processor {
                 ),
             )
         })?;
+        let queue = MessageQueue::new(topic, &self.broker.config().broker_name, queue_id);
         self.broker
-            .update_offset(&header.consumer_group, topic, queue_id, offset)
+            .update_offset(
+                header.consumer_group.clone(),
+                queue,
+                offset,
+                OffsetUpdate::Acknowledged,
+            )
             .await
             .map_err(failure_to(rc::UPDATE_CONSUMER_OFFSET))?;
         Ok(success())
@@ -171,7 +182,7 @@ impl Processor {
     pub(super) fn max_offset(&self, request: &RemotingCommand) -> Outcome {
         let header = GetMaxOffsetRequestHeader::from_command(request)?;
         let queue_id = queue_index(header.queue_id, &header.topic)?;
-        let offset = self.broker.max_offset(&header.topic, queue_id);
+        let offset = self.broker.reader().max_offset(&header.topic, queue_id);
         Ok(offset_answer(offset))
     }
 
@@ -179,7 +190,7 @@ impl Processor {
     pub(super) fn min_offset(&self, request: &RemotingCommand) -> Outcome {
         let header = GetMinOffsetRequestHeader::from_command(request)?;
         let queue_id = queue_index(header.queue_id, &header.topic)?;
-        let offset = self.broker.min_offset(&header.topic, queue_id);
+        let offset = self.broker.reader().min_offset(&header.topic, queue_id);
         Ok(offset_answer(offset))
     }
 
@@ -189,13 +200,14 @@ impl Processor {
         let queue_id = queue_index(header.queue_id, &header.topic)?;
         let offset = self
             .broker
-            .search_offset(
+            .reader()
+            .search_offset_by_timestamp(
                 &header.topic,
                 queue_id,
                 header.timestamp,
                 header.boundary_type.into(),
             )
-            .map_err(broker_failure)?;
+            .map_err(|e| broker_failure(e.into()))?;
         Ok(offset_answer(offset))
     }
 
@@ -354,7 +366,7 @@ impl Processor {
         if let Some(group) = header.consumer_group.as_deref().filter(|g| !g.is_empty()) {
             let removed = self
                 .broker
-                .unregister(&header.client_id, group)
+                .unregister(header.client_id.clone(), group.to_owned())
                 .await
                 .map_err(broker_failure)?;
             self.broker
@@ -374,7 +386,7 @@ impl Processor {
         let header = GetConsumerListByGroupRequestHeader::from_command(request)?;
         let ids = self
             .broker
-            .consumer_list(&header.consumer_group)
+            .consumer_list(header.consumer_group.clone())
             .await
             .map_err(broker_failure)?;
         let body = ConsumerListBody {
@@ -415,7 +427,7 @@ impl Processor {
         let queues = queues_of(&body.mq_set);
         let locked = self
             .broker
-            .lock_queues(&body.consumer_group, &body.client_id, queues)
+            .lock_queues(body.consumer_group.clone(), body.client_id.clone(), queues)
             .await
             .map_err(broker_failure)?;
         let answer = LockBatchResponseBody {
@@ -429,7 +441,7 @@ impl Processor {
         let body = UnlockBatchRequestBody::decode(&request.body).map_err(body_failure)?;
         let queues = queues_of(&body.mq_set);
         self.broker
-            .unlock_queues(&body.consumer_group, &body.client_id, queues)
+            .unlock_queues(body.consumer_group.clone(), body.client_id.clone(), queues)
             .await
             .map_err(broker_failure)?;
         Ok(success())

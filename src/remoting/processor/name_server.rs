@@ -30,7 +30,7 @@ impl Processor {
         } else {
             let route = self
                 .broker
-                .route(&header.topic)
+                .route(header.topic.clone())
                 .await
                 .map_err(failure_to(rc::GET_ROUTEINFO_BY_TOPIC))?;
             (route.read_queue_nums(), route.write_queue_nums(), PERM_RW)

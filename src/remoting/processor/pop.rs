@@ -61,8 +61,8 @@ impl Processor {
                     ),
                 )
             })?;
-        let min = self.broker.min_offset(topic, queue);
-        let max = self.broker.max_offset(topic, queue);
+        let min = self.broker.reader().min_offset(topic, queue);
+        let max = self.broker.reader().max_offset(topic, queue);
         let in_range = u64::try_from(offset)
             .ok()
             .filter(|o| *o >= min && (*o < max || (end_inclusive && *o == max)));
@@ -185,8 +185,8 @@ impl Processor {
                 queue_id,
                 queue_offset: None,
             };
-            let min = self.broker.min_offset(&topic, queue_id);
-            let max = self.broker.max_offset(&topic, queue_id);
+            let min = self.broker.reader().min_offset(&topic, queue_id);
+            let max = self.broker.reader().max_offset(&topic, queue_id);
             for offset in ack.offsets_within(min, max) {
                 self.broker
                     .ack_popped(&ack.consumer_group, &topic, queue_id, offset, &receipt)

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use skiff_actors::broker_api::SendResult;
+use skiff_actors::broker_api::{SendRequest, SendResult};
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
 use skiff_actors::logic::names::is_send_forbidden;
 use skiff_actors::logic::transaction::is_prepared;
@@ -44,7 +44,10 @@ impl Processor {
         let echoed = EchoedIds::of(&header, &messages, batch);
         let results = self
             .broker
-            .send_messages(messages, self.auto_create_queue_nums(&header))
+            .send_messages(SendRequest {
+                auto_create_queue_nums: Some(self.auto_create_queue_nums(&header)),
+                ..SendRequest::new(messages)
+            })
             .await
             .map_err(broker_failure)?;
         send_answer(&results, echoed)

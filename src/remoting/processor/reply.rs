@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use tracing::{debug, warn};
 
+use skiff_actors::broker_api::SendRequest;
 use skiff_storage::message::property::{PUSH_REPLY_TIME, REPLY_TO_CLIENT};
 use skiff_storage::message::{property, set_property};
 
@@ -65,7 +66,7 @@ impl Processor {
         // Java's `msgCheck`: the topic must exist, or be created as a send would create it,
         // before anything is pushed.
         self.broker
-            .route(&header.topic)
+            .route(header.topic.clone())
             .await
             .map_err(broker_failure)?;
         let queue_id = self.send_queue(&header)?;
@@ -86,7 +87,10 @@ impl Processor {
         };
         match self
             .broker
-            .send_messages(vec![message], self.auto_create_queue_nums(&header))
+            .send_messages(SendRequest {
+                auto_create_queue_nums: Some(self.auto_create_queue_nums(&header)),
+                ..SendRequest::new(vec![message])
+            })
             .await
         {
             Ok(results) => {

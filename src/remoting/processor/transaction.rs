@@ -94,6 +94,7 @@ impl Processor {
             Arc::new(ConnectionChecker { conn: conn.clone() });
         for group in groups.map(str::trim).filter(|g| !g.is_empty()) {
             self.broker
+                .connections()
                 .register_producer(group, client_id, checker.clone());
         }
     }
@@ -116,7 +117,7 @@ impl Processor {
         ) else {
             return Err(Failure::system("Find prepared transaction message failed"));
         };
-        let outcome = self
+        let ended = self
             .broker
             .end_transaction(EndTransactionRequest {
                 producer_group: header.producer_group,
@@ -130,7 +131,7 @@ impl Processor {
             })
             .await
             .map_err(broker_failure)?;
-        match outcome {
+        match ended.outcome {
             EndOutcome::LeftPending
             | EndOutcome::Committed
             | EndOutcome::RolledBack

@@ -288,7 +288,8 @@ impl RemoteBroker {
             producers: &self.inner.producers,
             correlation_id,
         };
-        self.send_group(&addr, vec![message]).await?;
+        let queue_nums = self.inner.config.default_topic_queue_nums;
+        self.send_group(&addr, vec![message], queue_nums).await?;
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(BrokerError::Closed {

@@ -109,6 +109,10 @@ impl RouteCache {
 }
 
 impl RemoteBroker {
+    pub(super) async fn route(&self, topic: String) -> Result<TopicRoute, BrokerError> {
+        Ok(self.route_entry(&topic).await?.route)
+    }
+
     /// The master address of the first broker of `topic` (from its cached or fresh route).
     pub async fn broker_addr(&self, topic: &str) -> Result<String, BrokerError> {
         Ok(self.first_broker(topic).await?.1)
