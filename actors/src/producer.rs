@@ -9,8 +9,8 @@
 //! unresolved.
 
 use crate::broker_api::{
-    BrokerApi, BrokerError, ConnectionId, EndTransactionRequest, SendRequest, SendResult, TopicRoute,
-    TransactionCheck, TransactionCheckListener,
+    BrokerApi, BrokerError, ConnectionId, EndTransactionRequest, SendRequest, SendResult,
+    TopicRoute, TransactionCheck, TransactionCheckListener,
 };
 use crate::logic::queue::MessageQueue;
 use crate::logic::transaction::{
@@ -261,7 +261,10 @@ impl Producer {
             .to_owned();
         let stored = self
             .broker
-            .send_messages(SendRequest::to_broker(queue.broker_name.clone(), vec![half]))
+            .send_messages(SendRequest::to_broker(
+                queue.broker_name.clone(),
+                vec![half],
+            ))
             .await?
             .pop()
             .ok_or(BrokerError::EmptyAnswer {
@@ -365,7 +368,11 @@ impl Producer {
         }
         let mut results = Vec::new();
         for (broker_name, run) in runs {
-            results.extend(self.broker.send_messages(SendRequest::to_broker(broker_name, run)).await?);
+            results.extend(
+                self.broker
+                    .send_messages(SendRequest::to_broker(broker_name, run))
+                    .await?,
+            );
         }
         Ok(results)
     }

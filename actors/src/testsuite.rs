@@ -8,8 +8,9 @@ use crate::broker::retention::DiskMeter;
 use crate::broker::{Broker, BrokerConfig, BrokerHandle};
 use crate::broker_api::{
     ConnectionId, ConsumeType, ConsumerHeartbeat, ConsumerNotifier, MessageModel, PullRequest,
-    SubscriptionEntry,
+    QueryOffsetRequest, SubscriptionEntry,
 };
+use crate::logic::queue::MessageQueue;
 use bytes::Bytes;
 use skiff_storage::message::property::{TAGS, WAIT};
 use skiff_storage::message::{encode_properties, push_property, MessageToAppend};
@@ -120,6 +121,25 @@ pub fn pull(group: &str, topic: &str, queue_id: u32, offset: u64) -> PullRequest
         suspend_timeout: None,
         subscription: Some("*".to_string()),
         expression_type: crate::broker_api::ExpressionType::Tag,
+    }
+}
+
+/// Queue `queue_id` of `topic` on the in-process broker (which does not read the broker name).
+pub fn queue_of(topic: &str, queue_id: u32) -> MessageQueue {
+    MessageQueue::new(topic, "", queue_id)
+}
+
+/// QUERY_CONSUMER_OFFSET of `group` on queue `queue_id` of `topic`.
+pub fn offset_query(
+    group: &str,
+    topic: &str,
+    queue_id: u32,
+    set_zero_if_not_found: bool,
+) -> QueryOffsetRequest {
+    QueryOffsetRequest {
+        group: group.to_string(),
+        queue: queue_of(topic, queue_id),
+        set_zero_if_not_found,
     }
 }
 

@@ -55,13 +55,17 @@ impl BrokerHandle {
     }
 
     /// UNREGISTER_CLIENT: the client leaves `group`; answers how many registrations it had.
-    pub async fn unregister(&self, client_id: String, group: String) -> Result<usize, BrokerError> {
+    pub async fn unregister(
+        &self,
+        client_id: impl Into<String>,
+        group: impl Into<String>,
+    ) -> Result<usize, BrokerError> {
         self.inner
             .addrs
             .membership
             .send(UnregisterClient {
-                client_id,
-                group: Some(group),
+                client_id: client_id.into(),
+                group: Some(group.into()),
             })
             .await
             .map_err(mailbox("membership"))
@@ -88,7 +92,11 @@ impl BrokerHandle {
     }
 
     /// GET_CONSUMER_LIST_BY_GROUP: sorted client ids; `NoConsumer` when the group has none.
-    pub async fn consumer_list(&self, group: String) -> Result<Vec<String>, BrokerError> {
+    pub async fn consumer_list(
+        &self,
+        group: impl Into<String>,
+    ) -> Result<Vec<String>, BrokerError> {
+        let group = group.into();
         let ids = self
             .inner
             .addrs
@@ -106,16 +114,16 @@ impl BrokerHandle {
 
     pub async fn lock_queues(
         &self,
-        group: String,
-        client_id: String,
+        group: impl Into<String>,
+        client_id: impl Into<String>,
         queues: Vec<MessageQueue>,
     ) -> Result<Vec<MessageQueue>, BrokerError> {
         self.inner
             .addrs
             .locks
             .send(LockBatch {
-                group,
-                client_id,
+                group: group.into(),
+                client_id: client_id.into(),
                 queues,
             })
             .await
@@ -124,16 +132,16 @@ impl BrokerHandle {
 
     pub async fn unlock_queues(
         &self,
-        group: String,
-        client_id: String,
+        group: impl Into<String>,
+        client_id: impl Into<String>,
         queues: Vec<MessageQueue>,
     ) -> Result<(), BrokerError> {
         self.inner
             .addrs
             .locks
             .send(UnlockBatch {
-                group,
-                client_id,
+                group: group.into(),
+                client_id: client_id.into(),
                 queues,
             })
             .await

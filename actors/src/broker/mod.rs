@@ -36,8 +36,8 @@ pub mod consumer_offsets;
 mod handle;
 pub mod key_index;
 pub mod long_poll;
-pub mod membership;
 mod members;
+pub mod membership;
 pub mod message_store;
 mod offsets;
 pub mod pop;
@@ -54,8 +54,8 @@ pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
-pub use sends::TransactionEnded;
 pub use pop::{Assignment, PopAnswer, PopRequest};
+pub use sends::TransactionEnded;
 
 use crate::broker_api::BrokerError;
 use crate::metrics::Metrics;

@@ -81,12 +81,13 @@ impl BrokerHandle {
     /// round trip and lose the error that the consumer's persister counts and logs.
     pub async fn update_offset(
         &self,
-        group: String,
+        group: impl Into<String>,
         queue: MessageQueue,
         offset: u64,
         update: OffsetUpdate,
     ) -> Result<CommitResult, BrokerError> {
         let _ = update;
+        let group = group.into();
         let (group, topic, queue_id) = (group.as_str(), queue.topic.as_str(), queue.queue_id);
         if self.inner.registry.group_or_create(group)?.is_none() {
             return Err(BrokerError::Refused(Refused::GroupNotExist {

@@ -48,11 +48,11 @@ impl Answer<()> for SendBackOutcome {
 
 impl BrokerHandle {
     /// A topic's route, auto-creating the topic when enabled (else `TopicNotExist`).
-    pub async fn route(&self, topic: String) -> Result<TopicRoute, BrokerError> {
+    pub async fn route(&self, topic: impl Into<String>) -> Result<TopicRoute, BrokerError> {
         let config = self
             .inner
             .registry
-            .topic_for_route(&topic, self.inner.config.default_topic_queue_nums)?;
+            .topic_for_route(&topic.into(), self.inner.config.default_topic_queue_nums)?;
         Ok(TopicRoute::single(
             config.name,
             self.inner.config.broker_name.clone(),
@@ -67,7 +67,10 @@ impl BrokerHandle {
     /// has used up its reconsumes goes to the group's dead-letter topic instead; one carrying
     /// `DELAY` waits in the schedule topic. Answers once the batch is as durable as the flush
     /// policy promises.
-    pub async fn send_messages(&self, request: SendRequest) -> Result<Vec<SendResult>, BrokerError> {
+    pub async fn send_messages(
+        &self,
+        request: SendRequest,
+    ) -> Result<Vec<SendResult>, BrokerError> {
         let SendRequest {
             mut messages,
             broker_name: _,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use skiff_actors::broker::retention::{DiskMeter, RetentionConfig};
 use skiff_actors::broker::BrokerConfig;
-use skiff_actors::broker_api::{BrokerApi, BrokerError};
+use skiff_actors::broker_api::{BrokerApi, BrokerError, SendRequest};
 use skiff_actors::testsuite::*;
 use skiff_storage::store::FlushPolicy;
 
@@ -32,8 +32,12 @@ fn sends_are_refused_while_the_disk_is_full_and_accepted_when_space_returns() {
     };
     run_paused(|| async {
         let broker = start_broker_measured(dir.path(), config, FlushPolicy::Async);
-        let send =
-            |body: &str| BrokerApi::send_messages(&broker, vec![message(TOPIC, 0, body, None)]);
+        let send = |body: &str| {
+            BrokerApi::send_messages(
+                &broker,
+                SendRequest::new(vec![message(TOPIC, 0, body, None)]),
+            )
+        };
         send("before").await.expect("accepted at 50%");
 
         used.store(950, Ordering::SeqCst);
@@ -54,7 +58,7 @@ fn sends_are_refused_while_the_disk_is_full_and_accepted_when_space_returns() {
         send("after").await.expect("accepted once space returned");
 
         // What was acknowledged is all there, and the refused send is not.
-        assert_eq!(broker.max_offset(TOPIC, 0), 2);
+        assert_eq!(broker.reader().max_offset(TOPIC, 0), 2);
         let read = broker
             .reader()
             .read(TOPIC, 0, 0, 32, 1 << 20, None)

@@ -2,7 +2,7 @@
 //! by `UNIQ_KEY`, the time range, the cap, and the rebuild at open.
 
 use skiff_actors::broker::{key_index, BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::BrokerApi;
+use skiff_actors::broker_api::{BrokerApi, SendRequest};
 use skiff_actors::testsuite::*;
 use skiff_storage::key_index::KEY_INDEX_DIR;
 use skiff_storage::message::{decode_records, property};
@@ -17,7 +17,7 @@ async fn send_keyed(broker: &BrokerHandle) {
             with_property(m, property::UNIQ_KEY, &format!("UNIQ{i}"))
         })
         .collect();
-    BrokerApi::send_messages(broker, messages)
+    BrokerApi::send_messages(broker, SendRequest::new(messages))
         .await
         .expect("send");
 }

@@ -2,7 +2,9 @@
 
 use skiff_actors::broker::consumer_offsets::{self, CommitResult};
 use skiff_actors::broker::BrokerConfig;
-use skiff_actors::broker_api::{BrokerApi, BrokerError, OffsetMoved, OffsetUpdate, PullStatus};
+use skiff_actors::broker_api::{
+    BrokerApi, BrokerError, OffsetMoved, OffsetUpdate, PullStatus, QueryOffsetRequest, SendRequest,
+};
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
@@ -22,7 +24,7 @@ async fn send_n(broker: &skiff_actors::broker::BrokerHandle, queue_id: u32, n: u
     let messages = (0..n)
         .map(|i| message(TOPIC, queue_id, &format!("m{i}"), None))
         .collect();
-    BrokerApi::send_messages(broker, messages)
+    BrokerApi::send_messages(broker, SendRequest::new(messages))
         .await
         .expect("send");
 }
@@ -33,15 +35,24 @@ fn commit_offset_always_writes_lower_offset() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        let first = broker.update_offset(GROUP, TOPIC, 0, 10).await.unwrap();
+        let first = broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 10, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert_eq!(first, CommitResult::Applied(CommitOutcome::Inserted));
-        let lower = broker.update_offset(GROUP, TOPIC, 0, 4).await.unwrap();
+        let lower = broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 4, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert_eq!(
             lower,
             CommitResult::Applied(CommitOutcome::Lowered { previous: 10 })
         );
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(4)
         );
         let snapshot = broker
@@ -64,16 +75,28 @@ fn query_offset_not_found_is_distinct() {
         broker.route(TOPIC).await.unwrap();
         // Queue 1 is empty, so not even the zero rule applies: not found, not 0.
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 1, false))
+                .await
+                .unwrap(),
             None
         );
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 1, false))
+                .await
+                .unwrap(),
             None
         );
-        broker.update_offset(GROUP, TOPIC, 1, 0).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 1), 0, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 1, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 1, false))
+                .await
+                .unwrap(),
             Some(0)
         );
         broker.shutdown().await.unwrap();
@@ -89,17 +112,26 @@ fn query_offset_zero_if_not_found_on_young_queue() {
         // Queue 0 still holds its message at offset 0: a new group starts there (§1.A.6),
         // even though it would otherwise start at the max offset.
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, true).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, true))
+                .await
+                .unwrap(),
             Some(0)
         );
         // Without setZeroIfNotFound the same queue is QUERY_NOT_FOUND.
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             None
         );
         // An empty queue has no message at 0: not found.
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 2, true).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 2, true))
+                .await
+                .unwrap(),
             None
         );
         broker.shutdown().await.unwrap();
@@ -112,15 +144,24 @@ fn pending_reset_ignores_updates_and_answers_offset_illegal() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 5).await;
-        broker.update_offset(GROUP, TOPIC, 0, 5).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 5, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         broker.reset_offset(GROUP, TOPIC, 0, 1).await.unwrap();
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(1)
         );
 
         // A consumer still at 5 commits: acknowledged, not stored.
-        let ignored = broker.update_offset(GROUP, TOPIC, 0, 5).await.unwrap();
+        let ignored = broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 5, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert_eq!(
             ignored,
             CommitResult::IgnoredPendingReset { reset_offset: 1 }
@@ -129,7 +170,10 @@ fn pending_reset_ignores_updates_and_answers_offset_illegal() {
             .await
             .unwrap();
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(1)
         );
 
@@ -143,14 +187,23 @@ fn pending_reset_ignores_updates_and_answers_offset_illegal() {
         );
         assert_eq!(response.next_begin_offset, 1);
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(1)
         );
 
         // The reset was taken: commits apply again and the queue reads normally.
-        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 2, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(2)
         );
         let response = broker.pull(pull(GROUP, TOPIC, 0, 1)).await.unwrap();
@@ -169,7 +222,12 @@ fn reset_offset_by_time_resets_every_queue_of_the_topic() {
         send_n(&broker, 1, 2).await;
         for q in 0..4 {
             broker
-                .update_offset(GROUP, TOPIC, q, broker.max_offset(TOPIC, q))
+                .update_offset(
+                    GROUP,
+                    queue_of(TOPIC, q),
+                    broker.reader().max_offset(TOPIC, q),
+                    OffsetUpdate::Acknowledged,
+                )
                 .await
                 .unwrap();
         }
@@ -177,7 +235,10 @@ fn reset_offset_by_time_resets_every_queue_of_the_topic() {
         let reset = broker.reset_offset_by_time(GROUP, TOPIC, 0).await.unwrap();
         assert_eq!(reset, vec![(0, 0), (1, 0), (2, 0), (3, 0)]);
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(0)
         );
         let to_end = broker.reset_offset_by_time(GROUP, TOPIC, -1).await.unwrap();
@@ -192,7 +253,10 @@ fn offsets_flush_periodically_and_at_shutdown() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 2, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         let observe = || broker.addrs().offsets.send(consumer_offsets::Observe);
         assert_eq!(observe().await.unwrap().flushes, 0);
         advance(Duration::from_millis(4_900)).await;
@@ -202,8 +266,14 @@ fn offsets_flush_periodically_and_at_shutdown() {
         advance(Duration::from_secs(5)).await;
         assert_eq!(observe().await.unwrap().flushes, 2, "no flush at 10 s");
 
-        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
-        broker.update_offset(GROUP, TOPIC, 1, 7).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 3, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 1), 7, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         broker.shutdown().await.unwrap();
     });
     // The broker released the database at shutdown; what it committed last is on disk.
@@ -219,7 +289,10 @@ fn corrupt_offset_record_is_an_error_not_zero() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 2, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         broker.shutdown().await.unwrap();
     });
     {
@@ -234,7 +307,9 @@ fn corrupt_offset_record_is_an_error_not_zero() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         // Every way of reading the offset reports the corruption; none answers 0 or "absent"
         // (which a LAST_OFFSET consumer would turn into the zero rule or the max offset).
-        let queried = broker.query_offset(GROUP, TOPIC, 0, true).await;
+        let queried = broker
+            .query_offset(offset_query(GROUP, TOPIC, 0, true))
+            .await;
         assert!(
             matches!(
                 queried,
@@ -242,7 +317,15 @@ fn corrupt_offset_record_is_an_error_not_zero() {
             ),
             "{queried:?}"
         );
-        let via_api = BrokerApi::query_offset(&broker, GROUP.into(), mq(0)).await;
+        let via_api = BrokerApi::query_offset(
+            &broker,
+            QueryOffsetRequest {
+                group: GROUP.into(),
+                queue: mq(0),
+                set_zero_if_not_found: false,
+            },
+        )
+        .await;
         assert!(
             matches!(via_api, Err(BrokerError::OffsetTable(_))),
             "{via_api:?}"
@@ -263,7 +346,10 @@ fn progress_reports_broker_offset_consumer_offset_and_lag() {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 5).await;
         send_n(&broker, 1, 2).await;
-        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 3, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         let rows = broker.progress(GROUP).await.unwrap();
         assert_eq!(rows.len(), 4, "{rows:?}");
         assert_eq!(rows[0].broker_offset, 5);
@@ -282,12 +368,24 @@ fn a_deleted_topic_takes_every_groups_offsets_on_it_and_no_others() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_n(&broker, 0, 3).await;
-        BrokerApi::send_messages(&broker, vec![message("Other", 0, "o", None)])
+        BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message("Other", 0, "o", None)]),
+        )
+        .await
+        .expect("send");
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 2, OffsetUpdate::Acknowledged)
             .await
-            .expect("send");
-        broker.update_offset(GROUP, TOPIC, 0, 2).await.unwrap();
-        broker.update_offset("g2", TOPIC, 0, 1).await.unwrap();
-        broker.update_offset(GROUP, "Other", 0, 1).await.unwrap();
+            .unwrap();
+        broker
+            .update_offset("g2", queue_of(TOPIC, 0), 1, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
+        broker
+            .update_offset(GROUP, queue_of("Other", 0), 1, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         assert!(broker.remove_topic(TOPIC).await.unwrap());
         let left: Vec<(String, String)> = broker
             .metrics()

@@ -4,7 +4,7 @@
 //! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged.
 
 use skiff_actors::broker::{BrokerConfig, BrokerHandle, PopAnswer, PopRequest};
-use skiff_actors::broker_api::{BrokerApi, ExpressionType, PullStatus};
+use skiff_actors::broker_api::{BrokerApi, ExpressionType, PullStatus, SendRequest};
 use skiff_actors::logic::pop::{Receipt, TopicKind};
 use skiff_actors::testsuite::*;
 use skiff_storage::message::property::{FIRST_POP_TIME, POP_CK};
@@ -36,7 +36,9 @@ async fn send(broker: &BrokerHandle, bodies: &[&str]) {
         .iter()
         .map(|body| message(TOPIC, 0, body, Some("TagA")))
         .collect();
-    BrokerApi::send_messages(broker, messages).await.unwrap();
+    BrokerApi::send_messages(broker, SendRequest::new(messages))
+        .await
+        .unwrap();
 }
 
 fn popped(answer: &PopAnswer) -> Vec<StoredMessage> {
@@ -277,7 +279,10 @@ fn an_orderly_pop_blocks_its_queue_until_the_batch_is_acked_and_counts_redeliver
                 .unwrap();
         }
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(2)
         );
         let next = broker.pop(request).await.unwrap();

@@ -4,7 +4,8 @@
 
 use skiff_actors::broker::{long_poll, BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{
-    BrokerApi, BrokerError, ExpressionType, NoNewMessage, OffsetMoved, PullStatus,
+    BrokerApi, BrokerError, ExpressionType, NoNewMessage, OffsetMoved, OffsetUpdate, PullStatus,
+    SendRequest,
 };
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
@@ -20,14 +21,17 @@ async fn send_n(broker: &BrokerHandle, queue_id: u32, n: usize) {
     let messages = (0..n)
         .map(|i| message(TOPIC, queue_id, &format!("m{i}"), None))
         .collect();
-    BrokerApi::send_messages(broker, messages)
+    BrokerApi::send_messages(broker, SendRequest::new(messages))
         .await
         .expect("send");
 }
 
 /// The group's stored offset of queue 0, without the zero rule.
 async fn stored(broker: &BrokerHandle) -> Option<u64> {
-    broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap()
+    broker
+        .query_offset(offset_query(GROUP, TOPIC, 0, false))
+        .await
+        .unwrap()
 }
 
 /// Waits (in actor round trips, not time) until `n` pulls are parked.
@@ -128,17 +132,26 @@ fn piggybacked_commit_applies_only_on_first_arrival() {
         });
         until_parked(&broker, 1).await;
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(2)
         );
 
         // The consumer moves on meanwhile; the woken replay must not drag it back to 2.
-        broker.update_offset(GROUP, TOPIC, 0, 3).await.unwrap();
+        broker
+            .update_offset(GROUP, queue_of(TOPIC, 0), 3, OffsetUpdate::Acknowledged)
+            .await
+            .unwrap();
         send_n(&broker, 0, 1).await;
         let response = parked.await.unwrap().unwrap();
         assert_eq!(response.status, PullStatus::Found);
         assert_eq!(
-            broker.query_offset(GROUP, TOPIC, 0, false).await.unwrap(),
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap(),
             Some(3)
         );
         broker.shutdown().await.unwrap();
@@ -262,7 +275,9 @@ fn pull_filters_by_tag_from_request_or_registered_subscription() {
             message(TOPIC, 0, "c", Some("A")),
             message(TOPIC, 0, "none", None),
         ];
-        BrokerApi::send_messages(&broker, messages).await.unwrap();
+        BrokerApi::send_messages(&broker, SendRequest::new(messages))
+            .await
+            .unwrap();
 
         let mut request = pull(GROUP, TOPIC, 0, 0);
         request.subscription = Some("A".to_string());
@@ -336,7 +351,9 @@ fn pull_filters_by_sql92_selector_over_properties_and_tags() {
             ),
             message(TOPIC, 0, "bare", None),
         ];
-        BrokerApi::send_messages(&broker, messages).await.unwrap();
+        BrokerApi::send_messages(&broker, SendRequest::new(messages))
+            .await
+            .unwrap();
 
         let mut request = pull(GROUP, TOPIC, 0, 0);
         request.expression_type = ExpressionType::Sql92;
@@ -398,7 +415,7 @@ fn sync_flush_send_acks_after_group_commit() {
                 actix_rt::spawn(async move {
                     BrokerApi::send_messages(
                         &broker,
-                        vec![message(TOPIC, 0, &format!("s{i}"), None)],
+                        SendRequest::new(vec![message(TOPIC, 0, &format!("s{i}"), None)]),
                     )
                     .await
                 })
@@ -410,7 +427,7 @@ fn sync_flush_send_acks_after_group_commit() {
         }
         offsets.sort();
         assert_eq!(offsets, (0..8).collect::<Vec<u64>>());
-        assert_eq!(broker.max_offset(TOPIC, 0), 8);
+        assert_eq!(broker.reader().max_offset(TOPIC, 0), 8);
         broker.shutdown().await.unwrap();
     });
 }
@@ -426,7 +443,10 @@ fn route_auto_creates_topic_or_reports_topic_not_exist() {
         assert_eq!(route.brokers[0].broker_name, "skiff");
         // A producer's own queue count wins on the send path.
         broker
-            .send_messages(vec![message("eight", 5, "x", None)], 8)
+            .send_messages(SendRequest {
+                auto_create_queue_nums: Some(8),
+                ..SendRequest::new(vec![message("eight", 5, "x", None)])
+            })
             .await
             .unwrap();
         assert_eq!(broker.route("eight").await.unwrap().read_queue_nums(), 8);
@@ -447,7 +467,11 @@ fn route_auto_creates_topic_or_reports_topic_not_exist() {
             ),
             "{route:?}"
         );
-        let sent = BrokerApi::send_messages(&broker, vec![message("fresh", 0, "x", None)]).await;
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message("fresh", 0, "x", None)]),
+        )
+        .await;
         assert!(
             matches!(
                 sent,

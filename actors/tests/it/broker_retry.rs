@@ -3,7 +3,7 @@
 
 use skiff_actors::broker::retry::SendBackOutcome;
 use skiff_actors::broker::{schedule, BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::{BrokerApi, PullStatus, SendBackRequest};
+use skiff_actors::broker_api::{BrokerApi, PullStatus, SendBackRequest, SendRequest};
 use skiff_actors::logic::delay::{dlq_topic, retry_topic, SCHEDULE_TOPIC};
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
@@ -39,9 +39,12 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let sent = BrokerApi::send_messages(&broker, vec![message(TOPIC, 1, "payload", Some("A"))])
-            .await
-            .unwrap();
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message(TOPIC, 1, "payload", Some("A"))]),
+        )
+        .await
+        .unwrap();
         let original_id = sent[0].offset_msg_id.clone();
 
         let outcome = broker
@@ -58,17 +61,17 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
             }
         );
         // Level 3 waits in schedule queue 2 for 10 s.
-        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 2), 1);
-        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
+        assert_eq!(broker.reader().max_offset(SCHEDULE_TOPIC, 2), 1);
+        assert_eq!(broker.reader().max_offset(&retry_topic(GROUP), 0), 0);
         advance(Duration::from_millis(9_500)).await;
         assert_eq!(
-            broker.max_offset(&retry_topic(GROUP), 0),
+            broker.reader().max_offset(&retry_topic(GROUP), 0),
             0,
             "delivered early"
         );
         advance(Duration::from_millis(1_000)).await;
         assert_eq!(
-            broker.max_offset(&retry_topic(GROUP), 0),
+            broker.reader().max_offset(&retry_topic(GROUP), 0),
             1,
             "not delivered at 10 s"
         );
@@ -102,7 +105,7 @@ fn send_back_goes_to_retry_with_delay_level_3_plus_reconsume_times() {
             "{outcome:?}"
         );
         advance(Duration::from_secs(29)).await;
-        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 1);
+        assert_eq!(broker.reader().max_offset(&retry_topic(GROUP), 0), 1);
         advance(Duration::from_secs(2)).await;
         let again = read_all(&broker, &retry_topic(GROUP), 0).await;
         assert_eq!(again.len(), 2);
@@ -135,7 +138,7 @@ fn send_back_after_max_reconsume_goes_to_dlq() {
         worn.reconsume_times = 16;
         let mut young = message(TOPIC, 0, "young", None);
         young.reconsume_times = 2;
-        let sent = BrokerApi::send_messages(&broker, vec![worn, young])
+        let sent = BrokerApi::send_messages(&broker, SendRequest::new(vec![worn, young]))
             .await
             .unwrap();
 
@@ -178,17 +181,17 @@ fn send_back_after_max_reconsume_goes_to_dlq() {
             matches!(outcome, SendBackOutcome::DeadLetter { .. }),
             "{outcome:?}"
         );
-        assert_eq!(broker.max_offset(&dlq_topic(GROUP), 0), 3);
-        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
+        assert_eq!(broker.reader().max_offset(&dlq_topic(GROUP), 0), 3);
+        assert_eq!(broker.reader().max_offset(&retry_topic(GROUP), 0), 0);
 
         // A client that sends to the retry topic itself past the limit lands in the &dlq_topic(GROUP) too.
         let mut fallback = message(&retry_topic(GROUP), 0, "fallback", None);
         fallback.reconsume_times = 16;
-        BrokerApi::send_messages(&broker, vec![fallback])
+        BrokerApi::send_messages(&broker, SendRequest::new(vec![fallback]))
             .await
             .unwrap();
-        assert_eq!(broker.max_offset(&dlq_topic(GROUP), 0), 4);
-        assert_eq!(broker.max_offset(&retry_topic(GROUP), 0), 0);
+        assert_eq!(broker.reader().max_offset(&dlq_topic(GROUP), 0), 4);
+        assert_eq!(broker.reader().max_offset(&retry_topic(GROUP), 0), 0);
         broker.shutdown().await.unwrap();
     });
 }
@@ -201,9 +204,12 @@ fn retry_queue_nums_zero_drops() {
     put_group(dir.path(), group);
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let sent = BrokerApi::send_messages(&broker, vec![message(TOPIC, 0, "x", None)])
-            .await
-            .unwrap();
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message(TOPIC, 0, "x", None)]),
+        )
+        .await
+        .unwrap();
         let outcome = broker
             .send_back(send_back(sent[0].physical_offset, 0))
             .await
@@ -222,7 +228,7 @@ fn retry_queue_nums_zero_drops() {
                 .any(|t| *t == retry_topic(GROUP) || *t == dlq_topic(GROUP)),
             "{topics:?}"
         );
-        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 2), 0);
+        assert_eq!(broker.reader().max_offset(SCHEDULE_TOPIC, 2), 0);
         broker.shutdown().await.unwrap();
     });
 }
@@ -232,9 +238,12 @@ fn send_back_of_unknown_offset_is_message_not_found() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        BrokerApi::send_messages(&broker, vec![message(TOPIC, 0, "x", None)])
-            .await
-            .unwrap();
+        BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message(TOPIC, 0, "x", None)]),
+        )
+        .await
+        .unwrap();
         let missing = broker.send_back(send_back(1 << 40, 0)).await;
         assert!(
             matches!(
@@ -255,16 +264,20 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let delayed = with_property(message(TOPIC, 1, "five", None), "DELAY", "2");
-        let sent = BrokerApi::send_messages(&broker, vec![delayed])
+        let sent = BrokerApi::send_messages(&broker, SendRequest::new(vec![delayed]))
             .await
             .unwrap();
         assert_eq!(sent[0].queue_id, 1, "a delayed send reports its real queue");
-        assert_eq!(broker.max_offset(SCHEDULE_TOPIC, 1), 1);
-        assert_eq!(broker.max_offset(TOPIC, 1), 0);
+        assert_eq!(broker.reader().max_offset(SCHEDULE_TOPIC, 1), 1);
+        assert_eq!(broker.reader().max_offset(TOPIC, 1), 0);
         advance(Duration::from_millis(4_500)).await;
-        assert_eq!(broker.max_offset(TOPIC, 1), 0, "delivered early");
+        assert_eq!(broker.reader().max_offset(TOPIC, 1), 0, "delivered early");
         advance(Duration::from_millis(1_000)).await;
-        assert_eq!(broker.max_offset(TOPIC, 1), 1, "not delivered at 5 s");
+        assert_eq!(
+            broker.reader().max_offset(TOPIC, 1),
+            1,
+            "not delivered at 5 s"
+        );
         let delivered = read_all(&broker, TOPIC, 1).await.remove(0);
         assert_eq!(delivered.body.as_ref(), b"five");
         assert_eq!(delivered.property("DELAY"), None);
@@ -274,11 +287,11 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
 
         // A 10 s message that the broker does not live to deliver.
         let delayed = with_property(message(TOPIC, 1, "ten", None), "DELAY", "3");
-        BrokerApi::send_messages(&broker, vec![delayed])
+        BrokerApi::send_messages(&broker, SendRequest::new(vec![delayed]))
             .await
             .unwrap();
         advance(Duration::from_secs(3)).await;
-        assert_eq!(broker.max_offset(TOPIC, 1), 1);
+        assert_eq!(broker.reader().max_offset(TOPIC, 1), 1);
         broker.shutdown().await.unwrap();
     });
     run_paused(|| async {
@@ -303,13 +316,13 @@ fn delayed_message_delivered_when_due_and_survives_restart() {
         // due about 15.5 s from now.
         advance(Duration::from_secs(4)).await;
         assert_eq!(
-            broker.max_offset(TOPIC, 1),
+            broker.reader().max_offset(TOPIC, 1),
             1,
             "delivered early after restart"
         );
         advance(Duration::from_secs(14)).await;
         assert_eq!(
-            broker.max_offset(TOPIC, 1),
+            broker.reader().max_offset(TOPIC, 1),
             2,
             "not delivered after restart"
         );

@@ -4,7 +4,7 @@
 
 use skiff_actors::broker::timer::{self, resolve_in_flight};
 use skiff_actors::broker::{BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus};
+use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus, SendRequest};
 use skiff_actors::logic::timer::{delivered_copy, TIMER_TOPIC};
 use skiff_actors::producer::{OutgoingMessage, Producer};
 use skiff_actors::refused::Refused;
@@ -72,19 +72,23 @@ fn timers_reach_their_topic_in_due_order_never_early_with_the_senders_message() 
         let at = |delay_ms: i64| (now + delay_ms) / 1000 * 1000;
         let sent = BrokerApi::send_messages(
             &broker,
-            vec![
+            SendRequest::new(vec![
                 timed("3s", TIMER_DELAY_SEC, "3"),
                 timed("1s", TIMER_DELAY_MS, "1000"),
                 timed("5s", TIMER_DELIVER_MS, &(now + 5000).to_string()),
                 timed("past", TIMER_DELIVER_MS, &(now - 60_000).to_string()),
                 // A level (3: 10 s) wins over the timer properties.
                 with_property(timed("level", TIMER_DELAY_SEC, "1"), DELAY, "3"),
-            ],
+            ]),
         )
         .await
         .unwrap();
         assert_eq!(sent.len(), 5);
-        assert_eq!(broker.max_offset(TIMER_TOPIC, 0), 3, "three wait as timers");
+        assert_eq!(
+            broker.reader().max_offset(TIMER_TOPIC, 0),
+            3,
+            "three wait as timers"
+        );
         let due = BTreeMap::from([
             ("1s".to_string(), at(1000)),
             ("3s".to_string(), at(3000)),
@@ -143,16 +147,18 @@ fn a_delay_beyond_three_days_is_refused_and_nothing_is_stored() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let four_days = (4 * 24 * 3600).to_string();
-        let error =
-            BrokerApi::send_messages(&broker, vec![timed("far", TIMER_DELAY_SEC, &four_days)])
-                .await
-                .unwrap_err();
+        let error = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![timed("far", TIMER_DELAY_SEC, &four_days)]),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(error, BrokerError::Refused(Refused::IllegalTimer(_))),
             "{error:?}"
         );
-        assert_eq!(broker.max_offset(TIMER_TOPIC, 0), 0);
-        assert_eq!(broker.max_offset(TOPIC, 0), 0);
+        assert_eq!(broker.reader().max_offset(TIMER_TOPIC, 0), 0);
+        assert_eq!(broker.reader().max_offset(TOPIC, 0), 0);
         broker.shutdown().await.unwrap();
     });
 }
@@ -165,7 +171,9 @@ fn pending_timers_fire_once_after_a_restart() {
         let messages = (1..=6)
             .map(|i| timed(&format!("t{i}"), TIMER_DELAY_MS, &(i * 1000).to_string()))
             .collect();
-        BrokerApi::send_messages(&broker, messages).await.unwrap();
+        BrokerApi::send_messages(&broker, SendRequest::new(messages))
+            .await
+            .unwrap();
         advance(Duration::from_millis(2_500)).await;
         wait_for("t1 and t2", async || {
             read_all(&broker, TOPIC, 0).await.len() >= 2
@@ -268,7 +276,7 @@ fn an_embedded_producer_schedules_with_a_delay_or_a_deliver_time() {
             .send(OutgoingMessage::new(TOPIC, "at-4s").with_deliver_time_ms(now + 4000))
             .await
             .unwrap();
-        assert_eq!(broker.max_offset(TIMER_TOPIC, 0), 2);
+        assert_eq!(broker.reader().max_offset(TIMER_TOPIC, 0), 2);
         let all = async || {
             let mut got = Vec::new();
             for queue_id in 0..4 {
@@ -295,7 +303,9 @@ fn timers_far_ahead_are_indexed_once_across_a_restart_without_any_delivery() {
         let messages = (1..=3)
             .map(|i| timed(&format!("far{i}"), TIMER_DELAY_SEC, "30"))
             .collect();
-        BrokerApi::send_messages(&broker, messages).await.unwrap();
+        BrokerApi::send_messages(&broker, SendRequest::new(messages))
+            .await
+            .unwrap();
         advance(Duration::from_millis(1_500)).await;
         let snapshot = broker.addrs().timer.send(timer::Observe).await.unwrap();
         assert_eq!((snapshot.indexed, snapshot.cursor), (3, 3));

@@ -4,7 +4,7 @@
 
 use skiff_actors::broker::transaction::Observe;
 use skiff_actors::broker::{BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::{BrokerApi, EndTransactionRequest, PullStatus};
+use skiff_actors::broker_api::{BrokerApi, EndTransactionRequest, PullStatus, SendRequest};
 use skiff_actors::logic::transaction::{
     TransactionResolution, HALF_CONSUMER_GROUP, PRODUCER_GROUP, TRANSACTION_PREPARED_TYPE, TRAN_MSG,
 };
@@ -64,9 +64,12 @@ fn a_commit_whose_state_was_lost_is_recovered_from_its_copy_and_never_checked_ba
     let dir = tempfile::tempdir().unwrap();
     let halves = run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let sent = BrokerApi::send_messages(&broker, vec![half("committed"), half("rolled")])
-            .await
-            .unwrap();
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![half("committed"), half("rolled")]),
+        )
+        .await
+        .unwrap();
         end(&broker, sent[0].queue_offset, sent[0].physical_offset, true).await;
         end(
             &broker,

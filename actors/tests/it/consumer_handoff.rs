@@ -2,7 +2,7 @@
 //! consumer that gave queues away keeps no trace of them in its dispatcher.
 
 use skiff_actors::broker::BrokerConfig;
-use skiff_actors::broker_api::BrokerApi;
+use skiff_actors::broker_api::{BrokerApi, SendRequest};
 use skiff_actors::consumer::push_consumer::PushConsumer;
 use skiff_actors::consumer::{ConsumeStatus, Listener};
 use skiff_actors::testsuite::*;
@@ -34,7 +34,10 @@ fn a_handed_off_queue_is_forgotten_by_the_dispatcher() {
         let messages = (0..8)
             .map(|i| message(TOPIC, i % 4, &format!("m{i}"), None))
             .collect();
-        broker.send_messages(messages).await.expect("send");
+        broker
+            .send_messages(SendRequest::new(messages))
+            .await
+            .expect("send");
         advance(Duration::from_secs(1)).await;
         let alone = first.observe().await.unwrap();
         assert_eq!(

@@ -28,7 +28,9 @@ use crate::remoting::headers::{
     PullMessageResponseHeader, QueryConsumerOffsetRequestHeader, UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 };
-use crate::remoting::wire::{clamp_i32, clamp_i64, heartbeat_data, pull_request_header, pull_status_of};
+use crate::remoting::wire::{
+    clamp_i32, clamp_i64, heartbeat_data, pull_request_header, pull_status_of,
+};
 
 impl RemoteBroker {
     pub(super) async fn pull(&self, request: PullRequest) -> Result<PullResponse, BrokerError> {

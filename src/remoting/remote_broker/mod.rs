@@ -224,7 +224,6 @@ impl RemoteBroker {
             .await?;
         expect_success(addr, response)
     }
-
 }
 
 forward_broker_api!(RemoteBroker);

@@ -3,10 +3,7 @@
 //! tests over the wire, a `skiff serve` child process and raw requests.
 #![allow(dead_code)]
 
-use skiff::actors::broker_api::{
-    BrokerApi, BrokerError, BrokerFuture, ConsumerHeartbeat, ConsumerNotifier, OffsetUpdate,
-    PullRequest, PullResponse, RemoteError, SendBackRequest, SendResult, TopicRoute,
-};
+use skiff::actors::broker_api::{BrokerApi, BrokerError, RemoteError};
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
 use skiff::actors::logic::queue::MessageQueue;
@@ -211,95 +208,20 @@ fn take_fault(counter: &std::cell::Cell<u32>) -> bool {
     }
 }
 
-impl BrokerApi for FaultyBroker {
-    fn route(&self, topic: String) -> BrokerFuture<TopicRoute> {
-        self.inner.route(topic)
-    }
-    fn send_messages(&self, messages: Vec<MessageToAppend>) -> BrokerFuture<Vec<SendResult>> {
-        self.inner.send_messages(messages)
-    }
-    fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse> {
-        self.inner.pull(request)
-    }
-    fn query_offset(&self, group: String, queue: MessageQueue) -> BrokerFuture<Option<u64>> {
-        if take_fault(&self.faults.query_offset) {
-            return Box::pin(std::future::ready(Err(injected("query offset"))));
+impl FaultyBroker {
+    /// The injected failure of `call`, if this one fails; every other call goes to `inner`.
+    fn intercept(&self, call: &str) -> Option<BrokerError> {
+        match call {
+            "query_offset" if take_fault(&self.faults.query_offset) => {
+                Some(injected("query offset"))
+            }
+            "send_back" if self.faults.send_back_fails() => Some(injected("send back")),
+            _ => None,
         }
-        self.inner.query_offset(group, queue)
-    }
-    fn update_offset(
-        &self,
-        group: String,
-        queue: MessageQueue,
-        offset: u64,
-        update: OffsetUpdate,
-    ) -> BrokerFuture<()> {
-        self.inner.update_offset(group, queue, offset, update)
-    }
-    fn send_back(&self, request: SendBackRequest) -> BrokerFuture<()> {
-        if self.faults.send_back_fails() {
-            return Box::pin(std::future::ready(Err(injected("send back"))));
-        }
-        self.inner.send_back(request)
-    }
-    fn heartbeat(
-        &self,
-        heartbeat: ConsumerHeartbeat,
-        notifier: std::sync::Arc<dyn ConsumerNotifier>,
-    ) -> BrokerFuture<()> {
-        self.inner.heartbeat(heartbeat, notifier)
-    }
-    fn unregister(&self, client_id: String, group: String) -> BrokerFuture<()> {
-        self.inner.unregister(client_id, group)
-    }
-    fn consumer_list(&self, group: String) -> BrokerFuture<Vec<String>> {
-        self.inner.consumer_list(group)
-    }
-    fn register_producer(
-        &self,
-        group: String,
-        client_id: String,
-        listener: std::sync::Arc<dyn skiff::actors::broker_api::TransactionCheckListener>,
-    ) -> BrokerFuture<()> {
-        self.inner.register_producer(group, client_id, listener)
-    }
-    fn end_transaction(
-        &self,
-        request: skiff::actors::broker_api::EndTransactionRequest,
-    ) -> BrokerFuture<()> {
-        self.inner.end_transaction(request)
-    }
-    fn lock_queues(
-        &self,
-        group: String,
-        client_id: String,
-        queues: Vec<MessageQueue>,
-    ) -> BrokerFuture<Vec<MessageQueue>> {
-        self.inner.lock_queues(group, client_id, queues)
-    }
-    fn unlock_queues(
-        &self,
-        group: String,
-        client_id: String,
-        queues: Vec<MessageQueue>,
-    ) -> BrokerFuture<()> {
-        self.inner.unlock_queues(group, client_id, queues)
-    }
-    fn min_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
-        self.inner.min_offset(queue)
-    }
-    fn max_offset(&self, queue: MessageQueue) -> BrokerFuture<u64> {
-        self.inner.max_offset(queue)
-    }
-    fn search_offset(
-        &self,
-        queue: MessageQueue,
-        timestamp_ms: i64,
-        boundary: BoundaryType,
-    ) -> BrokerFuture<u64> {
-        self.inner.search_offset(queue, timestamp_ms, boundary)
     }
 }
+
+skiff::actors::forward_broker_api!(FaultyBroker, delegate to inner, intercept by intercept);
 
 /// The committed (consumer-side cached) offset of every queue of `topic`, by queue id.
 pub async fn consumer_offsets(
