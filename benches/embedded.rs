@@ -99,7 +99,7 @@ async fn produce(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
     let took = started.elapsed();
     anyhow::ensure!(sent == settings.messages, "sent {sent}");
     let stored: u64 = (0..QUEUES)
-        .map(|q| node.broker().max_offset(TOPIC, q))
+        .map(|q| node.broker().reader().max_offset(TOPIC, q))
         .sum();
     anyhow::ensure!(stored == settings.messages as u64, "stored {stored}");
     Ok(took)
@@ -108,7 +108,7 @@ async fn produce(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
 /// One consumer consumes everything; done when its committed offsets reach every queue's end.
 async fn consume(node: &Node, settings: Settings) -> anyhow::Result<Duration> {
     let maxima: Vec<u64> = (0..QUEUES)
-        .map(|q| node.broker().max_offset(TOPIC, q))
+        .map(|q| node.broker().reader().max_offset(TOPIC, q))
         .collect();
     let count = Rc::new(Cell::new(0u64));
     let listener = {

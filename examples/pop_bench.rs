@@ -11,8 +11,11 @@
 
 use clap::Parser;
 use skiff::actors::broker::{BrokerHandle, PopRequest};
-use skiff::actors::broker_api::{BrokerApi, ExpressionType, PullRequest, PullStatus};
+use skiff::actors::broker_api::{
+    BrokerApi, ExpressionType, OffsetUpdate, PullRequest, PullStatus, SendRequest,
+};
 use skiff::actors::logic::pop::{Receipt, TopicKind};
+use skiff::actors::logic::queue::MessageQueue;
 use skiff::prelude::*;
 use skiff::storage::message::{decode_records, MessageToAppend};
 use skiff::storage::store::FlushPolicy;
@@ -62,7 +65,7 @@ async fn fill(broker: &BrokerHandle, messages: usize) -> anyhow::Result<()> {
             })
             .collect();
         sent += batch.len();
-        BrokerApi::send_messages(broker, batch).await?;
+        BrokerApi::send_messages(broker, SendRequest::new(batch)).await?;
     }
     Ok(())
 }
@@ -91,7 +94,10 @@ async fn drain_by_pull(broker: &BrokerHandle, messages: usize) -> anyhow::Result
             }
             consumed += decode_records(response.records)?.len();
             offset = response.next_begin_offset;
-            broker.update_offset(GROUP, TOPIC, queue_id, offset).await?;
+            let queue = MessageQueue::new(TOPIC, &broker.config().broker_name, queue_id);
+            broker
+                .update_offset(GROUP, queue, offset, OffsetUpdate::Acknowledged)
+                .await?;
         }
     }
     anyhow::ensure!(consumed == messages, "pulled {consumed} of {messages}");

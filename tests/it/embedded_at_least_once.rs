@@ -153,7 +153,9 @@ fn every_message_succeeds_at_least_once_despite_failures() -> anyhow::Result<()>
     run_paused(|| async {
         let node = open_node(dir.path())?;
         produce(&node, TOPIC, "m", MESSAGES, 500).await?;
-        let produced: u64 = (0..4).map(|q| node.broker().max_offset(TOPIC, q)).sum();
+        let produced: u64 = (0..4)
+            .map(|q| node.broker().reader().max_offset(TOPIC, q))
+            .sum();
         assert_eq!(produced, MESSAGES as u64, "every message is stored");
 
         let ledger = Rc::new(RefCell::new(Ledger::default()));
@@ -339,7 +341,7 @@ fn message_failing_sixteen_times_goes_to_dlq() -> anyhow::Result<()> {
             "poison message dead-lettered",
             Duration::from_secs(1),
             Duration::from_secs(6 * 3600),
-            || node.broker().max_offset(&dlq, 0) > 0,
+            || node.broker().reader().max_offset(&dlq, 0) > 0,
         )
         .await?;
         // Another 3 h: past the longest retry delay, nothing comes back.
@@ -380,7 +382,11 @@ fn message_failing_sixteen_times_goes_to_dlq() -> anyhow::Result<()> {
             );
         }
 
-        assert_eq!(node.broker().max_offset(&dlq, 0), 1, "one dead letter");
+        assert_eq!(
+            node.broker().reader().max_offset(&dlq, 0),
+            1,
+            "one dead letter"
+        );
         let response = node
             .broker_api()
             .pull(PullRequest {

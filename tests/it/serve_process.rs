@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, ensure, Context};
+use skiff::actors::broker_api::QueryOffsetRequest;
+use skiff::actors::logic::queue::MessageQueue;
 use skiff::remoting::body::{JsonBody, TopicRouteData};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::{ClientConfig, RemotingClient};
@@ -247,8 +249,14 @@ fn serve_binary_answers_routes_refuses_conflicts_and_flushes_on_sigterm() -> any
     actix_rt::System::new().block_on(async {
         let node = Node::open(NodeConfig::in_dir(&data))?;
         let broker = node.broker().clone();
-        ensure!(broker.max_offset("Durable", 0) == 1);
-        let offset = broker.query_offset("dg", "Durable", 0, false).await?;
+        ensure!(broker.reader().max_offset("Durable", 0) == 1);
+        let offset = broker
+            .query_offset(QueryOffsetRequest {
+                group: "dg".into(),
+                queue: MessageQueue::new("Durable", "", 0),
+                set_zero_if_not_found: false,
+            })
+            .await?;
         ensure!(offset == Some(1), "offset {offset:?}");
         node.shutdown().await?;
         Ok(())

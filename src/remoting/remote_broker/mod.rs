@@ -302,16 +302,24 @@ pub fn client_error(addr: &str, error: ClientError) -> BrokerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remoting::codes::{request as rc, AUTO_CREATE_TOPIC_KEY};
+    use crate::remoting::headers::PullMessageResponseHeader;
     use crate::remoting::server::{
         ConnectionHandle, HandlerFuture, RemotingServer, RequestHandler, ServerConfig,
     };
+    use bytes::Bytes;
     use skiff_actors::broker_api::{
-        ConsumeType as ApiConsumeType, MessageModel as ApiMessageModel, NoNewMessage, OffsetMoved,
-        SubscriptionEntry,
+        ConsumeType as ApiConsumeType, ConsumerHeartbeat, ConsumerNotifier,
+        MessageModel as ApiMessageModel, NoNewMessage, OffsetMoved, OffsetUpdate, PullRequest,
+        PullStatus, QueryOffsetRequest, SendRequest, SubscriptionEntry,
     };
-    use skiff_storage::message::{encode_properties, property, property::UNIQ_KEY};
+    use skiff_actors::logic::queue::MessageQueue;
+    use skiff_storage::message::{
+        encode_properties, property, property::UNIQ_KEY, MessageToAppend,
+    };
     use std::cell::Cell;
     use std::net::SocketAddr;
+    use std::sync::Arc;
     use std::sync::Mutex;
 
     fn message(topic: &str, queue_id: u32, body: &str) -> MessageToAppend {
@@ -474,7 +482,7 @@ mod tests {
             };
             let broker = RemoteBroker::connect(&addr, config).expect("valid address");
 
-            let route = broker.route("T").await.expect("route");
+            let route = broker.route("T".into()).await.expect("route");
             assert_eq!(
                 (
                     route.brokers[0].broker_name.as_str(),
@@ -483,13 +491,19 @@ mod tests {
                 ("b1", 4)
             );
             // Unknown topic: the auto-create topic's broker, asked again next time.
-            let fallback = broker.route("Missing").await.expect("fallback route");
+            let fallback = broker
+                .route("Missing".into())
+                .await
+                .expect("fallback route");
             assert_eq!(
                 (fallback.topic.as_str(), fallback.write_queue_nums()),
                 ("Missing", 4)
             );
-            broker.route("Missing").await.expect("fallback route");
-            broker.route("T").await.expect("cached route");
+            broker
+                .route("Missing".into())
+                .await
+                .expect("fallback route");
+            broker.route("T".into()).await.expect("cached route");
 
             // Heartbeat: notification before the answer reaches the registered notifier.
             let calls = Rc::new(Cell::new(0));
@@ -550,59 +564,67 @@ mod tests {
             ));
 
             let q = |id| MessageQueue::new("T", "b1", id);
+            let query = |group: &str, queue| QueryOffsetRequest {
+                group: group.into(),
+                queue,
+                set_zero_if_not_found: false,
+            };
             assert_eq!(
-                broker.query_offset("g", &q(0)).await.expect("22 is none"),
+                broker
+                    .query_offset(query("g", q(0)))
+                    .await
+                    .expect("22 is none"),
                 None
             );
             assert_eq!(
-                broker.query_offset("g", &q(1)).await.expect("found"),
+                broker.query_offset(query("g", q(1))).await.expect("found"),
                 Some(42)
             );
             assert!(matches!(
-                broker.query_offset("g", &q(2)).await,
+                broker.query_offset(query("g", q(2))).await,
                 Err(BrokerError::Remote(RemoteError::Answered { code: 1, .. }))
             ));
             broker
-                .update_offset("g", &q(1), 8, OffsetUpdate::Oneway)
+                .update_offset("g".into(), q(1), 8, OffsetUpdate::Oneway)
                 .await
                 .expect("oneway");
             broker
-                .update_offset("g", &q(1), 9, OffsetUpdate::Acknowledged)
+                .update_offset("g".into(), q(1), 9, OffsetUpdate::Acknowledged)
                 .await
                 .expect("two-way");
-            assert_eq!(broker.max_offset(&q(1)).await.expect("max"), 12);
+            assert_eq!(broker.max_offset(q(1)).await.expect("max"), 12);
             assert!(matches!(
-                broker.min_offset(&q(1)).await,
+                broker.min_offset(q(1)).await,
                 Err(BrokerError::Remote(RemoteError::Undecodable {
                     what: "offset answer",
                     ..
                 }))
             ));
             assert!(matches!(
-                broker.max_offset(&q(9)).await,
+                broker.max_offset(q(9)).await,
                 Err(BrokerError::Remote(RemoteError::Timeout { .. }))
             ));
             assert_eq!(
-                broker.consumer_list("g").await.expect("list"),
+                broker.consumer_list("g".into()).await.expect("list"),
                 vec!["a", "b"]
             );
             assert_eq!(
                 broker
-                    .lock_queues("g", "c1", vec![q(0), q(1)])
+                    .lock_queues("g".into(), "c1".into(), vec![q(0), q(1)])
                     .await
                     .expect("lock"),
                 vec![q(1)]
             );
 
             let sent = broker
-                .send_messages(
-                    Some("b1"),
+                .send_messages(SendRequest::to_broker(
+                    "b1".into(),
                     vec![
                         message("T", 2, "a"),
                         message("T", 2, "b"),
                         message("T", 3, "c"),
                     ],
-                )
+                ))
                 .await
                 .expect("send");
             let offsets: Vec<(u32, u64, u64)> = sent
@@ -615,7 +637,7 @@ mod tests {
             let mut unterminated = message("T", 1, "u");
             unterminated.properties = "TAGS\u{1}a".to_owned();
             broker
-                .send_messages(None, vec![unterminated])
+                .send_messages(SendRequest::new(vec![unterminated]))
                 .await
                 .expect("send");
 
@@ -670,7 +692,7 @@ mod tests {
 
             broker.close();
             // The client's own error is kept as the cause.
-            match broker.consumer_list("g").await {
+            match broker.consumer_list("g".into()).await {
                 Err(BrokerError::Remote(RemoteError::Transport { source, .. })) => assert!(
                     matches!(source.downcast_ref(), Some(ClientError::Shutdown)),
                     "{source:?}"

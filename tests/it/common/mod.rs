@@ -6,13 +6,10 @@
 use skiff::actors::broker_api::{BrokerApi, BrokerError, RemoteError};
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};
-use skiff::actors::logic::queue::MessageQueue;
 use skiff::actors::producer::OutgoingMessage;
 use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::RemotingClient;
-use skiff::storage::message::MessageToAppend;
-use skiff::storage::store::BoundaryType;
 use skiff::Node;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
