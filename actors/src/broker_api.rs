@@ -541,12 +541,29 @@ pub trait BrokerApi {
     ) -> BrokerFuture<u64>;
 }
 
+/// Passes on the future of an inherent call in [`forward_broker_api!`]. A call that resolved to
+/// the [`BrokerApi`] method itself (the inherent one is missing) returns a [`BrokerFuture`],
+/// for which both [`InherentCall`] impls apply: the marker cannot be inferred and the impl does
+/// not compile, where it would otherwise recurse forever at run time.
+#[doc(hidden)]
+pub fn inherent_call<Marker, F: InherentCall<Marker>>(future: F) -> F {
+    future
+}
+
+/// See [`inherent_call`].
+#[doc(hidden)]
+pub trait InherentCall<Marker> {}
+
+impl<F: std::future::Future> InherentCall<()> for F {}
+
+impl<T> InherentCall<BrokerFuture<T>> for BrokerFuture<T> {}
+
 /// Writes `impl BrokerApi` for a type, so no implementation repeats the trait's signatures:
 ///
 /// - `forward_broker_api!(Type)`: each call clones the (cheap, `Rc`-backed) value and awaits
 ///   its inherent `async fn` of the same name, which takes the trait's owned arguments; the
 ///   answer reads through [`Answer`]. Every call must exist as an inherent method: a missing
-///   one would resolve to the trait method and recurse.
+///   one would resolve to the trait method itself, which [`inherent_call`] refuses to compile.
 /// - `forward_broker_api!(Type, delegate to field, intercept by method)`: a decorator. Each
 ///   call first asks `self.method(name)` (the call's name as the trait spells it) for an error
 ///   to answer instead; `None` passes the call on to `self.field` (an `Rc<dyn BrokerApi>`).
@@ -629,7 +646,9 @@ macro_rules! forward_broker_api {
         fn $call(&self, $($arg: $arg_ty),*) -> $crate::broker_api::BrokerFuture<$answer> {
             let this: $ty = ::std::clone::Clone::clone(self);
             ::std::boxed::Box::pin(async move {
-                $crate::broker_api::Answer::<$answer>::answer(<$ty>::$call(&this, $($arg),*).await?)
+                let answer =
+                    $crate::broker_api::inherent_call(<$ty>::$call(&this, $($arg),*)).await?;
+                $crate::broker_api::Answer::<$answer>::answer(answer)
             })
         }
     };
