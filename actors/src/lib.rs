@@ -4,13 +4,15 @@
 //!
 //! - [`broker`]: the broker side (message store, offset table, long-poll holds, group membership,
 //!   queue locks, retry and delay scheduling) behind [`broker::BrokerHandle`], whose calls are
-//!   spread over `handle.rs` (sends, offsets, membership, shutdown), `pull.rs` and `admin.rs`.
+//!   spread over `handle.rs` (the handle, shutdown), `sends.rs`, `offsets.rs`, `members.rs`,
+//!   `pull.rs` and `admin.rs`.
 //! - [`consumer`]: one set per consumer instance (rebalance coordinator, process queues,
 //!   consume dispatcher, offset store) and the push consumer that wires it.
 //! - [`producer`]: sending, a plain value over [`broker_api::BrokerApi`].
 //! - [`persister`]: the timer that drives periodic and final persists on both sides.
 //! - [`quit`]: [`Quit`], the one control message: finish the work in hand, persist, stop.
-//! - [`broker_api`]: the trait the consumer and producer sides reach a broker through.
+//! - [`broker_api`]: the trait the consumer and producer sides reach a broker through, and
+//!   [`forward_broker_api!`], which writes its impls from each implementation's own calls.
 //! - [`refused`]: [`refused::Refused`], every typed "no" a broker answers, free of any wire.
 //! - [`logic`]: pure logic the actors call, testable without a runtime.
 //! - `testsuite` (feature `testsuite`): paused-time runtime and broker set-up for tests.

@@ -25,8 +25,9 @@ impl Answer<()> for usize {
 }
 
 impl BrokerHandle {
-    /// HEART_BEAT for one consumer group (`docs/wire-protocol.md` §4.4): auto-creates the group and its retry topic,
-    /// registers the client; `notifier` is how the broker reaches it (one per connection).
+    /// HEART_BEAT for one consumer group (`docs/wire-protocol.md` §4.4): auto-creates the group
+    /// and its retry topic, registers the client; `notifier` is how the broker reaches it (one
+    /// per connection).
     pub async fn heartbeat(
         &self,
         heartbeat: ConsumerHeartbeat,

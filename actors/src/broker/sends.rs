@@ -168,8 +168,10 @@ impl BrokerHandle {
         })
     }
 
-    /// An embedded producer of `group` that answers check-backs through `listener` (a producer
-    /// heartbeat over the network registers in [`crate::broker::connections::Connections::register_producer`] directly).
+    /// An embedded producer of `group` that answers check-backs through `listener`. A producer
+    /// heartbeat over the network registers in
+    /// [`Connections::register_producer`](crate::broker::connections::Connections::register_producer)
+    /// directly.
     pub async fn register_producer(
         &self,
         group: String,

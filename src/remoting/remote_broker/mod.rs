@@ -7,7 +7,7 @@
 //!   transport failure or timeout on a broker marks its routes stale, so the next call asks the
 //!   name server again; a stale route is still used while the name server is unreachable (as
 //!   Java's client keeps its last route). A topic the name server does not know falls back to
-//!   the route of [`AUTO_CREATE_TOPIC_KEY`] (broker auto-creation), as Java producers do.
+//!   the route of [`AUTO_CREATE_TOPIC_KEY`](super::codes::AUTO_CREATE_TOPIC_KEY) (broker auto-creation), as Java producers do.
 //! * Every other call goes to the broker address of its topic; calls that only name a group
 //!   (consumer list, send-back without origin topic) go to the last broker address resolved, or
 //!   the broker of the group's retry topic. Against `skiff serve` name server and broker are the
@@ -28,7 +28,7 @@
 //! Not `Send`: create and use it on one actix arbiter (its futures are `BrokerFuture`s).
 //!
 //! Layout: this module holds the client, its transport and the one `BrokerApi` impl, written
-//! by [`forward_broker_api!`] from the inherent calls of the files below; `send` sends;
+//! by [`forward_broker_api!`](skiff_actors::forward_broker_api) from the inherent calls of the files below; `send` sends;
 //! `consume` the consumer's calls (pull, consumer offsets, send-back, heartbeats, member list,
 //! queue locks); `offsets` a queue's min, max and timestamp offsets; `routes` routes and the
 //! route cache; `registrations` the heartbeats to send again; `producers` transactional
