@@ -4,9 +4,9 @@
 //! crate). Embedded and remote consumers therefore run the same actors.
 //!
 //! Each operation is written once per implementation, as an inherent `async fn` of the
-//! implementing type taking the trait's owned arguments; [`forward_broker_api!`](crate::forward_broker_api) writes the
-//! trait impl from them, and a decorator (a test double that fails chosen calls) from a
-//! wrapped `Rc<dyn BrokerApi>`.
+//! implementing type taking the trait's owned arguments;
+//! [`forward_broker_api!`](crate::forward_broker_api) writes the trait impl from them, and a
+//! decorator (a test double that fails chosen calls) from a wrapped `Rc<dyn BrokerApi>`.
 
 use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
@@ -476,7 +476,8 @@ impl<T> Answer<T> for T {
 
 /// Everything the consumer and producer sides need from a broker. Arguments are owned, so an
 /// implementation can move them into the future it returns. Implementations write each call
-/// once, as an inherent method, and get this impl from [`forward_broker_api!`](crate::forward_broker_api).
+/// once, as an inherent method, and get this impl from
+/// [`forward_broker_api!`](crate::forward_broker_api).
 pub trait BrokerApi {
     fn route(&self, topic: String) -> BrokerFuture<TopicRoute>;
     fn send_messages(&self, request: SendRequest) -> BrokerFuture<Vec<SendResult>>;
@@ -602,7 +603,8 @@ macro_rules! forward_broker_api {
                     heartbeat: $crate::broker_api::ConsumerHeartbeat,
                     notifier: ::std::sync::Arc<dyn $crate::broker_api::ConsumerNotifier>
                 ) -> ());
-            $crate::forward_broker_api!(@call $mode unregister(client_id: String, group: String) -> ());
+            $crate::forward_broker_api!(@call $mode
+                unregister(client_id: String, group: String) -> ());
             $crate::forward_broker_api!(@call $mode consumer_list(group: String) -> Vec<String>);
             $crate::forward_broker_api!(@call $mode
                 register_producer(

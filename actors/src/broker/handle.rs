@@ -1,12 +1,12 @@
-//! [`BrokerHandle`]: the broker's front door. The in-process [`BrokerApi`](crate::broker_api::BrokerApi)
-//! and the remoting server both come through here; the wire-level rules (offset correction and
-//! pending resets on pull, piggybacked commits, long polling, QUERY_CONSUMER_OFFSET's zero rule)
-//! live in the sibling files that extend the handle, so both paths share them: `sends.rs`
-//! (routes, sends, send-backs, END_TRANSACTION), `offsets.rs` (consumer and queue offsets),
-//! `members.rs` (heartbeats, member lists, queue locks), `pull.rs`, `admin.rs`. This file holds
-//! the handle itself, shutdown, and its one [`BrokerApi`](crate::broker_api::BrokerApi) impl,
-//! written by [`forward_broker_api!`](crate::forward_broker_api) from those methods. The pull
-//! status itself is derived by [`crate::logic::pull::pull_status`].
+//! [`BrokerHandle`]: the broker's front door. The in-process `BrokerApi` and the remoting server
+//! both come through here; the wire-level rules (offset correction and pending resets on pull,
+//! piggybacked commits, long polling, QUERY_CONSUMER_OFFSET's zero rule) live in the sibling
+//! files that extend the handle, so both paths share them: `sends.rs` (routes, sends,
+//! send-backs, END_TRANSACTION), `offsets.rs` (consumer and queue offsets), `members.rs`
+//! (heartbeats, member lists, queue locks), `pull.rs`, `admin.rs`. This file holds the handle
+//! itself, shutdown, and its one [`BrokerApi`](crate::broker_api::BrokerApi) impl, written by
+//! [`forward_broker_api!`](crate::forward_broker_api) from those methods. The pull status
+//! itself is derived by [`crate::logic::pull::pull_status`].
 
 use crate::broker::connections::Connections;
 use crate::broker::consumer_offsets::ConsumerOffsetsActor;

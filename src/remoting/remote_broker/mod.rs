@@ -1,5 +1,6 @@
-//! [`RemoteBroker`]: the [`BrokerApi`](skiff_actors::broker_api::BrokerApi) over TCP, so skiff's own consumer and producer actors run
-//! against `skiff serve` or a real RocketMQ name server + broker.
+//! [`RemoteBroker`]: the [`BrokerApi`](skiff_actors::broker_api::BrokerApi) over TCP, so skiff's
+//! own consumer and producer actors run against `skiff serve` or a real RocketMQ name server +
+//! broker.
 //!
 //! * Routes come from the name server (GET_ROUTEINFO_BY_TOPIC, 105), standard or fastjson
 //!   (unquoted numeric keys) JSON. The master (`brokerAddrs[0]`) of the first broker that has one
@@ -7,7 +8,8 @@
 //!   transport failure or timeout on a broker marks its routes stale, so the next call asks the
 //!   name server again; a stale route is still used while the name server is unreachable (as
 //!   Java's client keeps its last route). A topic the name server does not know falls back to
-//!   the route of [`AUTO_CREATE_TOPIC_KEY`](super::codes::AUTO_CREATE_TOPIC_KEY) (broker auto-creation), as Java producers do.
+//!   the route of [`AUTO_CREATE_TOPIC_KEY`](super::codes::AUTO_CREATE_TOPIC_KEY) (broker
+//!   auto-creation), as Java producers do.
 //! * Every other call goes to the broker address of its topic; calls that only name a group
 //!   (consumer list, send-back without origin topic) go to the last broker address resolved, or
 //!   the broker of the group's retry topic. Against `skiff serve` name server and broker are the
@@ -28,12 +30,13 @@
 //! Not `Send`: create and use it on one actix arbiter (its futures are `BrokerFuture`s).
 //!
 //! Layout: this module holds the client, its transport and the one `BrokerApi` impl, written
-//! by [`forward_broker_api!`](skiff_actors::forward_broker_api) from the inherent calls of the files below; `send` sends;
-//! `consume` the consumer's calls (pull, consumer offsets, send-back, heartbeats, member list,
-//! queue locks); `offsets` a queue's min, max and timestamp offsets; `routes` routes and the
-//! route cache; `registrations` the heartbeats to send again; `producers` transactional
-//! producers and request-reply requesters; `inbound` the dispatch of the requests the broker
-//! sends this client. Requests and answers are mapped to domain types in [`super::wire`].
+//! by [`forward_broker_api!`](skiff_actors::forward_broker_api) from the inherent calls of the
+//! files below. `send`: sends. `consume`: the consumer's calls (pull, consumer offsets,
+//! send-back, heartbeats, member list, queue locks). `offsets`: a queue's min, max and timestamp
+//! offsets. `routes`: routes and the route cache. `registrations`: the heartbeats to send again.
+//! `producers`: transactional producers and request-reply requesters. `inbound`: the dispatch of
+//! the requests the broker sends this client. Requests and answers are mapped to domain types in
+//! [`super::wire`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -113,7 +116,8 @@ impl Drop for Inner {
     }
 }
 
-/// The remoting [`BrokerApi`](skiff_actors::broker_api::BrokerApi). Cheap to clone; clones share the connection and the caches.
+/// The remoting [`BrokerApi`](skiff_actors::broker_api::BrokerApi). Cheap to clone; clones share
+/// the connection and the caches.
 /// Dropping the last clone (or [`RemoteBroker::close`]) closes the connections.
 #[derive(Clone)]
 pub struct RemoteBroker {
