@@ -84,9 +84,8 @@ impl BrokerHandle {
         group: impl Into<String>,
         queue: MessageQueue,
         offset: u64,
-        update: OffsetUpdate,
+        _update: OffsetUpdate,
     ) -> Result<CommitResult, BrokerError> {
-        let _ = update;
         let group = group.into();
         let (group, topic, queue_id) = (group.as_str(), queue.topic.as_str(), queue.queue_id);
         if self.inner.registry.group_or_create(group)?.is_none() {

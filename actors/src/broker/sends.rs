@@ -188,11 +188,10 @@ impl BrokerHandle {
     /// the network gets; in process it is refused.
     pub async fn request(
         &self,
-        message: MessageToAppend,
-        broker_name: String,
-        timeout: Duration,
+        _message: MessageToAppend,
+        _broker_name: String,
+        _timeout: Duration,
     ) -> Result<StoredMessage, BrokerError> {
-        let _ = (message, broker_name, timeout);
         Err(Refused::RequestReplyNeedsNetwork.into())
     }
 
