@@ -121,6 +121,9 @@ pub mod response {
     pub const RPC_TIME_OUT: i32 = -1006;
 }
 
+/// SYSTEM_BUSY's remark, Java's words when its thread pool rejects a request.
+pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
 /// The topic producers fall back to when theirs has no route yet: the broker answers its route
 /// when it auto-creates topics, and creates the real topic on the first send
 /// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`). Written here as well as in the broker's
