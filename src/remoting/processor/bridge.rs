@@ -30,8 +30,6 @@ use crate::remoting::server::{ConnectionHandle, ConnectionId, HandlerFuture, Req
 /// Requests waiting for the arbiter, across all connections, before SYSTEM_BUSY.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 
-/// Java's answer to a rejected request.
-
 struct Job {
     conn: ConnectionHandle,
     request: RemotingCommand,
