@@ -3,9 +3,8 @@
 //! # Layout
 //!
 //! - [`broker`]: the broker side (message store, offset table, long-poll holds, group membership,
-//!   queue locks, retry and delay scheduling) behind [`broker::BrokerHandle`], whose calls are
-//!   spread over `handle.rs` (the handle, shutdown), `sends.rs`, `offsets.rs`, `members.rs`,
-//!   `pull.rs` and `admin.rs`.
+//!   queue locks, retry and delay scheduling, timers, transactions, pop, the key index, the
+//!   connection registry) behind [`broker::BrokerHandle`]; its module docs list every file.
 //! - [`consumer`]: one set per consumer instance (rebalance coordinator, process queues,
 //!   consume dispatcher, offset store) and the push consumer that wires it.
 //! - [`producer`]: sending, a plain value over [`broker_api::BrokerApi`].

@@ -121,9 +121,15 @@ pub mod response {
     pub const RPC_TIME_OUT: i32 = -1006;
 }
 
+/// SYSTEM_BUSY's remark, Java's words when its thread pool rejects a request.
+pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
 /// The topic producers fall back to when theirs has no route yet: the broker answers its route
-/// when it auto-creates topics, and creates the real topic on the first send.
-pub use skiff_actors::logic::names::AUTO_CREATE_TOPIC_KEY;
+/// when it auto-creates topics, and creates the real topic on the first send
+/// (`TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`). Written here as well as in the broker's
+/// system-topic list (`skiff_actors::logic::names`) because the fuzz build compiles this file
+/// without the actor crate; a test holds the two together.
+pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
 
 /// `LanguageCode` names indexed by their binary code (§1.5).
 pub const LANGUAGE_NAMES: [&str; 14] = [
@@ -197,6 +203,17 @@ pub mod pull_sys_flag {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_auto_create_topic_is_one_of_the_brokers_system_topics() {
+        assert_eq!(
+            AUTO_CREATE_TOPIC_KEY,
+            skiff_actors::logic::names::AUTO_CREATE_TOPIC_KEY
+        );
+        assert!(skiff_actors::logic::names::is_rocketmq_system_topic(
+            AUTO_CREATE_TOPIC_KEY
+        ));
+    }
 
     #[test]
     fn language_names_and_codes_round_trip() {

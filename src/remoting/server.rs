@@ -210,7 +210,7 @@ impl RequestSink for ServerSink {
                 let busy = RemotingCommand::response_to(
                     &request,
                     response::SYSTEM_BUSY,
-                    Some("[OVERLOAD]system busy, start flow control for a while".to_owned()),
+                    Some(crate::remoting::codes::OVERLOAD_REMARK.to_owned()),
                 );
                 let _ = conn.try_send(busy);
             }

@@ -13,11 +13,12 @@ use skiff_actors::logic::delay::{is_dlq_topic, is_retry_topic};
 use skiff_actors::logic::filter::Subscription;
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_storage::message::{property, property::DELAY, MessageToAppend};
+use skiff_storage::pop_state::RequestMode;
 use skiff_storage::store::BoundaryType as StoreBoundary;
 
 use super::body::{
     self, BatchMessage, ConsumeFromWhere, ConsumerData, HeartbeatData, MessageQueue as WireQueue,
-    SubscriptionData,
+    MessageRequestMode, SubscriptionData,
 };
 use super::codes::{pull_sys_flag, response as code};
 use super::headers::{BoundaryType, PullMessageRequestHeader, SendMessageResponseHeader};
@@ -348,6 +349,24 @@ impl BatchMessage for MessageToAppend {
 
     fn properties(&self) -> &str {
         &self.properties
+    }
+}
+
+impl From<RequestMode> for MessageRequestMode {
+    fn from(mode: RequestMode) -> Self {
+        match mode {
+            RequestMode::Pull => MessageRequestMode::Pull,
+            RequestMode::Pop => MessageRequestMode::Pop,
+        }
+    }
+}
+
+impl From<MessageRequestMode> for RequestMode {
+    fn from(mode: MessageRequestMode) -> Self {
+        match mode {
+            MessageRequestMode::Pull => RequestMode::Pull,
+            MessageRequestMode::Pop => RequestMode::Pop,
+        }
     }
 }
 

@@ -118,3 +118,27 @@ fn a_dropped_node_releases_its_directory_once_the_arbiter_runs() -> anyhow::Resu
         Ok(())
     })
 }
+
+#[test]
+fn a_second_node_on_an_open_directory_is_refused_with_every_cause_told() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    run_paused(|| async {
+        let node = open_node(dir.path())?;
+        let Err(refused) = open_node(dir.path()) else {
+            anyhow::bail!("a second node opened on a directory in use");
+        };
+        let mut causes = Vec::new();
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(refused.as_ref());
+        while let Some(error) = cause {
+            causes.push(error.to_string());
+            cause = error.source();
+        }
+        anyhow::ensure!(causes.len() > 1, "no cause given: {causes:?}");
+        anyhow::ensure!(
+            causes.iter().all(|c| !c.trim().is_empty()),
+            "an empty cause in {causes:?}"
+        );
+        node.shutdown().await?;
+        Ok(())
+    })
+}

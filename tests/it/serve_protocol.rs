@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{expect_code, request};
+use common::{expect_code, request, Harness, CALL_TIMEOUT};
 use skiff::testsuite::{self, heartbeat, RawConn};
 use std::time::Duration;
 
@@ -20,57 +20,9 @@ use skiff::remoting::codes::{
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::processor;
 use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient, RemotingServer, ServerConfig};
-use skiff::serve::{self, Serving};
 use skiff::storage::message::{decode_records, StoredMessage};
-use skiff::NodeConfig;
-use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
-
-/// Failure bound for one request (a long poll included).
-const CALL_TIMEOUT: Duration = Duration::from_secs(20);
-
-struct Harness {
-    serving: Serving,
-    addr: String,
-    _dir: TempDir,
-}
-
-impl Harness {
-    async fn start() -> anyhow::Result<Harness> {
-        Harness::start_with(|_| {}).await
-    }
-
-    async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> anyhow::Result<Harness> {
-        let dir = tempfile::tempdir()?;
-        let mut config = NodeConfig::in_dir(dir.path());
-        config.listen = "127.0.0.1:0".parse()?;
-        // Whatever else fills the test machine's disk, sends are not refused for it.
-        config.disk_max_used_ratio = 0.999;
-        config.disk_full_ratio = 1.0;
-        configure(&mut config);
-        let serving = serve::start(config).await?;
-        let addr = serving.local_addr().to_string();
-        Ok(Harness {
-            serving,
-            addr,
-            _dir: dir,
-        })
-    }
-
-    async fn call(
-        &self,
-        client: &RemotingClient,
-        request: RemotingCommand,
-    ) -> anyhow::Result<RemotingCommand> {
-        Ok(client.invoke(&self.addr, request, CALL_TIMEOUT).await?)
-    }
-
-    async fn stop(self) -> anyhow::Result<()> {
-        self.serving.shutdown().await?;
-        Ok(())
-    }
-}
 
 fn client() -> RemotingClient {
     RemotingClient::new(ClientConfig::default())

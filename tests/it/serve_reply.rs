@@ -5,9 +5,8 @@
 
 use crate::common;
 
-use common::{expect_code, request};
+use common::{expect_code, request, Harness};
 use skiff::testsuite::{self, RawConn};
-use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use skiff::remoting::body::{JsonBody, TopicRouteData};
@@ -15,52 +14,11 @@ use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::headers::{CustomHeader, ReplyMessageRequestHeader};
 use skiff::remoting::{ClientConfig, RemotingClient};
-use skiff::serve::{self, Serving};
 use skiff::storage::message::{decode_records, property};
-use skiff::NodeConfig;
-use tempfile::TempDir;
 
 /// Failure bound for one request or one awaited frame.
-const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 const REPLY_TOPIC: &str = "DefaultCluster_REPLY_TOPIC";
 const REQUESTER_ID: &str = "10.0.0.7@requester";
-
-struct Harness {
-    serving: Serving,
-    addr: String,
-    _dir: TempDir,
-}
-
-impl Harness {
-    async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> anyhow::Result<Harness> {
-        let dir = tempfile::tempdir()?;
-        let mut config = NodeConfig::in_dir(dir.path());
-        config.listen = "127.0.0.1:0".parse()?;
-        config.disk_max_used_ratio = 0.999;
-        config.disk_full_ratio = 1.0;
-        configure(&mut config);
-        let serving = serve::start(config).await?;
-        let addr = serving.local_addr().to_string();
-        Ok(Harness {
-            serving,
-            addr,
-            _dir: dir,
-        })
-    }
-
-    async fn call(
-        &self,
-        client: &RemotingClient,
-        request: RemotingCommand,
-    ) -> anyhow::Result<RemotingCommand> {
-        Ok(client.invoke(&self.addr, request, CALL_TIMEOUT).await?)
-    }
-
-    async fn stop(self) -> anyhow::Result<()> {
-        self.serving.shutdown().await?;
-        Ok(())
-    }
-}
 
 /// A send with the V2 (single-letter) header: SEND_MESSAGE_V2 or SEND_REPLY_MESSAGE_V2.
 fn send_v2(code: i32, topic: &str, body: &str, properties: &str) -> RemotingCommand {

@@ -213,6 +213,7 @@ pub struct TimerActor {
 }
 
 impl TimerActor {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         reader: StoreReader,
         store: Addr<MessageStoreActor>,

@@ -15,7 +15,7 @@ use crate::logic::transaction::HALF_TOPIC;
 pub use skiff_storage::store::is_topic_character;
 
 /// The topic whose route a client asks for when it sends to a topic that does not exist yet
-/// (Java's `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`).
+/// (Java's `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`; the remoting codes carry it too).
 pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
 /// Longest topic name (Java's `TopicValidator.TOPIC_MAX_LENGTH`).
 pub const TOPIC_MAX_LENGTH: usize = 127;

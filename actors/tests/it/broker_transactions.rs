@@ -79,6 +79,18 @@ fn a_commit_whose_state_was_lost_is_recovered_from_its_copy_and_never_checked_ba
         )
         .await;
         assert_eq!(delivered(&broker).await, ["committed"]);
+        // A commit is recorded once a flush covers its copy; the crash below is the one that
+        // comes after both resolutions were recorded and the cursor moved past them.
+        let mut recorded = false;
+        for _ in 0..100 {
+            let snapshot = broker.addrs().transactions.send(Observe).await.unwrap();
+            recorded = snapshot.committed == 1 && snapshot.rolled_back == 1;
+            if recorded {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(recorded, "both resolutions recorded");
         broker.shutdown().await.unwrap();
         sent
     });

@@ -30,9 +30,6 @@ use crate::remoting::server::{ConnectionHandle, ConnectionId, HandlerFuture, Req
 /// Requests waiting for the arbiter, across all connections, before SYSTEM_BUSY.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 
-/// Java's answer to a rejected request.
-const BUSY_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
-
 struct Job {
     conn: ConnectionHandle,
     request: RemotingCommand,
@@ -98,7 +95,7 @@ impl RequestHandler for RequestBridge {
                 warn!(conn = %job.conn.id(), code, opaque, "request queue full, answering system busy");
                 Box::pin(std::future::ready(Some(RemotingCommand::new_response(
                     code::SYSTEM_BUSY,
-                    Some(BUSY_REMARK.to_owned()),
+                    Some(crate::remoting::codes::OVERLOAD_REMARK.to_owned()),
                 ))))
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {

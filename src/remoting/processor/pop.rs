@@ -9,7 +9,7 @@ use std::time::Duration;
 use skiff_actors::broker::PopRequest;
 use skiff_actors::broker_api::{BrokerError, ExpressionType};
 use skiff_actors::logic::pop::{Receipt, TopicKind, MAX_POP_MESSAGES};
-use skiff_storage::pop_state::{RequestMode, RequestModeEntry};
+use skiff_storage::pop_state::RequestModeEntry;
 
 use super::{
     body_failure, broker_failure, code, failure_to, rc, success, Failure, Outcome, Processor,
@@ -264,10 +264,7 @@ impl Processor {
         let broker_name = &self.broker.config().broker_name;
         let answer = QueryAssignmentResponseBody {
             message_queue_assignments: assignment.map(|a| {
-                let mode = match a.mode {
-                    RequestMode::Pull => MessageRequestMode::Pull,
-                    RequestMode::Pop => MessageRequestMode::Pop,
-                };
+                let mode = MessageRequestMode::from(a.mode);
                 a.queue_ids
                     .into_iter()
                     .map(|queue_id| QueueAssignment {
@@ -288,10 +285,7 @@ impl Processor {
     pub(super) async fn set_request_mode(&self, request: &RemotingCommand) -> Outcome {
         let body = SetMessageRequestModeBody::decode(&request.body).map_err(body_failure)?;
         let entry = RequestModeEntry {
-            mode: match body.mode {
-                MessageRequestMode::Pull => RequestMode::Pull,
-                MessageRequestMode::Pop => RequestMode::Pop,
-            },
+            mode: body.mode.into(),
             pop_share_queue_num: body.pop_share_queue_num,
         };
         self.broker

@@ -10,7 +10,7 @@ use skiff::actors::producer::OutgoingMessage;
 use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::RemotingClient;
-use skiff::Node;
+use skiff::{Node, NodeConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -312,4 +312,50 @@ pub async fn wait_serving(client: &RemotingClient, addr: &str, topic: &str) -> a
         },
     )
     .await
+}
+
+/// Failure bound for one request to a [`Harness`] (a long poll included).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A `skiff serve` in this process on a free loopback port, its data in a temporary directory.
+pub struct Harness {
+    pub serving: skiff::serve::Serving,
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn start() -> anyhow::Result<Harness> {
+        Harness::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> anyhow::Result<Harness> {
+        let dir = tempfile::tempdir()?;
+        let mut config = NodeConfig::in_dir(dir.path());
+        config.listen = "127.0.0.1:0".parse()?;
+        // Whatever else fills the test machine's disk, sends are not refused for it.
+        config.disk_max_used_ratio = 0.999;
+        config.disk_full_ratio = 1.0;
+        configure(&mut config);
+        let serving = skiff::serve::start(config).await?;
+        let addr = serving.local_addr().to_string();
+        Ok(Harness {
+            serving,
+            addr,
+            _dir: dir,
+        })
+    }
+
+    pub async fn call(
+        &self,
+        client: &RemotingClient,
+        request: RemotingCommand,
+    ) -> anyhow::Result<RemotingCommand> {
+        Ok(client.invoke(&self.addr, request, CALL_TIMEOUT).await?)
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.serving.shutdown().await?;
+        Ok(())
+    }
 }
