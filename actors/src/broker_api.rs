@@ -11,9 +11,8 @@
 use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
 use crate::logic::queue::MessageQueue;
-use crate::logic::sql92::Sql92Error;
 pub use crate::logic::transaction::TransactionResolution;
-pub use crate::refused::Refused;
+pub use crate::refused::{InvalidSelector, Refused};
 use crate::LocalFuture;
 use bytes::Bytes;
 use skiff_storage::key_index::KeyIndexError;
@@ -164,15 +163,6 @@ pub struct SendResult {
     pub physical_offset: u64,
     /// The offset message id (store host + commit-log offset, hex).
     pub offset_msg_id: String,
-}
-
-/// A SQL92 subscription expression that does not parse.
-#[derive(Debug, thiserror::Error)]
-#[error("SQL92 expression {expression:?} does not parse")]
-pub struct InvalidSelector {
-    pub expression: String,
-    #[source]
-    pub error: Sql92Error,
 }
 
 /// A pull as the push consumer issues it (PULL_MESSAGE).

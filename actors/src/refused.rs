@@ -8,9 +8,9 @@
 //!
 //! [`BrokerError`]: crate::broker_api::BrokerError
 
-use crate::broker_api::InvalidSelector;
 use crate::logic::delay::InvalidDelayLevel;
 use crate::logic::pop::InvalidReceipt;
+use crate::logic::sql92::Sql92Error;
 use crate::logic::timer::InvalidTimer;
 use skiff_storage::store::AppendRejected;
 
@@ -80,7 +80,7 @@ pub enum Refused {
     #[error("end of transaction for commit-log offset {commit_log_offset} refused: {reason:?}")]
     EndTransaction {
         commit_log_offset: u64,
-        reason: crate::broker::transaction::EndRefusal,
+        reason: crate::logic::transaction::EndRefusal,
     },
     /// A transactional send from a producer that registered no transaction checker.
     #[error("producer group {group} sends a transaction without a registered transaction checker")]
@@ -159,4 +159,13 @@ impl std::fmt::Display for ModeRule {
             ModeRule::RetryTopic => "retry topic is not allowed to set mode",
         })
     }
+}
+
+/// A SQL92 subscription expression that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("SQL92 expression {expression:?} does not parse")]
+pub struct InvalidSelector {
+    pub expression: String,
+    #[source]
+    pub error: Sql92Error,
 }

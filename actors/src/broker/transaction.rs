@@ -107,21 +107,7 @@ pub enum EndOutcome {
     Refused(EndRefusal),
 }
 
-/// Why an END_TRANSACTION was refused (Java's `checkPrepareMessage`, `rejectCommitOrRollback`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndRefusal {
-    /// No half message at that commit-log offset ("Find prepared transaction message failed").
-    NotFound,
-    WrongProducerGroup,
-    WrongTranStateTableOffset,
-    /// The half set its own immunity time and is older: only a check-back may resolve it
-    /// (ILLEGAL_OPERATION).
-    TooLate,
-    /// The half is being resolved by another request right now.
-    InProgress,
-    /// The half was resolved the other way (or set aside).
-    Conflicting(HalfState),
-}
+pub use crate::logic::transaction::EndRefusal;
 
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "TransactionSnapshot")]

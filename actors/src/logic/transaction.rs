@@ -11,6 +11,7 @@
 use skiff_storage::message::property::{REAL_QID, REAL_TOPIC, UNIQ_KEY};
 use skiff_storage::message::{property, with_properties, without_properties};
 use skiff_storage::message::{MessageToAppend, StoredMessage};
+use skiff_storage::transaction_states::HalfState;
 use std::time::Duration;
 
 /// Where half messages wait (Java's `TransactionalMessageUtil.buildHalfTopic`). One queue.
@@ -232,6 +233,22 @@ pub fn check_decision(
     CheckDecision::Check {
         times: checks_done + 1,
     }
+}
+
+/// Why an END_TRANSACTION was refused (Java's `checkPrepareMessage`, `rejectCommitOrRollback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndRefusal {
+    /// No half message at that commit-log offset ("Find prepared transaction message failed").
+    NotFound,
+    WrongProducerGroup,
+    WrongTranStateTableOffset,
+    /// The half set its own immunity time and is older: only a check-back may resolve it
+    /// (ILLEGAL_OPERATION).
+    TooLate,
+    /// The half is being resolved by another request right now.
+    InProgress,
+    /// The half was resolved the other way (or set aside).
+    Conflicting(HalfState),
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! [`BrokerError`]. Handlers never choose a code for a broker error themselves.
 
 use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::transaction::EndRefusal;
 use skiff_actors::refused::Refused;
+use skiff_storage::transaction_states::HalfState;
 use tracing::warn;
 
 use super::consume::sql92_parse_remark;
@@ -133,10 +135,31 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
         (Refused::InvalidName { .. }, Some(rc::POP_MESSAGE | rc::NOTIFICATION)) => {
             Failure::new(code::INVALID_PARAMETER, refused.to_string())
         }
+        (Refused::EndTransaction { reason, .. }, _) => end_transaction_answer(*reason),
         (Refused::ModeForbidden { rule, .. }, _) => {
             Failure::new(code::NO_PERMISSION, rule.to_string())
         }
         (other, _) => Failure::system(error_chain(other)),
+    }
+}
+
+/// Java's codes and remarks for a refused END_TRANSACTION.
+fn end_transaction_answer(reason: EndRefusal) -> Failure {
+    match reason {
+        EndRefusal::NotFound => Failure::system("Find prepared transaction message failed"),
+        EndRefusal::WrongProducerGroup => Failure::system("The producer group wrong"),
+        EndRefusal::WrongTranStateTableOffset => {
+            Failure::system("The transaction state table offset wrong")
+        }
+        EndRefusal::TooLate => Failure::new(code::ILLEGAL_OPERATION, ""),
+        EndRefusal::InProgress => {
+            Failure::system("the transaction is being ended by another request")
+        }
+        EndRefusal::Conflicting(state) => Failure::system(match state {
+            HalfState::Committed => "the transaction was already committed",
+            HalfState::RolledBack => "the transaction was already rolled back",
+            _ => "the transaction was set aside after too many checks",
+        }),
     }
 }
 
@@ -199,6 +222,24 @@ mod tests {
                 Some(rc::SET_MESSAGE_REQUEST_MODE),
                 code::NO_PERMISSION,
                 "retry topic is not allowed to set mode",
+            ),
+            (
+                Refused::EndTransaction {
+                    commit_log_offset: 7,
+                    reason: EndRefusal::TooLate,
+                },
+                Some(rc::END_TRANSACTION),
+                code::ILLEGAL_OPERATION,
+                "",
+            ),
+            (
+                Refused::EndTransaction {
+                    commit_log_offset: 7,
+                    reason: EndRefusal::NotFound,
+                },
+                Some(rc::END_TRANSACTION),
+                code::SYSTEM_ERROR,
+                "Find prepared transaction message failed",
             ),
             (
                 Refused::DiskFull {

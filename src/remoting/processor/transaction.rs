@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use skiff_actors::broker::transaction::{EndOutcome, EndRefusal};
+use skiff_actors::broker::transaction::EndOutcome;
 use skiff_actors::broker_api::{
     EndTransactionRequest, TransactionCheck, TransactionCheckListener, TransactionResolution,
 };
+use skiff_actors::refused::Refused;
 use skiff_storage::message::{encode_record, MessageToAppend, StoredMessage};
-use skiff_storage::transaction_states::HalfState;
 
+use super::refusal::refusal_answer;
 use super::{broker_failure, success, Failure, Outcome, Processor};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
@@ -136,27 +137,13 @@ impl Processor {
             | EndOutcome::Committed
             | EndOutcome::RolledBack
             | EndOutcome::AlreadyResolved(_) => Ok(success()),
-            EndOutcome::Refused(refusal) => Err(refusal_failure(refusal)),
+            EndOutcome::Refused(reason) => Err(refusal_answer(
+                &Refused::EndTransaction {
+                    commit_log_offset,
+                    reason,
+                },
+                Some(rc::END_TRANSACTION),
+            )),
         }
-    }
-}
-
-/// Java's codes and remarks for a refused END_TRANSACTION.
-fn refusal_failure(refusal: EndRefusal) -> Failure {
-    match refusal {
-        EndRefusal::NotFound => Failure::system("Find prepared transaction message failed"),
-        EndRefusal::WrongProducerGroup => Failure::system("The producer group wrong"),
-        EndRefusal::WrongTranStateTableOffset => {
-            Failure::system("The transaction state table offset wrong")
-        }
-        EndRefusal::TooLate => Failure::new(code::ILLEGAL_OPERATION, ""),
-        EndRefusal::InProgress => {
-            Failure::system("the transaction is being ended by another request")
-        }
-        EndRefusal::Conflicting(state) => Failure::system(match state {
-            HalfState::Committed => "the transaction was already committed",
-            HalfState::RolledBack => "the transaction was already rolled back",
-            _ => "the transaction was set aside after too many checks",
-        }),
     }
 }
