@@ -3,8 +3,19 @@
 # (default) or two brokers broker-a and broker-b in one cluster (--cluster).
 #
 #   tests/conformance/apache/start.sh [--cluster] [--dir DIR] [--max-lifetime SECS]
-#                                     [--profile conformance|bench] [--prepare-only]
+#                                     [--profile conformance|bench] [--prepare-only] [--proxy]
 #   tests/conformance/apache/stop.sh DIR
+#
+# --proxy: the RocketMQ 5 gRPC front door. broker-a runs inside an Apache proxy JVM in local
+#   mode (org.apache.rocketmq.proxy.ProxyStartup -pm local -bc DIR/broker-a.conf -pc
+#   DIR/rmq-proxy.json), with the same broker config as without --proxy; the jars come from
+#   pom-proxy.xml (rocketmq-proxy + rocketmq-namesrv, own classpath file). The proxy's gRPC
+#   server (grpcServerPort) and its remoting server (remotingListenPort) get free ports; both
+#   bind the wildcard address, as the proxy offers no bind-address setting for them (the
+#   broker's own port stays on 127.0.0.1). TLS: the proxy's test mode (tlsTestModeEnable,
+#   its default) serves a self-signed certificate and accepts plaintext on the same port.
+#   Ready also means the gRPC port accepts connections. Extra lines on stdout, before NAMESRV=:
+#   GRPC=127.0.0.1:PORT and PROXY_REMOTING=127.0.0.1:PORT. Not with --cluster.
 #
 # The jars come from Maven Central through pom.xml beside this script, resolved once with
 # `mvn dependency:build-classpath` into ~/.m2 and a classpath file under
@@ -48,7 +59,8 @@ DIR=""
 MAX_LIFETIME=1800
 PROFILE=conformance
 PREPARE_ONLY=0
-usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only]"
+PROXY=0
+usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy]"
 while (($#)); do
     case $1 in
         --cluster) CLUSTER=1 ;;
@@ -56,6 +68,7 @@ while (($#)); do
         --max-lifetime) MAX_LIFETIME=$2; shift ;;
         --profile) PROFILE=$2; shift ;;
         --prepare-only) PREPARE_ONLY=1 ;;
+        --proxy) PROXY=1 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
@@ -65,16 +78,23 @@ case $PROFILE in
     bench) NAMESRV_HEAP=256m BROKER_HEAP=1g DIRECT=1g CLUSTER_NAME=BenchCluster ;;
     *) echo "$usage" >&2; exit 2 ;;
 esac
+if ((PROXY)); then
+    ((!CLUSTER)) || { echo "$0: --proxy starts one broker; not with --cluster" >&2; exit 2; }
+    # The proxy's gRPC and remoting servers and their thread pools share the broker's JVM.
+    [[ $PROFILE == conformance ]] && BROKER_HEAP=512m
+fi
 log() { printf '[apache %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 # ---- classpath, resolved once -----------------------------------------------------------
-VERSION=${ROCKETMQ_VERSION:-$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/pom.xml")}
+POM=$HERE/pom.xml KIND=rocketmq
+((PROXY)) && POM=$HERE/pom-proxy.xml KIND=rocketmq-proxy
+VERSION=${ROCKETMQ_VERSION:-$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$POM")}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
-CP_FILE=$CACHE/apache-rocketmq-$VERSION.classpath
+CP_FILE=$CACHE/apache-$KIND-$VERSION.classpath
 mkdir -p "$CACHE"
-if [[ ! -s $CP_FILE || $HERE/pom.xml -nt $CP_FILE ]]; then
-    log "resolving Apache RocketMQ $VERSION with Maven (once; cached in ~/.m2)"
-    if ! nice -n 10 mvn -q -B -f "$HERE/pom.xml" -Drocketmq.version="$VERSION" \
+if [[ ! -s $CP_FILE || $POM -nt $CP_FILE ]]; then
+    log "resolving Apache $KIND $VERSION with Maven (once; cached in ~/.m2)"
+    if ! nice -n 10 mvn -q -B -f "$POM" -Drocketmq.version="$VERSION" \
         dependency:build-classpath -Dmdep.outputFile="$CP_FILE.tmp" >"$CACHE/mvn-apache.log" 2>&1; then
         log "FAIL: mvn dependency:build-classpath (see $CACHE/mvn-apache.log)"
         tail -5 "$CACHE/mvn-apache.log" >&2
@@ -154,8 +174,11 @@ EOF
 
 BROKERS=(broker-a)
 ((CLUSTER)) && BROKERS=(broker-a broker-b)
-read -r -a PORTS <<<"$(free_ports $((${#BROKERS[@]} + 1)))"
+read -r -a PORTS <<<"$(free_ports $((${#BROKERS[@]} + 1 + 2 * PROXY)))"
 NS_PORT=${PORTS[0]}
+if ((PROXY)); then
+    GRPC_PORT=${PORTS[2]} PROXY_REMOTING_PORT=${PORTS[3]}
+fi
 NAMESRV=127.0.0.1:$NS_PORT
 
 JAVA_BASE=(java -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -Djava.net.preferIPv4Stack=true
@@ -170,14 +193,15 @@ PIDS=()
 # session, appends "PID NAME" to DIR/pids and prints the PID. With --prepare-only the script is
 # only written (and listed in DIR/launch-order).
 : >"$DIR/launch-order"
-start_jvm() { # start_jvm NAME HEAP MAIN CONF
-    local name=$1 heap=$2 main=$3 conf=$4 launch=$DIR/launch-$1.sh
+start_jvm() { # start_jvm NAME HEAP MAIN ARG...
+    local name=$1 heap=$2 main=$3 launch=$DIR/launch-$1.sh
+    shift 3
     {
         echo '#!/usr/bin/env bash'
         printf 'cd %q || exit 1\n' "$DIR"
         printf 'setsid'
         printf ' %q' "${JAVA_BASE[@]}" -Xms"$heap" -Xmx"$heap" -XX:MaxDirectMemorySize="$DIRECT" "${EXTRA[@]}" \
-            -cp "$CP" "$main" -c "$conf"
+            -cp "$CP" "$main" "$@"
         printf ' >>%q 2>&1 </dev/null &\n' "$DIR/$name.out"
         printf 'echo "$! %s" >>%q\necho "$!"\n' "$name" "$DIR/pids"
     } >"$launch"
@@ -193,7 +217,7 @@ bindAddress=127.0.0.1
 kvConfigPath=$DIR/namesrv/kvConfig.json
 configStorePath=$DIR/namesrv/namesrv.properties
 EOF
-start_jvm namesrv "$NAMESRV_HEAP" org.apache.rocketmq.namesrv.NamesrvStartup "$DIR/namesrv.conf"
+start_jvm namesrv "$NAMESRV_HEAP" org.apache.rocketmq.namesrv.NamesrvStartup -c "$DIR/namesrv.conf"
 
 # ---- brokers -------------------------------------------------------------------------------
 i=1
@@ -246,7 +270,26 @@ transactionTimeOut=3000
 transactionCheckInterval=2000
 EOF
     fi
-    start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.broker.BrokerStartup "$DIR/$b.conf"
+    if ((PROXY)); then
+        # The proxy's config is JSON (ProxyConfig's fields). Everything else at the proxy's
+        # defaults, which the gRPC suite pins (tests/conformance/README.md, gRPC section).
+        cat >"$DIR/rmq-proxy.json" <<EOF
+{
+  "rocketMQClusterName": "$CLUSTER_NAME",
+  "proxyMode": "local",
+  "namesrvAddr": "$NAMESRV",
+  "brokerConfigPath": "$DIR/$b.conf",
+  "grpcServerPort": $GRPC_PORT,
+  "remotingListenPort": $PROXY_REMOTING_PORT,
+  "localServeAddr": "127.0.0.1",
+  "enablePrintJstack": false
+}
+EOF
+        start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.proxy.ProxyStartup \
+            -pm local -bc "$DIR/$b.conf" -pc "$DIR/rmq-proxy.json" -n "$NAMESRV"
+    else
+        start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.broker.BrokerStartup -c "$DIR/$b.conf"
+    fi
     i=$((i + 1))
 done
 
@@ -265,6 +308,10 @@ if ((PREPARE_ONLY)); then
     log "prepared ($PROFILE): name server $NAMESRV, brokers ${BROKERS[*]}, dir $DIR (watchdog: ${MAX_LIFETIME}s)"
     echo "DIR=$DIR"
     echo "BUILD=$BUILD"
+    if ((PROXY)); then
+        echo "GRPC=127.0.0.1:$GRPC_PORT"
+        echo "PROXY_REMOTING=127.0.0.1:$PROXY_REMOTING_PORT"
+    fi
     echo "NAMESRV=$NAMESRV"
     i=1
     for b in "${BROKERS[@]}"; do
@@ -287,7 +334,37 @@ if ! "$PYTHON" "$HERE/probe.py" --namesrv "$NAMESRV" --brokers "${BROKERS[*]}" -
     exit 1
 fi
 unset IFS
+if ((PROXY)); then
+    # The gRPC server starts after the embedded broker; wait until it accepts connections.
+    if ! "$PYTHON" - "$GRPC_PORT" "${PIDS[@]}" <<'EOF'
+import os, socket, sys, time
+port, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+deadline = time.time() + 60
+while time.time() < deadline:
+    for p in pids:
+        try:
+            os.kill(p, 0)
+        except OSError:
+            sys.exit(2)
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.3)
+sys.exit(1)
+EOF
+    then
+        log "FAIL: the proxy's gRPC port $GRPC_PORT did not open; logs in $DIR"
+        "$HERE/stop.sh" "$DIR" --keep >/dev/null 2>&1 || true
+        exit 1
+    fi
+    echo "127.0.0.1:$GRPC_PORT" >"$DIR/grpc.addr"
+fi
 echo "$NAMESRV" >"$DIR/namesrv.addr"
 log "ready: $(tr '\n' ' ' <"$DIR/brokers.addr")"
 echo "DIR=$DIR"
+if ((PROXY)); then
+    echo "GRPC=127.0.0.1:$GRPC_PORT"
+    echo "PROXY_REMOTING=127.0.0.1:$PROXY_REMOTING_PORT"
+fi
 echo "NAMESRV=$NAMESRV"
