@@ -27,7 +27,9 @@
 # is name server and broker at once. The gRPC protocol has no call that creates them.
 #
 # Environment: SKIFF_BIN, CONFORMANCE_GRPC_PARALLEL (scenario runs at once, default 8),
-# CONFORMANCE_WORK_DIR (default: a new mktemp dir), PYTHON (default python3).
+# CONFORMANCE_WORK_DIR (default: a new mktemp dir), PYTHON (default python3),
+# CONFORMANCE_GRPC_WIRE_LOG=1 (the plaintext runs go through a logging relay in the harness:
+# every call's method, metadata, messages as protobuf text and status in WORK/grpc-wire.log).
 # Everything binds 127.0.0.1 (but the Apache proxy's gRPC and remoting ports, which have no bind
 # setting); every process started here is stopped on exit, and the broker also has a watchdog.
 
@@ -183,6 +185,7 @@ log "$BROKER ready after $((SECONDS - t0))s: gRPC $GRPC, remoting/name server $N
 mkdir -p "$WORK/client-home" # the clients' logs (~/logs/rocketmq*)
 ARGS=(--endpoint "$GRPC" --namesrv "$NAMESRV" --tls "$TLS" --parallel "${CONFORMANCE_GRPC_PARALLEL:-8}")
 [[ -n $ONLY ]] && ARGS+=(--only "$ONLY")
+[[ ${CONFORMANCE_GRPC_WIRE_LOG:-} == 1 ]] && ARGS+=(--wire-log "$WORK/grpc-wire.log")
 timeout --kill-after=10 900 java -Xms128m -Xmx768m -XX:+UseSerialGC -Duser.home="$WORK/client-home" \
     -cp "$HARNESS_CP" skiff.conformance.grpc.Main "${ARGS[@]}" \
     >"$WORK/harness.out" 2>"$WORK/harness.err"

@@ -17,7 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <pre>
  *   java -cp ... skiff.conformance.grpc.Main --endpoint 127.0.0.1:8081 --namesrv 127.0.0.1:9876
- *       [--tls on|off|both] [--only a,b] [--parallel N] [--list]
+ *       [--tls on|off|both] [--only a,b] [--parallel N] [--list] [--wire-log FILE]
  * </pre>
  *
  * --endpoint is the gRPC port (MessagingService), --namesrv the remoting name server the
@@ -26,7 +26,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (enableSsl(false)); --only takes either the plain NAME (both modes) or a full name. Prints
  * {@code SCENARIOS name...} first, then per run one line {@code PASS name (secs): observed} or
  * {@code FAIL name (secs): failures || observed: ...}, then {@code N passed, M failed}; exit 0 iff
- * all passed.
+ * all passed. --wire-log FILE sends the plaintext runs through {@link WireRelay}, which logs
+ * every call (method, metadata, messages as protobuf text, status) to FILE.
  */
 public final class Main {
     private Main() {}
@@ -38,6 +39,7 @@ public final class Main {
         List<String> only = null;
         int parallel = 6;
         boolean list = false;
+        String wireLog = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--endpoint": endpoint = args[++i]; break;
@@ -46,6 +48,7 @@ public final class Main {
                 case "--only": only = Arrays.asList(args[++i].split(",")); break;
                 case "--parallel": parallel = Integer.parseInt(args[++i]); break;
                 case "--list": list = true; break;
+                case "--wire-log": wireLog = args[++i]; break;
                 default:
                     System.err.println("unknown argument " + args[i]);
                     System.exit(2);
@@ -94,6 +97,14 @@ public final class Main {
         }
         Admin admin = new Admin(namesrv);
         final String ep = endpoint;
+        // --wire-log FILE: the plaintext runs go through a logging relay (WireRelay).
+        String plainEp = endpoint;
+        if (wireLog != null) {
+            WireRelay relay = new WireRelay(endpoint,
+                new java.io.PrintStream(new java.io.FileOutputStream(wireLog), true, "UTF-8"));
+            plainEp = relay.endpoint();
+        }
+        final String plain = plainEp;
         final String runId = Ctx.newRunId();
         AtomicInteger passed = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
@@ -107,7 +118,7 @@ public final class Main {
             String base = (String) e.getValue()[0];
             boolean tls = (Boolean) e.getValue()[1];
             done.add(outer.submit(() -> {
-                boolean ok = runOne(new Ctx(base, tls, ep, admin, runId), defs.get(base));
+                boolean ok = runOne(new Ctx(base, tls, tls ? ep : plain, admin, runId), defs.get(base));
                 (ok ? passed : failed).incrementAndGet();
             }));
         }
