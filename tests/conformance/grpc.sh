@@ -144,7 +144,9 @@ start_skiff() {
     GRPC=127.0.0.1:$grpc_port
     log "skiff $skiff: remoting $NAMESRV, gRPC $GRPC, data $WORK/skiff-data"
     # Transaction check-backs within seconds, as apache/start.sh configures the Java broker.
+    # Topics are not auto-created: the proxy never creates one (a dev broker's default is to).
     (cd "$WORK" && SKIFF_TRANSACTION_TIMEOUT_MS=3000 SKIFF_TRANSACTION_CHECK_INTERVAL_MS=2000 \
+        SKIFF_AUTO_CREATE_TOPIC=false SKIFF_METRICS_LISTEN=off \
         exec "$skiff" serve --listen "$NAMESRV" --grpc-listen "$GRPC" --data-dir "$WORK/skiff-data") \
         >>"$WORK/skiff.log" 2>&1 </dev/null &
     SKIFF_PID=$!
