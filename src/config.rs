@@ -67,6 +67,14 @@ pub struct NodeConfig {
     pub lock_expiry: Duration,
     /// `skiff serve`'s Prometheus endpoint (`GET /metrics`): an address, or `off`.
     pub metrics_listen: String,
+    /// `skiff serve`'s own gRPC listener (RocketMQ 5 clients; the proxy's port 8081): an
+    /// address, or `off`. The main port serves gRPC too, whatever this says.
+    pub grpc_listen: String,
+    /// PEM certificate chain for TLS; with `tls_key_file`. Without both, a self-signed
+    /// certificate is made at start.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key for TLS; with `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
     /// A connection that sends nothing for this long is closed (zero: never; key
     /// `channel_idle_timeout_ms`, in ms).
     #[serde(rename = "channel_idle_timeout_ms", with = "millis")]
@@ -113,6 +121,9 @@ impl Default for NodeConfig {
             channel_expiry: Duration::from_secs(120),
             lock_expiry: Duration::from_secs(60),
             metrics_listen: "127.0.0.1:5557".to_string(),
+            grpc_listen: "127.0.0.1:8081".to_string(),
+            tls_cert_file: None,
+            tls_key_file: None,
             channel_idle_timeout: Duration::from_secs(120),
             max_connections: 1000,
             key_index: true,
@@ -136,6 +147,40 @@ impl NodeConfig {
                 field: "metrics_listen",
                 reason: format!("{e}: expected ip:port or off"),
             })
+    }
+
+    /// [`Self::grpc_listen`] as an address; `None` when it is `off`.
+    pub fn grpc_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if self.grpc_listen.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        self.grpc_listen
+            .parse()
+            .map(Some)
+            .map_err(|e: std::net::AddrParseError| ConfigError::Invalid {
+                field: "grpc_listen",
+                reason: format!("{e}: expected ip:port or off"),
+            })
+    }
+
+    /// The TLS identity: the configured PEM files, or a self-signed certificate.
+    pub fn tls_identity(&self) -> Result<crate::grpc::tls::TlsIdentity, ConfigError> {
+        use crate::grpc::tls::TlsIdentity;
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (None, None) => Ok(TlsIdentity::SelfSigned),
+            (Some(cert), Some(key)) => Ok(TlsIdentity::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (Some(_), None) => Err(ConfigError::Invalid {
+                field: "tls_key_file",
+                reason: "tls_cert_file is set, its key is not".to_string(),
+            }),
+            (None, Some(_)) => Err(ConfigError::Invalid {
+                field: "tls_cert_file",
+                reason: "tls_key_file is set, its certificate is not".to_string(),
+            }),
+        }
     }
 
     /// A config whose data lives in `dir`, everything else default (tests and embedding).
@@ -229,6 +274,8 @@ impl NodeConfig {
             });
         }
         self.metrics_addr()?;
+        self.grpc_addr()?;
+        self.tls_identity()?;
         positive(
             "transaction_check_interval_ms",
             self.transaction_check_interval.as_millis(),

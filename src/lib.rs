@@ -62,6 +62,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod grpc;
 pub mod metrics_endpoint;
 pub mod node;
 pub mod remoting;

@@ -1,7 +1,7 @@
 //! The `skiff` binary.
 //!
 //! `skiff serve [--config FILE] [--data-dir DIR] [--listen ADDR] [--flush async|sync]
-//! [--metrics-listen ADDR|off]` runs a
+//! [--metrics-listen ADDR|off] [--grpc-listen ADDR|off] [--tls-cert-file F --tls-key-file F]` runs a
 //! node as RocketMQ name server and broker on one port (default 127.0.0.1:9876). Configuration:
 //! defaults, then `skiff.toml` (or `--config`), then `SKIFF_*` variables, then these flags.
 //! SIGINT/SIGTERM stop it cleanly (offsets persisted, store flushed) with exit code 0.
@@ -73,6 +73,16 @@ struct ServeArgs {
     /// Prometheus endpoint (`GET /metrics`): an address, or `off`.
     #[arg(long, value_name = "ADDR|off")]
     metrics_listen: Option<String>,
+    /// gRPC listener for RocketMQ 5 clients (the main port serves gRPC too): an address, or
+    /// `off`.
+    #[arg(long, value_name = "ADDR|off")]
+    grpc_listen: Option<String>,
+    /// PEM certificate chain for TLS (with --tls-key-file); default: self-signed.
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key for TLS (with --tls-cert-file).
+    #[arg(long, value_name = "FILE")]
+    tls_key_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -140,6 +150,15 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(metrics) = &args.metrics_listen {
         config.metrics_listen = metrics.clone();
+    }
+    if let Some(grpc) = &args.grpc_listen {
+        config.grpc_listen = grpc.clone();
+    }
+    if let Some(cert) = &args.tls_cert_file {
+        config.tls_cert_file = Some(cert.clone());
+    }
+    if let Some(key) = &args.tls_key_file {
+        config.tls_key_file = Some(key.clone());
     }
     config.validate().context("checking configuration")?;
     for name in NodeConfig::unknown_environment() {

@@ -11,7 +11,8 @@ use std::net::SocketAddr;
 
 use tracing::{info, warn};
 
-use crate::config::NodeConfig;
+use crate::config::{ConfigError, NodeConfig};
+use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
 use crate::metrics_endpoint::MetricsEndpoint;
 use crate::node::{Node, NodeError};
 use crate::remoting::processor::{self, Processor, ProcessorTask};
@@ -33,6 +34,10 @@ pub enum ServeError {
     },
     #[error("shutting the node down failed")]
     Shutdown(#[source] NodeError),
+    #[error("the configuration cannot be served")]
+    Config(#[from] ConfigError),
+    #[error("cannot start the gRPC front door")]
+    Grpc(#[source] grpc::GrpcError),
 }
 
 /// A running node with its remoting listener. Not `Send`: keep it on the arbiter that started it.
@@ -42,13 +47,20 @@ pub struct Serving {
     processor: ProcessorTask,
     local_addr: SocketAddr,
     metrics: Option<MetricsEndpoint>,
+    grpc: Option<GrpcServer>,
 }
 
 /// Binds `config.listen`, opens the node and starts serving. Must run inside an actix system.
 /// When `advertised_address` is unset, routes advertise the bound address (so port 0 works).
 pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
+    let grpc_addr = config.grpc_addr()?;
+    let tls = config.tls_identity()?;
+    // Made before the main port binds: gRPC connections arriving there wait in it until the
+    // node is open and the gRPC server serves them.
+    let grpc_inbox = grpc::handoff();
     let server_config = ServerConfig {
+        handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
         max_frame_len: config.max_frame_bytes,
         idle_timeout: (!config.channel_idle_timeout.is_zero())
             .then_some(config.channel_idle_timeout),
@@ -64,6 +76,18 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
             },
         })?;
     let local_addr = server.local_addr();
+    // Like the metrics port, a taken gRPC port is reported, not fatal: a dev machine may run
+    // several nodes, and the main port serves gRPC too.
+    let grpc_listener = match grpc_addr {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                warn!(addr = %addr, error = %e, "grpc listener not started; gRPC is served on the main port only");
+                None
+            }
+        },
+        None => None,
+    };
     if config.advertised_address.is_none() {
         config.advertised_address = Some(local_addr.to_string());
     }
@@ -81,6 +105,31 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         }
     };
     let processor = processor::spawn(Processor::new(node.broker().clone()), inbox);
+    let grpc_config = |listener| GrpcConfig {
+        listener,
+        tls: tls.clone(),
+        service: ServiceConfig {
+            broker_name: node.config().broker_name.clone(),
+            max_body_size: node.config().max_message_size,
+        },
+        // A send of the largest body, with room for its properties and the batch around it.
+        max_request_bytes: node.config().max_message_size + (1 << 20),
+    };
+    let grpc = match GrpcServer::start(
+        grpc_config(grpc_listener),
+        node.broker().clone(),
+        grpc_inbox,
+    )
+    .await
+    {
+        Ok(server) => server,
+        Err(e) => {
+            processor.shutdown().await;
+            server.shutdown().await;
+            let _ = node.shutdown().await;
+            return Err(ServeError::Grpc(e));
+        }
+    };
     // A dev machine may run several nodes: a taken metrics port is reported, not fatal.
     let metrics = match metrics_addr {
         Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone()).await {
@@ -105,6 +154,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         processor,
         local_addr,
         metrics,
+        grpc: Some(grpc),
     })
 }
 
@@ -116,6 +166,11 @@ impl Serving {
 
     pub fn node(&self) -> &Node {
         &self.node
+    }
+
+    /// Where the dedicated gRPC listener listens, when it runs (the main port serves gRPC too).
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc.as_ref().and_then(GrpcServer::local_addr)
     }
 
     /// Where the Prometheus endpoint listens, when it runs.
@@ -131,6 +186,9 @@ impl Serving {
             metrics.shutdown().await;
         }
         self.server.shutdown().await;
+        if let Some(grpc) = self.grpc {
+            grpc.shutdown().await;
+        }
         self.processor.shutdown().await;
         self.node.shutdown().await.map_err(ServeError::Shutdown)?;
         info!("skiff stopped");

@@ -85,7 +85,7 @@ impl OutgoingMessage {
         self
     }
 
-    /// Delivers the message at `at` (rounded down to the second by the broker).
+    /// Delivers the message at `at` (never before it: the broker rounds up to the second).
     pub fn with_deliver_time(self, at: std::time::SystemTime) -> Self {
         let epoch_ms = at
             .duration_since(std::time::UNIX_EPOCH)

@@ -220,6 +220,7 @@ pub(crate) trait RequestSink: Send + 'static {
     fn on_request(&mut self, conn: &ConnectionHandle, cmd: RemotingCommand);
 }
 
+#[derive(Clone)]
 pub(crate) struct ConnOptions {
     pub max_frame_len: usize,
     pub write_queue_capacity: usize,

@@ -27,6 +27,7 @@ pub mod server;
 pub mod wire;
 
 pub use client::{ClientConfig, ClientError, InboundRequest, RemotingClient};
+pub(crate) use conn::error_chain;
 pub use frame::{
     decode_frame, encode, encode_with, FrameError, RemotingCommand, SerializeType,
     DEFAULT_MAX_FRAME_LEN,

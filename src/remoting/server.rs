@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
@@ -44,6 +44,16 @@ pub trait RequestHandler: Send + Sync + 'static {
     fn on_close(&self, _conn_id: ConnectionId) {}
 }
 
+/// Takes the connections of another protocol that arrive on the remoting port, told apart by
+/// their first byte (a remoting frame starts with the high byte of its length, 0 for any frame
+/// under 16 MiB).
+pub trait ConnectionHandoff: Send + Sync + std::fmt::Debug {
+    /// Whether a connection starting with `first_byte` is this protocol's.
+    fn wants(&self, first_byte: u8) -> bool;
+    /// Takes the connection, its first bytes still unread.
+    fn hand_over(&self, stream: TcpStream, peer: SocketAddr);
+}
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -59,6 +69,9 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// Connections open at once; one more is closed as soon as it is accepted, with a log line.
     pub max_connections: usize,
+    /// Where connections of another protocol go (gRPC on the main port); `None`: every
+    /// connection is remoting.
+    pub handoff: Option<Arc<dyn ConnectionHandoff>>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +82,7 @@ impl Default for ServerConfig {
             max_in_flight_per_connection: 1024,
             idle_timeout: Some(Duration::from_secs(120)),
             max_connections: 1000,
+            handoff: None,
         }
     }
 }
@@ -161,20 +175,26 @@ async fn accept_loop(
                     drop(stream);
                 }
                 Ok((stream, peer)) => {
-                    let conn = Connection::start(stream, peer, &opts);
-                    debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");
-                    handler.on_open(&conn.handle);
-                    let mut sink = ServerSink {
-                        handler: handler.clone(),
-                        permits: Arc::new(Semaphore::new(config.max_in_flight_per_connection.max(1))),
-                    };
                     let handler = handler.clone();
                     let stop = conn_stop.clone();
+                    let handoff = config.handoff.clone();
+                    let opts = opts.clone();
+                    let in_flight = config.max_in_flight_per_connection;
                     conns.spawn(async move {
-                        let id = conn.handle.id();
-                        conn.run(&mut sink, stop).await;
-                        debug!(conn = %id, "connection closed");
-                        handler.on_close(id);
+                        if let Some(handoff) = handoff {
+                            match first_byte(&stream, opts.idle_timeout).await {
+                                Some(first) if handoff.wants(first) => {
+                                    handoff.hand_over(stream, peer);
+                                    return;
+                                }
+                                Some(_) => {}
+                                None => {
+                                    debug!(peer = %peer, "connection closed before its first byte");
+                                    return;
+                                }
+                            }
+                        }
+                        serve_connection(stream, peer, &opts, handler, in_flight, stop).await;
                     });
                 }
                 Err(e) => {
@@ -192,6 +212,43 @@ async fn accept_loop(
             error!(error = %e, "remoting connection task failed");
         }
     }
+}
+
+/// The first byte a connection sends, without reading it; `None` if it closes (or sends
+/// nothing within `within`) first.
+async fn first_byte(stream: &TcpStream, within: Option<Duration>) -> Option<u8> {
+    let mut first = [0u8; 1];
+    let peek = stream.peek(&mut first);
+    let read = match within {
+        Some(limit) => tokio::time::timeout(limit, peek).await.ok()?,
+        None => peek.await,
+    };
+    match read {
+        Ok(n) if n > 0 => Some(first[0]),
+        _ => None,
+    }
+}
+
+/// Serves one remoting connection until it closes or the server stops.
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    opts: &ConnOptions,
+    handler: Arc<dyn RequestHandler>,
+    max_in_flight: usize,
+    stop: watch::Receiver<bool>,
+) {
+    let conn = Connection::start(stream, peer, opts);
+    debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");
+    handler.on_open(&conn.handle);
+    let mut sink = ServerSink {
+        handler: handler.clone(),
+        permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+    };
+    let id = conn.handle.id();
+    conn.run(&mut sink, stop).await;
+    debug!(conn = %id, "connection closed");
+    handler.on_close(id);
 }
 
 struct ServerSink {

@@ -153,8 +153,13 @@ start_skiff() {
     setsid bash -c 'sleep "$1"; kill -TERM "$2" 2>/dev/null; sleep 10; kill -KILL "$2" 2>/dev/null' \
         watchdog "$MAX_LIFETIME" "$SKIFF_PID" >/dev/null 2>&1 </dev/null &
     WATCHDOG_PID=$!
-    "$PYTHON" "$HERE/apache/probe.py" --namesrv "$NAMESRV" --brokers any --no-broker-check \
-        --timeout 30 --pids "$SKIFF_PID" >/dev/null || return 1
+    # Ready once it says so (without auto-creation it routes no TBW102 for probe.py to ask)...
+    local waited=0
+    until grep -q 'skiff ready' "$WORK/skiff.log" 2>/dev/null; do
+        kill -0 "$SKIFF_PID" 2>/dev/null || return 1
+        ((waited++ < 300)) || return 1
+        sleep 0.1
+    done
     # ... and the gRPC port accepts connections.
     "$PYTHON" - "$grpc_port" "$SKIFF_PID" <<'EOF'
 import os, socket, sys, time

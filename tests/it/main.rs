@@ -12,7 +12,8 @@
 //!   `tests/conformance/cluster.sh`.
 //! - `remoting_codec`: the remoting transport over real TCP.
 //! - `serve_*`: `skiff serve` driven with raw frames: protocol, pop, request-reply, the binary
-//!   as a process, and the `*_crash` modules that SIGKILL it.
+//!   as a process, and the `*_crash` modules that SIGKILL it; `serve_grpc` drives its gRPC
+//!   front door with a client generated from the same schema.
 
 mod common;
 mod embedded_at_least_once;
@@ -27,6 +28,7 @@ mod remote_consumers;
 mod remote_request_reply;
 mod remote_transactions;
 mod remoting_codec;
+mod serve_grpc;
 mod serve_pop;
 mod serve_pop_crash;
 mod serve_process;

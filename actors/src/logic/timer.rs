@@ -16,13 +16,15 @@
 //! - A value that is not a number, or a delay beyond [`TIMER_MAX_DELAY_MS`] (3 days), refuses the
 //!   send (MESSAGE_ILLEGAL).
 //! - A deliver time not in the future is stored in its topic at once, properties as sent.
-//! - Otherwise the deliver time is rounded down to [`TIMER_PRECISION_MS`] (1 s) and the message
+//! - Otherwise the deliver time is rounded up to [`TIMER_PRECISION_MS`] (1 s) and the message
 //!   is stored in [`TIMER_TOPIC`] queue 0 with `TIMER_OUT_MS` (the rounded time), `REAL_TOPIC`
 //!   and `REAL_QID`.
 //!
-//! One deliberate difference: Apache subtracts a whole second from a deliver time that is
-//! already a multiple of the precision, so such a message fires a second early; skiff only rounds
-//! down, so a timer never fires more than the precision before its time.
+//! One deliberate difference: Apache rounds a deliver time down to the precision (and subtracts
+//! a whole second from one that is already a multiple of it), so its slot can come due up to a
+//! second before the time the producer asked for; it is usually late enough that nobody sees it.
+//! skiff rounds up: a timer never fires before its time, and at most the precision (plus a
+//! tick) after it.
 
 use crate::logic::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK};
 use skiff_storage::message::property::{
@@ -40,7 +42,7 @@ pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
 /// Queues of [`TIMER_TOPIC`]: one, as in Apache.
 pub const TIMER_QUEUE_NUMS: u32 = 1;
 
-/// Deliver times are rounded down to this (Apache's `timerPrecisionMs`).
+/// Deliver times are rounded up to this (Apache's `timerPrecisionMs`).
 pub const TIMER_PRECISION_MS: i64 = 1000;
 
 /// The longest delay accepted: 3 days (Apache's `timerMaxDelaySec`).
@@ -96,9 +98,14 @@ pub fn requested_deliver_ms(properties: &str, now_ms: i64) -> Result<Option<i64>
     }
 }
 
-/// `deliver_ms` rounded down to [`TIMER_PRECISION_MS`].
-pub fn round_down(deliver_ms: i64) -> i64 {
-    deliver_ms.div_euclid(TIMER_PRECISION_MS) * TIMER_PRECISION_MS
+/// `deliver_ms` rounded up to [`TIMER_PRECISION_MS`]: the first slot that is not early.
+pub fn round_up(deliver_ms: i64) -> i64 {
+    let rounded = deliver_ms.div_euclid(TIMER_PRECISION_MS) * TIMER_PRECISION_MS;
+    if rounded == deliver_ms {
+        rounded
+    } else {
+        rounded.saturating_add(TIMER_PRECISION_MS)
+    }
 }
 
 fn has_delay_level(properties: &str) -> bool {
@@ -154,7 +161,7 @@ pub fn route_timer(message: MessageToAppend, now_ms: i64) -> Result<TimerRouted,
             max_ms: TIMER_MAX_DELAY_MS,
         });
     }
-    let deliver_ms = round_down(deliver_ms);
+    let deliver_ms = round_up(deliver_ms);
     let properties = with_properties(
         &message.properties,
         &[
@@ -468,9 +475,13 @@ mod tests {
     }
 
     #[test]
-    fn rounding_is_down_to_the_second() {
-        assert_eq!(round_down(1999), 1000);
-        assert_eq!(round_down(2000), 2000);
-        assert_eq!(round_down(0), 0);
+    fn rounding_is_up_to_the_second_so_no_timer_fires_early() {
+        assert_eq!(round_up(1001), 2000);
+        assert_eq!(round_up(1999), 2000);
+        assert_eq!(round_up(2000), 2000);
+        assert_eq!(round_up(0), 0);
+        for asked in [1, 999, 1000, 1500, 86_399_999] {
+            assert!(round_up(asked) >= asked && round_up(asked) - asked < TIMER_PRECISION_MS);
+        }
     }
 }

@@ -68,8 +68,9 @@ fn timers_reach_their_topic_in_due_order_never_early_with_the_senders_message() 
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         let now = broker.now_ms();
-        // The deliver times as the broker rounds them: down to the second.
-        let at = |delay_ms: i64| (now + delay_ms) / 1000 * 1000;
+        // The deliver times asked for, and as the broker rounds them: up to the second.
+        let asked = |delay_ms: i64| now + delay_ms;
+        let at = |delay_ms: i64| (now + delay_ms + 999) / 1000 * 1000;
         let sent = BrokerApi::send_messages(
             &broker,
             SendRequest::new(vec![
@@ -90,9 +91,9 @@ fn timers_reach_their_topic_in_due_order_never_early_with_the_senders_message() 
             "three wait as timers"
         );
         let due = BTreeMap::from([
-            ("1s".to_string(), at(1000)),
-            ("3s".to_string(), at(3000)),
-            ("5s".to_string(), at(5000)),
+            ("1s".to_string(), asked(1000)),
+            ("3s".to_string(), asked(3000)),
+            ("5s".to_string(), asked(5000)),
         ]);
 
         let mut seen: Vec<String> = Vec::new();
@@ -110,9 +111,9 @@ fn timers_reach_their_topic_in_due_order_never_early_with_the_senders_message() 
                     );
                 }
             }
-            // Whatever is due by now, minus one tick of slack, has arrived.
+            // Whatever was asked for a second and a tick ago has arrived.
             for (body, due) in &due {
-                if now >= due + 1000 {
+                if now >= due + 1100 {
                     wait_for(body, async || {
                         bodies(&read_all(&broker, TOPIC, 0).await).contains(body)
                     })

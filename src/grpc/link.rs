@@ -1,0 +1,118 @@
+//! The hop from the gRPC server's tasks onto the broker's arbiter.
+//!
+//! [`BrokerHandle`] is `Rc`-based and lives on the arbiter that opened the node; tonic runs each
+//! call in a `Send` task. [`BrokerLink::call`] sends a closure over a bounded channel to the loop
+//! [`spawn`] starts on the arbiter, which runs it as a local task with the handle and sends its
+//! result back. A full channel answers at once (the client is told the broker is busy) rather
+//! than queueing without bound; a long poll is a parked local task, not a slot in the channel.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tracing::error;
+
+use skiff_actors::broker::BrokerHandle;
+
+type Job = Box<dyn FnOnce(BrokerHandle) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// Calls waiting for the arbiter, across all gRPC clients, before the broker answers busy.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
+
+/// Why a call did not reach the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("the broker is busy; retry later")]
+    Busy,
+    #[error("the broker is shutting down")]
+    Stopped,
+}
+
+/// The `Send + Sync` half: how gRPC handlers call the broker.
+#[derive(Clone)]
+pub struct BrokerLink {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl BrokerLink {
+    /// Runs `call` with the broker handle on its arbiter and answers its result.
+    pub async fn call<T, F, Fut>(&self, call: F) -> Result<T, LinkError>
+    where
+        F: FnOnce(BrokerHandle) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move |broker| {
+            Box::pin(async move {
+                // The caller may have gone (a cancelled RPC); the result is then dropped.
+                let _ = answer.send(call(broker).await);
+            })
+        });
+        self.jobs.try_send(job).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => LinkError::Busy,
+            mpsc::error::TrySendError::Closed(_) => LinkError::Stopped,
+        })?;
+        answered.await.map_err(|_| LinkError::Stopped)
+    }
+}
+
+/// The running loop on the arbiter; [`LinkTask::shutdown`] stops it and every call in flight.
+pub struct LinkTask {
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts the loop on the current arbiter (inside an actix system / `LocalSet`).
+pub fn spawn(broker: BrokerHandle, capacity: usize) -> (BrokerLink, LinkTask) {
+    let (jobs, mut inbox) = mpsc::channel::<Job>(capacity.max(1));
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::task::spawn_local(async move {
+        let mut running = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = crate::grpc::until_stopped(&mut stopped) => break,
+                Some(done) = running.join_next(), if !running.is_empty() => {
+                    if let Err(e) = done {
+                        if e.is_panic() {
+                            error!(error = %e, "grpc broker call panicked");
+                        }
+                    }
+                }
+                job = inbox.recv() => match job {
+                    Some(job) => {
+                        running.spawn_local(job(broker.clone()));
+                    }
+                    None => break,
+                },
+            }
+        }
+        // Parked receives end here: their callers see the broker stopping.
+        running.shutdown().await;
+    });
+    (
+        BrokerLink { jobs },
+        LinkTask {
+            stop,
+            task: Some(task),
+        },
+    )
+}
+
+impl LinkTask {
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take() {
+            if let Err(e) = task.await {
+                error!(error = %e, "grpc broker link failed");
+            }
+        }
+    }
+}
+
+impl Drop for LinkTask {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}

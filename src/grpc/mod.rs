@@ -1,0 +1,371 @@
+//! The RocketMQ 5 gRPC front door: `apache.rocketmq.v2.MessagingService`, which every client
+//! Apache ships for RocketMQ 5 speaks (Java `rocketmq-client-java`, Python, Node, Rust, Go,
+//! C#, C++). A sibling of [`crate::remoting`]: it decodes its wire and calls the same broker.
+//!
+//! # Layout
+//!
+//! * `proto/`: the schema (`apache/rocketmq/v2/*.proto`), compiled by `build.rs` into [`pb`].
+//! * [`service`]: the RPCs, each mapped to broker calls.
+//! * [`convert`]: messages between their gRPC form and the store's (pure).
+//! * [`resource`]: names in a namespace (`ns%topic`).
+//! * [`clients`]: gRPC clients by client id, their settings and Telemetry streams; how the
+//!   broker's connection registry reaches them.
+//! * [`status`]: the one table from broker errors and refusals to gRPC codes.
+//! * [`transaction_id`]: the transaction id a producer holds for a half message.
+//! * [`link`]: the hop from tonic's tasks onto the broker's arbiter.
+//! * [`tls`]: the TLS acceptor (configured or self-signed certificate).
+//! * This module: [`GrpcServer`], which serves connections from its own listener
+//!   (`grpc_listen`) and those the main port hands over after reading their first bytes.
+//!
+//! # Connections
+//!
+//! A connection's first byte tells what it is: `0x16` a TLS ClientHello (TLS, then gRPC over
+//! ALPN `h2`), `P` the HTTP/2 preface (plaintext gRPC). The main port hands such connections here
+//! and serves the rest as remoting frames (whose first byte is the high byte of a length, 0 for
+//! any frame under 16 MiB).
+
+pub mod clients;
+pub mod convert;
+pub mod link;
+pub mod pb;
+pub mod resource;
+pub mod service;
+pub mod status;
+pub mod tls;
+pub mod transaction_id;
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+use tracing::{debug, info, warn};
+
+use skiff_actors::broker::BrokerHandle;
+
+use crate::remoting::server::ConnectionHandoff;
+
+use link::LinkTask;
+use pb::messaging_service_server::MessagingServiceServer;
+pub use service::{GrpcService, ServiceConfig};
+
+/// The first byte of a TLS record carrying a handshake (a ClientHello).
+pub const TLS_HANDSHAKE: u8 = 0x16;
+/// The first byte of the HTTP/2 connection preface (`PRI * HTTP/2.0`).
+pub const HTTP2_PREFACE: u8 = b'P';
+/// How long a connection may take to send its first byte, and then its TLS handshake.
+const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections accepted and waiting for the server, before new ones are refused.
+const HANDOFF_QUEUE: usize = 256;
+/// How long shutdown waits for open calls (a long poll, a Telemetry stream) to end.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether a connection whose first byte is `first` speaks gRPC (plaintext or over TLS).
+pub fn is_grpc_first_byte(first: u8) -> bool {
+    first == TLS_HANDSHAKE || first == HTTP2_PREFACE
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    #[error("cannot set up TLS for gRPC")]
+    Tls(#[from] tls::TlsError),
+}
+
+/// The gRPC server's settings.
+#[derive(Debug)]
+pub struct GrpcConfig {
+    /// Its own listener (`grpc_listen`), bound by the caller; `None` serves only what the main
+    /// port hands over.
+    pub listener: Option<TcpListener>,
+    pub tls: tls::TlsIdentity,
+    pub service: ServiceConfig,
+    /// The largest request a client may send (a send of `max_body_size` plus its metadata).
+    pub max_request_bytes: usize,
+}
+
+/// A connection as the gRPC server reads it.
+pub enum GrpcIo {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl GrpcIo {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            GrpcIo::Plain(s) => s,
+            GrpcIo::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl Connected for GrpcIo {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        TcpConnectInfo {
+            local_addr: self.tcp().local_addr().ok(),
+            remote_addr: self.tcp().peer_addr().ok(),
+        }
+    }
+}
+
+impl AsyncRead for GrpcIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for GrpcIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            GrpcIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            GrpcIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            GrpcIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            GrpcIo::Plain(s) => s.is_write_vectored(),
+            GrpcIo::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+/// Where the main port (and the gRPC listener) send the connections that speak gRPC.
+#[derive(Clone, Debug)]
+pub struct Handoff {
+    streams: mpsc::Sender<TcpStream>,
+}
+
+/// The receiving end of a [`Handoff`], which [`GrpcServer::start`] serves.
+pub struct HandoffInbox {
+    streams: mpsc::Receiver<TcpStream>,
+}
+
+/// A handoff and its inbox: made before the main port binds, served once the node is open.
+pub fn handoff() -> (Handoff, HandoffInbox) {
+    let (streams, inbox) = mpsc::channel(HANDOFF_QUEUE);
+    (Handoff { streams }, HandoffInbox { streams: inbox })
+}
+
+impl ConnectionHandoff for Handoff {
+    fn wants(&self, first_byte: u8) -> bool {
+        is_grpc_first_byte(first_byte)
+    }
+
+    /// A full queue closes the connection (the client retries).
+    fn hand_over(&self, stream: TcpStream, peer: SocketAddr) {
+        if self.streams.try_send(stream).is_err() {
+            warn!(peer = %peer, "grpc connection refused: too many connections negotiating");
+        }
+    }
+}
+
+/// The running gRPC server. [`GrpcServer::shutdown`] stops it.
+pub struct GrpcServer {
+    local_addr: Option<SocketAddr>,
+    stop: watch::Sender<bool>,
+    link: Option<LinkTask>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl GrpcServer {
+    /// Serves, on the current arbiter, the connections of `config.listener` and those handed
+    /// over through `inbox`'s [`Handoff`], calling `broker`.
+    pub async fn start(
+        config: GrpcConfig,
+        broker: BrokerHandle,
+        (handoff, inbox): (Handoff, HandoffInbox),
+    ) -> Result<GrpcServer, GrpcError> {
+        let acceptor = tls::acceptor(&config.tls)?;
+        let listener = config.listener;
+        let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let (link, link_task) = link::spawn(broker, link::DEFAULT_QUEUE_CAPACITY);
+        let (stop, stopped) = watch::channel(false);
+        let service = GrpcService::new(link, config.service.clone(), stopped.clone());
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<GrpcIo, std::io::Error>>(HANDOFF_QUEUE);
+        let mut tasks = Vec::new();
+        if let Some(listener) = listener {
+            tasks.push(tokio::spawn(accept_loop(
+                listener,
+                handoff,
+                stopped.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(negotiate_loop(
+            inbox.streams,
+            ready_tx,
+            acceptor,
+            stopped.clone(),
+        )));
+        let max = config.max_request_bytes;
+        let mut shutdown = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            let result = tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .add_service(
+                    MessagingServiceServer::new(service)
+                        .max_decoding_message_size(max)
+                        .max_encoding_message_size(usize::MAX),
+                )
+                .serve_with_incoming_shutdown(ReceiverStream::new(ready_rx), async move {
+                    until_stopped(&mut shutdown).await;
+                })
+                .await;
+            if let Err(e) = result {
+                warn!(error = %e, "grpc server failed");
+            }
+        }));
+        if let Some(addr) = local_addr {
+            info!(addr = %addr, "grpc server listening");
+        }
+        Ok(GrpcServer {
+            local_addr,
+            stop,
+            link: Some(link_task),
+            tasks,
+        })
+    }
+
+    /// The dedicated listener's address, when there is one.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Stops accepting, ends open streams, and stops calling the broker.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        for task in std::mem::take(&mut self.tasks) {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, task).await.is_err() {
+                debug!("grpc server task still busy at shutdown; aborted");
+                abort.abort();
+            }
+        }
+        if let Some(link) = self.link.take() {
+            link.shutdown().await;
+        }
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = until_stopped(&mut stopped) => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => handoff.hand_over(stream, peer),
+                Err(e) => {
+                    warn!(error = %e, "grpc accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Reads each connection's first byte and, for TLS, completes the handshake, then hands it to
+/// tonic. Each connection negotiates in its own task, so a slow one delays no other.
+async fn negotiate_loop(
+    mut streams: mpsc::Receiver<TcpStream>,
+    ready: mpsc::Sender<Result<GrpcIo, std::io::Error>>,
+    acceptor: TlsAcceptor,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            _ = until_stopped(&mut stopped) => return,
+            stream = streams.recv() => match stream {
+                Some(s) => s,
+                None => return,
+            },
+        };
+        let ready = ready.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let peer = stream.peer_addr().ok();
+            match negotiate(stream, &acceptor).await {
+                Ok(io) => {
+                    let _ = ready.send(Ok(io)).await;
+                }
+                Err(e) => {
+                    debug!(peer = ?peer, error = %e, "grpc connection dropped before its first request")
+                }
+            }
+        });
+    }
+}
+
+async fn negotiate(stream: TcpStream, acceptor: &TlsAcceptor) -> std::io::Result<GrpcIo> {
+    let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 1];
+    let read = tokio::time::timeout(FIRST_BYTES_TIMEOUT, stream.peek(&mut first))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no first byte"))??;
+    if read == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "closed before its first byte",
+        ));
+    }
+    if first[0] != TLS_HANDSHAKE {
+        return Ok(GrpcIo::Plain(stream));
+    }
+    let tls = tokio::time::timeout(FIRST_BYTES_TIMEOUT, acceptor.accept(stream))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake"))??;
+    Ok(GrpcIo::Tls(Box::new(tls)))
+}
+
+/// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.
+pub(crate) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
