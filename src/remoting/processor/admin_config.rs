@@ -120,6 +120,7 @@ impl Processor {
                     format!("perm {} of topic {} is negative", header.perm, header.topic),
                 )
             })?,
+            message_type: None,
         };
         self.broker.put_topic(&config).map_err(broker_failure)?;
         Ok(success())
