@@ -1590,6 +1590,48 @@ async fn an_invalid_message_type_is_refused_and_changes_nothing() -> anyhow::Res
     h.stop().await
 }
 
+/// `consumeMessageOrderly` in an UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) body is stored and
+/// answered in GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), across a restart; absent, it is false.
+#[actix_rt::test]
+async fn group_orderly_flag_round_trips_through_update_and_the_group_config_answer(
+) -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    for body in [
+        &br#"{"groupName":"Ordered","consumeMessageOrderly":true,"retryMaxTimes":5}"#[..],
+        &br#"{"groupName":"Plain"}"#[..],
+    ] {
+        let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).with_body(body.to_vec());
+        expect_code(&h.call(&c, group).await?, code::SUCCESS)?;
+    }
+    let h = h.restart().await?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    let table = &groups["subscriptionGroupTable"];
+    ensure!(
+        table["Ordered"]["consumeMessageOrderly"] == true
+            && table["Ordered"]["retryMaxTimes"] == 5
+            && table["Plain"]["consumeMessageOrderly"] == false,
+        "groups {groups}"
+    );
+    // Updating the group without the flag turns it off, as Java replaces the whole config.
+    let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[])
+        .with_body(br#"{"groupName":"Ordered"}"#.to_vec());
+    expect_code(&h.call(&c, group).await?, code::SUCCESS)?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        groups["subscriptionGroupTable"]["Ordered"]["consumeMessageOrderly"] == false,
+        "groups {groups}"
+    );
+    h.stop().await
+}
+
 /// `GET /metrics` on the metrics listener, as a scraper sends it; the response body.
 async fn scrape(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(String, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;

@@ -73,6 +73,7 @@ fn group_body(config: &SubscriptionGroupConfig) -> SubscriptionGroupBody {
         group_name: config.name.clone(),
         consume_from_min_enable: config.consume_from_min_enable,
         consume_broadcast_enable: config.consume_broadcast_enable,
+        consume_message_orderly: config.consume_message_orderly,
         retry_queue_nums: clamp_i32(config.retry_queue_nums),
         retry_max_times: clamp_i32(config.retry_max_times),
         ..SubscriptionGroupBody::default()
@@ -242,8 +243,8 @@ impl Processor {
     }
 
     /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): creates or replaces the group's config from
-    /// the `SubscriptionGroupConfig` body. skiff keeps the retry settings and the broadcast and
-    /// consume-from-min switches; the other fields are accepted and not kept.
+    /// the `SubscriptionGroupConfig` body. skiff keeps the retry settings, the broadcast,
+    /// consume-from-min and orderly switches; the other fields are accepted and not kept.
     pub(super) fn create_group(&self, request: &RemotingCommand) -> Outcome {
         if request.body.is_empty() {
             return Ok(success());
@@ -257,6 +258,7 @@ impl Processor {
             retry_queue_nums: u32::try_from(body.retry_queue_nums).unwrap_or(0),
             consume_broadcast_enable: body.consume_broadcast_enable,
             consume_from_min_enable: body.consume_from_min_enable,
+            consume_message_orderly: body.consume_message_orderly,
             ..SubscriptionGroupConfig::new(body.group_name)
         };
         self.broker.put_group(&config).map_err(broker_failure)?;
