@@ -2,7 +2,8 @@
 //! RocketMQ name server + brokers.
 //!
 //! * `topics`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), then each topic's route (105) for its
-//!   broker and queue counts.
+//!   broker and queue counts, and GET_ALL_TOPIC_CONFIG (21) of every master for its message
+//!   type (the `message.type` attribute; `-` when unspecified).
 //! * `progress <group>`: GET_CONSUME_STATS (208) from every master broker (found with
 //!   GET_BROKER_CLUSTER_INFO, 106; else the route of the group's retry topic; else the name server
 //!   address itself, which is the broker with `skiff serve`). Per queue: broker offset, consumer
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 use skiff_actors::logic::delay::retry_topic;
 use skiff_storage::clock::epoch_millis;
+use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
 
 use crate::remoting::body::{
     self, BodyError, BrokerData, ConsumeStats, JsonBody, MessageQueue, ResetOffsetBody,
@@ -45,6 +47,13 @@ use crate::remoting::headers::{
     GetRouteInfoRequestHeader, HeaderError, OffsetResponseHeader, ResetOffsetRequestHeader,
     SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
+
+fn parse_message_type(name: &str) -> Result<TopicMessageType, String> {
+    TopicMessageType::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = TopicMessageType::ALL.iter().map(|t| t.as_str()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
 
 /// Request timeout of every admin call (Java `mqClientApiTimeout`).
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,7 +73,7 @@ pub struct AdminArgs {
 
 #[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
 pub enum AdminCommand {
-    /// List every topic with its broker and queue counts.
+    /// List every topic with its broker, queue counts, permission and message type.
     Topics,
     /// Per queue of a consumer group: broker offset, consumer offset, lag, in-flight, last
     /// consume time.
@@ -120,6 +129,10 @@ pub enum TopicCommand {
         /// Read and write queue count.
         #[arg(long, default_value_t = 8)]
         queues: u32,
+        /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY,
+        /// TRANSACTION or MIXED, in any case. Without it an existing topic keeps its type.
+        #[arg(long, value_parser = parse_message_type)]
+        message_type: Option<TopicMessageType>,
     },
     /// Delete a topic from every master broker and the name server.
     Delete { topic: String },
@@ -184,9 +197,14 @@ pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
             let timestamp = parse_time(&to_time, epoch_millis())?;
             admin.reset_offset(&group, &topic, timestamp).await
         }
-        AdminCommand::Topic(TopicCommand::Create { topic, queues }) => {
-            render(admin.topic_create(&topic, queues).await, args.json)
-        }
+        AdminCommand::Topic(TopicCommand::Create {
+            topic,
+            queues,
+            message_type,
+        }) => render(
+            admin.topic_create(&topic, queues, message_type).await,
+            args.json,
+        ),
         AdminCommand::Topic(TopicCommand::Delete { topic }) => {
             render(admin.topic_delete(&topic).await, args.json)
         }
@@ -265,6 +283,7 @@ impl Admin {
         let response = self.call(&self.namesrv, request).await?;
         let topics =
             decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", e))?;
+        let message_types = self.message_types().await;
         let mut rows = Vec::new();
         for topic in topics {
             // A listed name without a route (e.g. a cluster name on RocketMQ) shows dashes.
@@ -272,6 +291,10 @@ impl Admin {
                 Ok(route) => route_queue_summary(&route),
                 Err(_) => None,
             };
+            let message_type = message_types
+                .get(&topic)
+                .cloned()
+                .unwrap_or_else(|| "-".into());
             rows.push(match queues {
                 Some((broker, read, write, perm)) => vec![
                     topic,
@@ -279,14 +302,50 @@ impl Admin {
                     read.to_string(),
                     write.to_string(),
                     perm_name(perm),
+                    message_type,
                 ],
-                None => vec![topic, "-".into(), "-".into(), "-".into(), "-".into()],
+                None => vec![
+                    topic,
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    message_type,
+                ],
             });
         }
         Ok(table(
-            &["TOPIC", "BROKER", "READ QUEUES", "WRITE QUEUES", "PERM"],
+            &[
+                "TOPIC",
+                "BROKER",
+                "READ QUEUES",
+                "WRITE QUEUES",
+                "PERM",
+                "MESSAGE TYPE",
+            ],
             &rows,
         ))
+    }
+
+    /// Each topic's `message.type` attribute, from GET_ALL_TOPIC_CONFIG (21) of every master.
+    /// Best effort, like the routes of `topics`: a broker that does not answer adds nothing.
+    async fn message_types(&self) -> BTreeMap<String, String> {
+        let mut types = BTreeMap::new();
+        for addr in self.all_masters().await.unwrap_or_default() {
+            let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_CONFIG);
+            let Ok(response) = self.call(&addr, request).await else {
+                continue;
+            };
+            let Ok(wrapper) = body::TopicConfigWrapper::decode(&response.body) else {
+                continue;
+            };
+            for (topic, mut config) in wrapper.topic_config_table {
+                if let Some(message_type) = config.attributes.remove(MESSAGE_TYPE_ATTRIBUTE) {
+                    types.insert(topic, message_type);
+                }
+            }
+        }
+        types
     }
 
     /// Master addresses of every broker: cluster info, else the group's retry topic route,
@@ -723,6 +782,24 @@ mod tests {
             }
         );
         assert!(parse(&["admin", "reset-offset", "g", "T"]).is_err());
+        let a = parse(&["admin", "topic", "create", "T", "--message-type", "fifo"])?;
+        assert_eq!(
+            a.command,
+            AdminCommand::Topic(TopicCommand::Create {
+                topic: "T".into(),
+                queues: 8,
+                message_type: Some(TopicMessageType::Fifo),
+            })
+        );
+        let a = parse(&["admin", "topic", "create", "T", "--queues", "2"])?;
+        assert!(matches!(
+            a.command,
+            AdminCommand::Topic(TopicCommand::Create {
+                message_type: None,
+                ..
+            })
+        ));
+        assert!(parse(&["admin", "topic", "create", "T", "--message-type", "ORDER"]).is_err());
         Ok(())
     }
 

@@ -1,14 +1,16 @@
 //! `skiff admin` commands about topics, groups, connections and the cluster:
 //!
-//! * `topic create <topic> [--queues N]`: UPDATE_AND_CREATE_TOPIC (17) on every master broker of
-//!   the cluster (GET_BROKER_CLUSTER_INFO, 106).
+//! * `topic create <topic> [--queues N] [--message-type T]`: UPDATE_AND_CREATE_TOPIC (17) on
+//!   every master broker of the cluster (GET_BROKER_CLUSTER_INFO, 106); `--message-type` sends
+//!   `attributes` `+message.type=T` as `mqadmin updateTopic -a` does.
 //! * `topic delete <topic>`: DELETE_TOPIC_IN_BROKER (215) on every master, then
 //!   DELETE_TOPIC_IN_NAMESRV (216) on the name server.
 //! * `topic status <topic>` (also `topic-status <topic>`): GET_TOPIC_STATS_INFO (202) on every
 //!   master of the topic's route: per queue min and max offset and the store time of the newest
 //!   message. With `--json`, an array of `{"broker", "queue_id", "min_offset", "max_offset",
 //!   "last_update_ms"}` objects.
-//! * `groups`: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of every master.
+//! * `groups`: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of every master: retry queues and
+//!   times, broadcast, consume-from-min and orderly.
 //! * `connections <group>`: GET_CONSUMER_CONNECTION_LIST (203) from every master.
 //! * `cluster`: GET_BROKER_CLUSTER_INFO (106), plus GET_BROKER_RUNTIME_INFO (28) per master.
 //!
@@ -17,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
 
 use super::{bad, format_time, masters, table, Admin, AdminError};
 use crate::remoting::body::{
@@ -78,8 +81,12 @@ impl Admin {
         &self,
         topic: &str,
         queues: u32,
+        message_type: Option<TopicMessageType>,
     ) -> Result<Rendered, AdminError> {
         let queues = i32::try_from(queues).unwrap_or(i32::MAX);
+        let attributes = message_type
+            .map(|t| format!("+{MESSAGE_TYPE_ATTRIBUTE}={}", t.as_str()))
+            .unwrap_or_default();
         let mut done = Vec::new();
         for addr in self.all_masters().await? {
             let request = RemotingCommand::new_request(rc::UPDATE_AND_CREATE_TOPIC)
@@ -88,6 +95,7 @@ impl Admin {
                         topic: topic.to_owned(),
                         read_queue_nums: queues,
                         write_queue_nums: queues,
+                        attributes: attributes.clone(),
                         ..CreateTopicRequestHeader::default()
                     }
                     .to_ext(),
@@ -95,12 +103,19 @@ impl Admin {
             self.call(&addr, request).await?;
             done.push(addr);
         }
+        let type_name = message_type.map(TopicMessageType::as_str);
         Ok(Rendered {
             text: format!(
-                "topic {topic} created with {queues} queues on {}\n",
+                "topic {topic} created with {queues} queues{} on {}\n",
+                type_name.map_or(String::new(), |t| format!(", message type {t},")),
                 done.join(", ")
             ),
-            json: json!({ "topic": topic, "queues": queues, "brokers": done }),
+            json: json!({
+                "topic": topic,
+                "queues": queues,
+                "message_type": type_name,
+                "brokers": done,
+            }),
         })
     }
 
@@ -196,6 +211,7 @@ impl Admin {
                     g.retry_max_times.to_string(),
                     g.consume_broadcast_enable.to_string(),
                     g.consume_from_min_enable.to_string(),
+                    g.consume_message_orderly.to_string(),
                 ]
             })
             .collect();
@@ -208,6 +224,7 @@ impl Admin {
                         "retry_max_times": g.retry_max_times,
                         "broadcast_enable": g.consume_broadcast_enable,
                         "consume_from_min_enable": g.consume_from_min_enable,
+                        "consume_message_orderly": g.consume_message_orderly,
                     })
                 })
                 .collect(),
@@ -220,6 +237,7 @@ impl Admin {
                     "RETRY MAX TIMES",
                     "BROADCAST",
                     "FROM MIN",
+                    "ORDERLY",
                 ],
                 &rows,
             ),

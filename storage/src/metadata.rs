@@ -5,6 +5,11 @@
 //! A record that fails its checksum, does not decode, has an unknown version or names another
 //! key is a [`MetadataError`] naming the tree, key and database path.
 //!
+//! Record versions: [`TOPIC_RECORD_VERSION`] and [`SUBSCRIPTION_GROUP_RECORD_VERSION`] are 2.
+//! Version 1 records (written before topics had a message type and groups an orderly flag)
+//! still decode, upgraded on read: no message type, not orderly. They are rewritten as version
+//! 2 the next time the config is stored.
+//!
 //! [`open_db`] opens the one sled database (`<data_dir>/meta`) that holds these trees and the
 //! offset table ([`crate::offset_table::SledOffsetTable`]).
 
@@ -22,10 +27,65 @@ pub const PERM_WRITE: u32 = 2;
 pub const TOPICS_TREE: &str = "topics";
 /// Name of the sled tree holding [`SubscriptionGroupConfig`]s.
 pub const SUBSCRIPTION_GROUPS_TREE: &str = "subscription_groups";
-/// Record version of [`TopicConfig`] values.
-pub const TOPIC_RECORD_VERSION: u8 = 1;
-/// Record version of [`SubscriptionGroupConfig`] values.
-pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 1;
+/// Record version of [`TopicConfig`] values (version 1 is still read, see the module docs).
+pub const TOPIC_RECORD_VERSION: u8 = 2;
+/// Record version of [`SubscriptionGroupConfig`] values (version 1 is still read, see the
+/// module docs).
+pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 2;
+
+/// Name of the topic attribute holding the [`TopicMessageType`] (Java's
+/// `TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE`).
+pub const MESSAGE_TYPE_ATTRIBUTE: &str = "message.type";
+
+/// The kind of message a topic is for (RocketMQ 5's `message.type` topic attribute, which
+/// RocketMQ 5 clients check before they send).
+///
+/// The variant order is part of the stored record (bincode writes the variant index): add new
+/// variants at the end only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum TopicMessageType {
+    Normal,
+    Fifo,
+    Delay,
+    Transaction,
+    Mixed,
+}
+
+impl TopicMessageType {
+    /// Every type, in RocketMQ's declaration order.
+    pub const ALL: [TopicMessageType; 5] = [
+        TopicMessageType::Normal,
+        TopicMessageType::Fifo,
+        TopicMessageType::Delay,
+        TopicMessageType::Transaction,
+        TopicMessageType::Mixed,
+    ];
+
+    /// RocketMQ's name of the type: `NORMAL`, `FIFO`, `DELAY`, `TRANSACTION` or `MIXED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopicMessageType::Normal => "NORMAL",
+            TopicMessageType::Fifo => "FIFO",
+            TopicMessageType::Delay => "DELAY",
+            TopicMessageType::Transaction => "TRANSACTION",
+            TopicMessageType::Mixed => "MIXED",
+        }
+    }
+
+    /// The type named `name`, ignoring ASCII case (`fifo` is [`TopicMessageType::Fifo`]);
+    /// `None` for any other name, including RocketMQ's `UNSPECIFIED`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
+    }
+}
+
+impl std::fmt::Display for TopicMessageType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TopicConfig {
@@ -33,16 +93,20 @@ pub struct TopicConfig {
     pub read_queue_nums: u32,
     pub write_queue_nums: u32,
     pub perm: u32,
+    /// The topic's `message.type` attribute. `None` is unspecified: the topic takes every type
+    /// (what skiff's auto-created topics are).
+    pub message_type: Option<TopicMessageType>,
 }
 
 impl TopicConfig {
-    /// A read-write topic (perm 6) with `queues` read and write queues.
+    /// A read-write topic (perm 6) with `queues` read and write queues and no message type.
     pub fn new(name: impl Into<String>, queues: u32) -> Self {
         TopicConfig {
             name: name.into(),
             read_queue_nums: queues,
             write_queue_nums: queues,
             perm: PERM_READ | PERM_WRITE,
+            message_type: None,
         }
     }
 
@@ -64,11 +128,13 @@ pub struct SubscriptionGroupConfig {
     pub retry_queue_nums: u32,
     pub consume_broadcast_enable: bool,
     pub consume_from_min_enable: bool,
+    /// Java's `consumeMessageOrderly`: the group consumes in order (default false).
+    pub consume_message_orderly: bool,
 }
 
 impl SubscriptionGroupConfig {
     /// RocketMQ's defaults (`SubscriptionGroupConfig.java`): retry max times 16, one retry
-    /// queue, broadcasting and consume-from-min enabled.
+    /// queue, broadcasting and consume-from-min enabled, not orderly.
     pub fn new(name: impl Into<String>) -> Self {
         SubscriptionGroupConfig {
             name: name.into(),
@@ -76,6 +142,51 @@ impl SubscriptionGroupConfig {
             retry_queue_nums: 1,
             consume_broadcast_enable: true,
             consume_from_min_enable: true,
+            consume_message_orderly: false,
+        }
+    }
+}
+
+/// A [`TopicConfig`] record of version 1, before `message_type`.
+#[derive(serde::Deserialize)]
+struct TopicConfigV1 {
+    name: String,
+    read_queue_nums: u32,
+    write_queue_nums: u32,
+    perm: u32,
+}
+
+impl From<TopicConfigV1> for TopicConfig {
+    fn from(v1: TopicConfigV1) -> Self {
+        TopicConfig {
+            name: v1.name,
+            read_queue_nums: v1.read_queue_nums,
+            write_queue_nums: v1.write_queue_nums,
+            perm: v1.perm,
+            message_type: None,
+        }
+    }
+}
+
+/// A [`SubscriptionGroupConfig`] record of version 1, before `consume_message_orderly`.
+#[derive(serde::Deserialize)]
+struct SubscriptionGroupConfigV1 {
+    name: String,
+    retry_max_times: u32,
+    retry_queue_nums: u32,
+    consume_broadcast_enable: bool,
+    consume_from_min_enable: bool,
+}
+
+impl From<SubscriptionGroupConfigV1> for SubscriptionGroupConfig {
+    fn from(v1: SubscriptionGroupConfigV1) -> Self {
+        SubscriptionGroupConfig {
+            name: v1.name,
+            retry_max_times: v1.retry_max_times,
+            retry_queue_nums: v1.retry_queue_nums,
+            consume_broadcast_enable: v1.consume_broadcast_enable,
+            consume_from_min_enable: v1.consume_from_min_enable,
+            consume_message_orderly: false,
         }
     }
 }
@@ -157,6 +268,9 @@ trait Named: Serialize + DeserializeOwned {
     const TREE: &'static str;
     const VERSION: u8;
     fn name(&self) -> &str;
+    /// Decodes a record of an older `version` this build still reads, upgraded to the current
+    /// one; `None` when `version` is not one of them.
+    fn decode_older(version: u8, raw: &[u8]) -> Option<Decoded<Self>>;
 }
 
 impl Named for TopicConfig {
@@ -165,6 +279,9 @@ impl Named for TopicConfig {
     fn name(&self) -> &str {
         &self.name
     }
+    fn decode_older(version: u8, raw: &[u8]) -> Option<Decoded<Self>> {
+        (version == 1).then(|| record::decode::<TopicConfigV1>(raw, 1).map(TopicConfig::from))
+    }
 }
 
 impl Named for SubscriptionGroupConfig {
@@ -172,6 +289,11 @@ impl Named for SubscriptionGroupConfig {
     const VERSION: u8 = SUBSCRIPTION_GROUP_RECORD_VERSION;
     fn name(&self) -> &str {
         &self.name
+    }
+    fn decode_older(version: u8, raw: &[u8]) -> Option<Decoded<Self>> {
+        (version == 1).then(|| {
+            record::decode::<SubscriptionGroupConfigV1>(raw, 1).map(SubscriptionGroupConfig::from)
+        })
     }
 }
 
@@ -325,7 +447,13 @@ impl MetadataStore {
             file: self.path.clone(),
             reason,
         };
-        match record::decode::<T>(raw, T::VERSION) {
+        let decoded = match record::decode::<T>(raw, T::VERSION) {
+            Decoded::UnknownVersion { version } => {
+                T::decode_older(version, raw).unwrap_or(Decoded::UnknownVersion { version })
+            }
+            decoded => decoded,
+        };
+        match decoded {
             Decoded::Value(v) if v.name() == name => Ok(v),
             Decoded::Value(v) => Err(corrupt(format!("record names {:?}, not its key", v.name()))),
             Decoded::Corrupt { reason } => Err(corrupt(reason)),
@@ -353,5 +481,26 @@ mod tests {
         assert_eq!(g.retry_queue_nums, 1);
         assert!(g.consume_broadcast_enable);
         assert!(g.consume_from_min_enable);
+        assert!(!g.consume_message_orderly);
+        assert_eq!(t.message_type, None);
+    }
+
+    #[test]
+    fn message_type_names_are_rocketmqs_and_read_in_any_case() {
+        for t in TopicMessageType::ALL {
+            assert_eq!(TopicMessageType::from_name(t.as_str()), Some(t));
+            assert_eq!(
+                TopicMessageType::from_name(&t.as_str().to_ascii_lowercase()),
+                Some(t)
+            );
+        }
+        assert_eq!(TopicMessageType::Fifo.as_str(), "FIFO");
+        assert_eq!(
+            TopicMessageType::from_name("Transaction"),
+            Some(TopicMessageType::Transaction)
+        );
+        for other in ["", "UNSPECIFIED", "FIFO ", "ORDER"] {
+            assert_eq!(TopicMessageType::from_name(other), None, "{other:?}");
+        }
     }
 }

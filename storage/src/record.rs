@@ -35,6 +35,15 @@ impl<T> Decoded<T> {
             Decoded::Corrupt { .. } | Decoded::UnknownVersion { .. } => None,
         }
     }
+
+    /// The value passed through `f`; a corrupt or unknown-version record stays as it is.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Decoded<U> {
+        match self {
+            Decoded::Value(v) => Decoded::Value(f(v)),
+            Decoded::Corrupt { reason } => Decoded::Corrupt { reason },
+            Decoded::UnknownVersion { version } => Decoded::UnknownVersion { version },
+        }
+    }
 }
 
 /// Serializing a value failed: its `Serialize` impl uses something bincode cannot encode

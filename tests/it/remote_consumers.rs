@@ -29,6 +29,7 @@ use skiff::remoting::client::{ClientConfig, RemotingClient};
 use skiff::remoting::codes;
 use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
+use skiff::storage::metadata::TopicMessageType;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -888,7 +889,8 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
             .find(|l| l.split_whitespace().next() == Some(TOPIC))
             .ok_or_else(|| anyhow::anyhow!("{TOPIC} not listed:\n{topics}"))?;
         let cells: Vec<&str> = row.split_whitespace().collect();
-        anyhow::ensure!(cells[2..] == ["4", "4", "RW-"], "topic row {row:?}");
+        // Auto-created: no message type.
+        anyhow::ensure!(cells[2..] == ["4", "4", "RW-", "-"], "topic row {row:?}");
 
         let got: Received = Received::default();
         let consumer = builder(group, recording_listener(&got)).start(remote(&addr)?)?;
@@ -962,10 +964,28 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
             AdminCommand::Topic(TopicCommand::Create {
                 topic: "admin-created".to_owned(),
                 queues: 3,
+                message_type: Some(TopicMessageType::Fifo),
             }),
         )
         .await?;
-        anyhow::ensure!(created["queues"] == 3, "create answer {created}");
+        anyhow::ensure!(
+            created["queues"] == 3 && created["message_type"] == "FIFO",
+            "create answer {created}"
+        );
+        let topics = skiff::admin::run(AdminArgs {
+            namesrv: addr.clone(),
+            json: false,
+            command: AdminCommand::Topics,
+        })
+        .await?;
+        let row = topics
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some("admin-created"))
+            .ok_or_else(|| anyhow::anyhow!("admin-created not listed:\n{topics}"))?;
+        anyhow::ensure!(
+            row.split_whitespace().skip(2).collect::<Vec<_>>() == ["3", "3", "RW-", "FIFO"],
+            "topic row {row:?}"
+        );
         let empty = admin_json(
             &addr,
             AdminCommand::TopicStatus {
@@ -1063,9 +1083,10 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
         );
         admin_client.shutdown();
         let groups = admin_json(&addr, AdminCommand::Groups).await?;
-        let listed = groups
-            .as_array()
-            .is_some_and(|g| g.iter().any(|g| g["group"] == group));
+        let listed = groups.as_array().is_some_and(|g| {
+            g.iter()
+                .any(|g| g["group"] == group && g["consume_message_orderly"] == false)
+        });
         anyhow::ensure!(listed, "groups {groups}");
         consumer.shutdown().await?;
 

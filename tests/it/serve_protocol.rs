@@ -1425,6 +1425,213 @@ async fn admin_topic_group_and_connection_codes() -> anyhow::Result<()> {
     h.stop().await
 }
 
+/// UPDATE_AND_CREATE_TOPIC (17) as `mqadmin updateTopic -a` sends it: `topic` plus the
+/// `attributes` header, the rest as `mqadmin` fills them in.
+fn update_topic(topic: &str, write_queue_nums: &str, attributes: &str) -> RemotingCommand {
+    request(
+        rc::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", "8"),
+            ("writeQueueNums", write_queue_nums),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("topicSysFlag", "0"),
+            ("order", "false"),
+            ("attributes", attributes),
+        ],
+    )
+}
+
+/// GET_TOPIC_CONFIG (351) and GET_ALL_TOPIC_CONFIG (21)'s entry for `topic`, which must agree.
+async fn topic_config_bodies(
+    h: &Harness,
+    c: &RemotingClient,
+    topic: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let resp = h
+        .call(c, request(rc::GET_TOPIC_CONFIG, &[("topic", topic)]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let one: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    let resp = h.call(c, request(rc::GET_ALL_TOPIC_CONFIG, &[])).await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let all: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        all["topicConfigTable"][topic] == one,
+        "GET_TOPIC_CONFIG {one} and GET_ALL_TOPIC_CONFIG {all} disagree"
+    );
+    Ok(one)
+}
+
+/// `mqadmin updateTopic -a +message.type=FIFO` stores the type, both topic config answers carry
+/// it as Java's `attributes`, an update without `-a` keeps it, it survives a restart, and
+/// `-a -message.type` removes it.
+#[actix_rt::test]
+async fn mqadmin_update_topic_sets_keeps_and_removes_the_message_type() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, update_topic("Orders", "8", "+message.type=FIFO"))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let config = topic_config_bodies(&h, &c, "Orders").await?;
+    ensure!(
+        config["attributes"] == serde_json::json!({"message.type": "FIFO"}),
+        "topic config {config}"
+    );
+    // Changing the queues without `-a` (mqadmin sends an empty `attributes`) keeps the type.
+    expect_code(
+        &h.call(&c, update_topic("Orders", "4", "")).await?,
+        code::SUCCESS,
+    )?;
+    let h = h.restart().await?;
+    let config = topic_config_bodies(&h, &c, "Orders").await?;
+    ensure!(
+        config["writeQueueNums"] == 4
+            && config["attributes"] == serde_json::json!({"message.type": "FIFO"}),
+        "topic config after the update and a restart {config}"
+    );
+    expect_code(
+        &h.call(&c, update_topic("Orders", "4", "+message.type=TRANSACTION"))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let config = topic_config_bodies(&h, &c, "Orders").await?;
+    ensure!(
+        config["attributes"] == serde_json::json!({"message.type": "TRANSACTION"}),
+        "topic config {config}"
+    );
+    expect_code(
+        &h.call(&c, update_topic("Orders", "4", "-message.type"))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let config = topic_config_bodies(&h, &c, "Orders").await?;
+    ensure!(
+        config["attributes"] == serde_json::json!({}),
+        "topic config after the removal {config}"
+    );
+    // Removing it again: Java's refusal of a key that is not set.
+    let resp = h
+        .call(&c, update_topic("Orders", "4", "-message.type"))
+        .await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
+    ensure!(
+        resp.remark.as_deref() == Some("attempt to delete a nonexistent key: message.type"),
+        "remark {:?}",
+        resp.remark
+    );
+    h.stop().await
+}
+
+/// A message type Java refuses is refused with Java's code and remark, and the topic (or its
+/// absence) stays as it was.
+#[actix_rt::test]
+async fn an_invalid_message_type_is_refused_and_changes_nothing() -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    expect_code(
+        &h.call(&c, update_topic("Orders", "8", "+message.type=DELAY"))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let before = topic_config_bodies(&h, &c, "Orders").await?;
+    let not_in_set = "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, FIFO, DELAY, NORMAL]";
+    let refusals = [
+        ("+message.type=ORDER", code::SYSTEM_ERROR, not_in_set),
+        ("+message.type=fifo", code::SYSTEM_ERROR, not_in_set),
+        (
+            "+message.type=MIXED",
+            code::INVALID_PARAMETER,
+            "MIXED message type is not supported.",
+        ),
+        (
+            "+queue.type=BatchCQ",
+            code::SYSTEM_ERROR,
+            "unsupported key: queue.type",
+        ),
+        (
+            "message.type=FIFO",
+            code::SYSTEM_ERROR,
+            "add/alter attribute format is wrong: message.type",
+        ),
+    ];
+    for (attributes, expected, remark) in refusals {
+        // The queue count changes too, and must not be stored either.
+        let resp = h.call(&c, update_topic("Orders", "2", attributes)).await?;
+        expect_code(&resp, expected).context(attributes)?;
+        ensure!(
+            resp.remark.as_deref() == Some(remark),
+            "{attributes}: remark {:?}",
+            resp.remark
+        );
+        let after = topic_config_bodies(&h, &c, "Orders").await?;
+        ensure!(after == before, "{attributes}: {before} became {after}");
+    }
+    // A topic that does not exist yet takes only additions, and is not created when refused.
+    for (attributes, remark) in [
+        (
+            "-message.type",
+            "only add attribute is supported while creating topic. key: message.type",
+        ),
+        ("+message.type=ORDER", not_in_set),
+    ] {
+        let resp = h.call(&c, update_topic("Fresh", "8", attributes)).await?;
+        expect_code(&resp, code::SYSTEM_ERROR)?;
+        ensure!(resp.remark.as_deref() == Some(remark), "{:?}", resp.remark);
+        let resp = h
+            .call(&c, request(rc::GET_TOPIC_CONFIG, &[("topic", "Fresh")]))
+            .await?;
+        expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    }
+    h.stop().await
+}
+
+/// `consumeMessageOrderly` in an UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) body is stored and
+/// answered in GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), across a restart; absent, it is false.
+#[actix_rt::test]
+async fn group_orderly_flag_round_trips_through_update_and_the_group_config_answer(
+) -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    for body in [
+        &br#"{"groupName":"Ordered","consumeMessageOrderly":true,"retryMaxTimes":5}"#[..],
+        &br#"{"groupName":"Plain"}"#[..],
+    ] {
+        let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).with_body(body.to_vec());
+        expect_code(&h.call(&c, group).await?, code::SUCCESS)?;
+    }
+    let h = h.restart().await?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    let table = &groups["subscriptionGroupTable"];
+    ensure!(
+        table["Ordered"]["consumeMessageOrderly"] == true
+            && table["Ordered"]["retryMaxTimes"] == 5
+            && table["Plain"]["consumeMessageOrderly"] == false,
+        "groups {groups}"
+    );
+    // Updating the group without the flag turns it off, as Java replaces the whole config.
+    let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[])
+        .with_body(br#"{"groupName":"Ordered"}"#.to_vec());
+    expect_code(&h.call(&c, group).await?, code::SUCCESS)?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    ensure!(
+        groups["subscriptionGroupTable"]["Ordered"]["consumeMessageOrderly"] == false,
+        "groups {groups}"
+    );
+    h.stop().await
+}
+
 /// `GET /metrics` on the metrics listener, as a scraper sends it; the response body.
 async fn scrape(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(String, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;

@@ -12,9 +12,7 @@ use crate::logic::names::is_broker_written_topic;
 use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use crate::refused::Refused;
-use skiff_storage::metadata::{
-    MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ, PERM_WRITE,
-};
+use skiff_storage::metadata::{MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -75,12 +73,8 @@ impl Registry {
     }
 
     fn create_topic(&self, name: &str, queues: u32) -> Result<TopicConfig, BrokerError> {
-        let config = TopicConfig {
-            name: name.to_string(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm: PERM_READ | PERM_WRITE,
-        };
+        // No message type: an auto-created topic takes every kind of message.
+        let config = TopicConfig::new(name, queues);
         self.with(|s| s.put_topic(&config))?;
         self.topics
             .borrow_mut()

@@ -25,6 +25,8 @@
 //! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
 //! - [`reply`]: request-reply's reply topic and message type.
 //! - [`names`]: well-formed topic and group names, and the three kinds of system topic.
+//! - [`topic_attributes`]: UPDATE_AND_CREATE_TOPIC's `+key=value,-key` attribute changes,
+//!   applied to a topic's `message.type`.
 
 pub mod ack;
 pub mod allocate;
@@ -39,6 +41,7 @@ pub mod queue;
 pub mod reply;
 pub mod sql92;
 pub mod timer;
+pub mod topic_attributes;
 pub mod transaction;
 
 pub use queue::MessageQueue;

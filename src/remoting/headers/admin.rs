@@ -255,7 +255,7 @@ impl<F: NameField> CustomHeader for NameRequestHeader<F> {
 /// UPDATE_AND_CREATE_TOPIC (17) request header (Java's `CreateTopicRequestHeader`). Java
 /// requires `topic`, `defaultTopic`, `readQueueNums`, `writeQueueNums`, `perm` and
 /// `topicFilterType`; skiff needs the first and defaults the queue counts to 8 and `perm` to 6
-/// as `mqadmin updateTopic` does. `order` and `attributes` are accepted and not kept.
+/// as `mqadmin updateTopic` does. `order` is accepted and not kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateTopicRequestHeader {
     pub topic: String,
@@ -263,6 +263,9 @@ pub struct CreateTopicRequestHeader {
     pub write_queue_nums: i32,
     pub perm: i32,
     pub order: bool,
+    /// Attribute changes, `+key=value,-key` (`mqadmin updateTopic -a`); empty for none. See
+    /// [`skiff_actors::logic::topic_attributes`].
+    pub attributes: String,
 }
 
 impl Default for CreateTopicRequestHeader {
@@ -273,6 +276,7 @@ impl Default for CreateTopicRequestHeader {
             write_queue_nums: 8,
             perm: 6,
             order: false,
+            attributes: String::new(),
         }
     }
 }
@@ -291,6 +295,7 @@ impl CustomHeader for CreateTopicRequestHeader {
                 .unwrap_or(defaults.write_queue_nums),
             perm: r.opt_num("perm")?.unwrap_or(defaults.perm),
             order: r.opt_bool("order").unwrap_or(false),
+            attributes: r.opt_str("attributes").unwrap_or_default(),
         })
     }
 
@@ -307,6 +312,10 @@ impl CustomHeader for CreateTopicRequestHeader {
             .put("topicFilterType", "SINGLE_TAG")
             .put("topicSysFlag", 0)
             .put("order", self.order)
+            .put_opt(
+                "attributes",
+                Some(&self.attributes).filter(|a| !a.is_empty()),
+            )
             .done()
     }
 }

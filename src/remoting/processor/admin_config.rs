@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use skiff_actors::logic::names::{self, is_rocketmq_system_topic, NameProblem};
-use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig};
+use skiff_actors::logic::topic_attributes::{alter_message_type, AttributeRefusal};
+use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, MESSAGE_TYPE_ATTRIBUTE};
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
 use crate::remoting::body::{
@@ -59,7 +60,11 @@ fn topic_body(config: &TopicConfig) -> TopicConfigBody {
         topic_filter_type: "SINGLE_TAG".to_owned(),
         topic_sys_flag: 0,
         order: false,
-        attributes: BTreeMap::new(),
+        attributes: config
+            .message_type
+            .map(|t| (MESSAGE_TYPE_ATTRIBUTE.to_owned(), t.as_str().to_owned()))
+            .into_iter()
+            .collect(),
     }
 }
 
@@ -68,6 +73,7 @@ fn group_body(config: &SubscriptionGroupConfig) -> SubscriptionGroupBody {
         group_name: config.name.clone(),
         consume_from_min_enable: config.consume_from_min_enable,
         consume_broadcast_enable: config.consume_broadcast_enable,
+        consume_message_orderly: config.consume_message_orderly,
         retry_queue_nums: clamp_i32(config.retry_queue_nums),
         retry_max_times: clamp_i32(config.retry_max_times),
         ..SubscriptionGroupBody::default()
@@ -88,7 +94,10 @@ impl Processor {
     }
 
     /// UPDATE_AND_CREATE_TOPIC (17): creates or replaces the topic's queue counts and
-    /// permission. INVALID_PARAMETER for a bad name or a Java system topic.
+    /// permission, and applies the `attributes` header to its message type (kept when the
+    /// header has none). INVALID_PARAMETER for a bad name, a Java system topic or
+    /// `+message.type=MIXED`; SYSTEM_ERROR with Java's remark for any other refused attribute
+    /// change. A refused request changes nothing.
     pub(super) fn create_topic(&self, request: &RemotingCommand) -> Outcome {
         let header = CreateTopicRequestHeader::from_command(request)?;
         if let Some(problem) = topic_name_problem(&header.topic) {
@@ -110,16 +119,33 @@ impl Processor {
                 ),
             )),
         };
+        let read_queue_nums = queues(header.read_queue_nums, "readQueueNums")?;
+        let write_queue_nums = queues(header.write_queue_nums, "writeQueueNums")?;
+        let perm = u32::try_from(header.perm).map_err(|_| {
+            Failure::new(
+                code::INVALID_PARAMETER,
+                format!("perm {} of topic {} is negative", header.perm, header.topic),
+            )
+        })?;
+        // Attributes not named in the request stay as they are (Java merges them the same way).
+        let current = self.broker.topic(&header.topic).map_err(broker_failure)?;
+        let message_type = alter_message_type(
+            &header.attributes,
+            current.is_none(),
+            current.and_then(|c| c.message_type),
+        )
+        .map_err(|refusal| match refusal {
+            AttributeRefusal::MixedNotSupported => {
+                Failure::new(code::INVALID_PARAMETER, refusal.to_string())
+            }
+            AttributeRefusal::Invalid(remark) => Failure::new(code::SYSTEM_ERROR, remark),
+        })?;
         let config = TopicConfig {
             name: header.topic.clone(),
-            read_queue_nums: queues(header.read_queue_nums, "readQueueNums")?,
-            write_queue_nums: queues(header.write_queue_nums, "writeQueueNums")?,
-            perm: u32::try_from(header.perm).map_err(|_| {
-                Failure::new(
-                    code::INVALID_PARAMETER,
-                    format!("perm {} of topic {} is negative", header.perm, header.topic),
-                )
-            })?,
+            read_queue_nums,
+            write_queue_nums,
+            perm,
+            message_type,
         };
         self.broker.put_topic(&config).map_err(broker_failure)?;
         Ok(success())
@@ -217,8 +243,8 @@ impl Processor {
     }
 
     /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): creates or replaces the group's config from
-    /// the `SubscriptionGroupConfig` body. skiff keeps the retry settings and the broadcast and
-    /// consume-from-min switches; the other fields are accepted and not kept.
+    /// the `SubscriptionGroupConfig` body. skiff keeps the retry settings, the broadcast,
+    /// consume-from-min and orderly switches; the other fields are accepted and not kept.
     pub(super) fn create_group(&self, request: &RemotingCommand) -> Outcome {
         if request.body.is_empty() {
             return Ok(success());
@@ -232,6 +258,7 @@ impl Processor {
             retry_queue_nums: u32::try_from(body.retry_queue_nums).unwrap_or(0),
             consume_broadcast_enable: body.consume_broadcast_enable,
             consume_from_min_enable: body.consume_from_min_enable,
+            consume_message_orderly: body.consume_message_orderly,
             ..SubscriptionGroupConfig::new(body.group_name)
         };
         self.broker.put_group(&config).map_err(broker_failure)?;

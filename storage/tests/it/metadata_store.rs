@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use skiff_storage::metadata::{
-    open_db, MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, PERM_READ,
-    SUBSCRIPTION_GROUPS_TREE, SUBSCRIPTION_GROUP_RECORD_VERSION, TOPICS_TREE, TOPIC_RECORD_VERSION,
+    open_db, MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, TopicMessageType,
+    PERM_READ, SUBSCRIPTION_GROUPS_TREE, SUBSCRIPTION_GROUP_RECORD_VERSION, TOPICS_TREE,
+    TOPIC_RECORD_VERSION,
 };
 use skiff_storage::offset_table::{OffsetKey, OffsetTable, SledOffsetTable};
 use skiff_storage::record;
@@ -36,6 +37,7 @@ fn defaults_match_rocketmq() {
     assert_eq!(topic.read_queue_nums, 8);
     assert_eq!(topic.write_queue_nums, 8);
     assert_eq!(topic.perm, 6);
+    assert_eq!(topic.message_type, None);
     let group = SubscriptionGroupConfig::new("CID_1");
     assert_eq!(
         group,
@@ -45,6 +47,7 @@ fn defaults_match_rocketmq() {
             retry_queue_nums: 1,
             consume_broadcast_enable: true,
             consume_from_min_enable: true,
+            consume_message_orderly: false,
         }
     );
 }
@@ -69,6 +72,7 @@ fn topics_put_get_remove_list() {
     // Overwrite.
     let read_only = TopicConfig {
         perm: PERM_READ,
+        message_type: Some(TopicMessageType::Fifo),
         ..b.clone()
     };
     f.store.put_topic(&read_only).unwrap();
@@ -89,6 +93,7 @@ fn subscription_groups_put_get_remove_list() {
         retry_max_times: 3,
         retry_queue_nums: 0,
         consume_broadcast_enable: false,
+        consume_message_orderly: true,
         ..SubscriptionGroupConfig::new("g2")
     };
     let g1 = SubscriptionGroupConfig::new("g1");
@@ -280,6 +285,130 @@ fn unknown_version_is_reported() {
         assert!(message.contains("CID_1"), "{message}");
         assert!(message.contains(SUBSCRIPTION_GROUPS_TREE), "{message}");
     }
+}
+
+/// A topic record as version 1 wrote it: the fields before `message_type`, in their order.
+#[derive(serde::Serialize)]
+struct TopicConfigV1<'a> {
+    name: &'a str,
+    read_queue_nums: u32,
+    write_queue_nums: u32,
+    perm: u32,
+}
+
+/// A group record as version 1 wrote it: the fields before `consume_message_orderly`.
+#[derive(serde::Serialize)]
+struct SubscriptionGroupConfigV1<'a> {
+    name: &'a str,
+    retry_max_times: u32,
+    retry_queue_nums: u32,
+    consume_broadcast_enable: bool,
+    consume_from_min_enable: bool,
+}
+
+#[test]
+fn version_1_records_are_upgraded_on_read_and_rewritten_as_version_2() {
+    assert_eq!(
+        (TOPIC_RECORD_VERSION, SUBSCRIPTION_GROUP_RECORD_VERSION),
+        (2, 2)
+    );
+    let f = fixture();
+    let topics = f.db.open_tree(TOPICS_TREE).unwrap();
+    let groups = f.db.open_tree(SUBSCRIPTION_GROUPS_TREE).unwrap();
+    let v1_topic = TopicConfigV1 {
+        name: "Old",
+        read_queue_nums: 3,
+        write_queue_nums: 2,
+        perm: PERM_READ,
+    };
+    topics.insert("Old", record::encode(1, &v1_topic)).unwrap();
+    let v1_group = SubscriptionGroupConfigV1 {
+        name: "OldGroup",
+        retry_max_times: 5,
+        retry_queue_nums: 0,
+        consume_broadcast_enable: false,
+        consume_from_min_enable: true,
+    };
+    groups
+        .insert("OldGroup", record::encode(1, &v1_group))
+        .unwrap();
+
+    let topic = TopicConfig {
+        read_queue_nums: 3,
+        write_queue_nums: 2,
+        perm: PERM_READ,
+        ..TopicConfig::new("Old", 0)
+    };
+    assert_eq!(topic.message_type, None);
+    assert_eq!(f.store.get_topic("Old").unwrap(), Some(topic.clone()));
+    assert_eq!(f.store.list_topics().unwrap(), vec![topic.clone()]);
+    let group = SubscriptionGroupConfig {
+        retry_max_times: 5,
+        retry_queue_nums: 0,
+        consume_broadcast_enable: false,
+        ..SubscriptionGroupConfig::new("OldGroup")
+    };
+    assert!(!group.consume_message_orderly);
+    assert_eq!(
+        f.store.get_subscription_group("OldGroup").unwrap(),
+        Some(group.clone())
+    );
+    assert_eq!(f.store.list_subscription_groups().unwrap(), vec![group]);
+
+    // Storing the upgraded config writes version 2, with the new field.
+    let fifo = TopicConfig {
+        message_type: Some(TopicMessageType::Fifo),
+        ..topic
+    };
+    f.store.put_topic(&fifo).unwrap();
+    assert_eq!(topics.get("Old").unwrap().unwrap()[0], TOPIC_RECORD_VERSION);
+    assert_eq!(f.store.get_topic("Old").unwrap(), Some(fifo));
+}
+
+#[test]
+fn a_corrupt_version_1_record_is_still_an_error() {
+    let f = fixture();
+    let tree = f.db.open_tree(TOPICS_TREE).unwrap();
+    let mut raw = record::encode(
+        1,
+        &TopicConfigV1 {
+            name: "Old",
+            read_queue_nums: 1,
+            write_queue_nums: 1,
+            perm: 6,
+        },
+    );
+    let last = raw.len() - 1;
+    raw[last] ^= 0x01;
+    tree.insert("Old", raw).unwrap();
+    assert_corrupt(f.store.get_topic("Old"), TOPICS_TREE, "Old", &f.path);
+}
+
+#[test]
+fn every_message_type_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta");
+    let topics: Vec<TopicConfig> = TopicMessageType::ALL
+        .into_iter()
+        .map(Some)
+        .chain([None])
+        .enumerate()
+        .map(|(i, message_type)| TopicConfig {
+            message_type,
+            ..TopicConfig::new(format!("T{i}"), 1)
+        })
+        .collect();
+    {
+        let db = open_db(&path).unwrap();
+        let store = MetadataStore::open(&db, path.clone()).unwrap();
+        for t in &topics {
+            store.put_topic(t).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let db = open_db(&path).unwrap();
+    let store = MetadataStore::open(&db, path.clone()).unwrap();
+    assert_eq!(store.list_topics().unwrap(), topics);
 }
 
 #[test]

@@ -321,7 +321,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Harness {
     pub serving: skiff::serve::Serving,
     pub addr: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Harness {
@@ -330,7 +330,20 @@ impl Harness {
     }
 
     pub async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> anyhow::Result<Harness> {
-        let dir = tempfile::tempdir()?;
+        Harness::start_in(tempfile::tempdir()?, configure).await
+    }
+
+    /// Shuts the node down and starts it again (default config, a new port) on the same data
+    /// directory.
+    pub async fn restart(self) -> anyhow::Result<Harness> {
+        self.serving.shutdown().await?;
+        Harness::start_in(self.dir, |_| {}).await
+    }
+
+    async fn start_in(
+        dir: tempfile::TempDir,
+        configure: impl FnOnce(&mut NodeConfig),
+    ) -> anyhow::Result<Harness> {
         let mut config = NodeConfig::in_dir(dir.path());
         config.listen = "127.0.0.1:0".parse()?;
         // Whatever else fills the test machine's disk, sends are not refused for it.
@@ -339,11 +352,7 @@ impl Harness {
         configure(&mut config);
         let serving = skiff::serve::start(config).await?;
         let addr = serving.local_addr().to_string();
-        Ok(Harness {
-            serving,
-            addr,
-            _dir: dir,
-        })
+        Ok(Harness { serving, addr, dir })
     }
 
     pub async fn call(
