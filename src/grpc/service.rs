@@ -26,9 +26,9 @@ use skiff_actors::logic::delay::DELAY_LEVELS;
 use skiff_actors::logic::pop::{Receipt, MAX_POP_MESSAGES};
 use skiff_actors::logic::transaction::TransactionResolution;
 use skiff_actors::refused::Refused;
-use skiff_storage::message::decode_records;
-use skiff_storage::metadata::PERM_READ;
-use skiff_storage::metadata::PERM_WRITE;
+use skiff_storage::message::property::UNIQ_KEY;
+use skiff_storage::message::{decode_records, StoredMessage};
+use skiff_storage::metadata::{TopicMessageType, PERM_READ, PERM_WRITE};
 
 use super::clients::{Client, Clients, GrpcConsumer, GrpcTransactionChecker, TELEMETRY_QUEUE};
 use super::convert::{self, duration, duration_ms, message_from_stored, message_to_append};
@@ -192,7 +192,7 @@ fn effective_settings(
         Some(pb::settings::PubSub::Subscription(subscription)) => {
             subscription.receive_batch_size = Some(RECEIVE_BATCH as i32);
             subscription.long_polling_timeout = Some(duration(MAX_LONG_POLL.as_millis() as i64));
-            subscription.fifo = Some(group.is_some_and(|g| is_orderly(g)));
+            subscription.fifo = Some(group.is_some_and(|g| g.consume_message_orderly));
             let retry_max_times = group.map_or(16, |g| g.retry_max_times);
             settings.backoff_policy = Some(pb::RetryPolicy {
                 max_attempts: i32::try_from(retry_max_times)
@@ -374,16 +374,6 @@ impl GrpcService {
         ))
     }
 
-    fn accepted_types(&self) -> Vec<i32> {
-        // An auto-created or untyped topic takes every type, as a dev broker should.
-        vec![
-            pb::MessageType::Normal as i32,
-            pb::MessageType::Fifo as i32,
-            pb::MessageType::Delay as i32,
-            pb::MessageType::Transaction as i32,
-        ]
-    }
-
     async fn do_receive(
         &self,
         caller: Caller,
@@ -417,7 +407,7 @@ impl GrpcService {
         let group_config = self.group_config(stored_group.clone()).await?;
         let fifo = group_config
             .as_ref()
-            .map(|g| is_orderly(g))
+            .map(|g| g.consume_message_orderly)
             .or_else(|| subscription.as_ref().and_then(|s| s.fifo))
             .unwrap_or(false);
         let max_attempts = group_config.as_ref().map_or(17, |g| g.retry_max_times + 1);
@@ -479,13 +469,14 @@ impl GrpcService {
             orderly: fifo,
         };
         let (pop_topic, pop_queue) = (pop.topic.clone(), pop.queue_id);
-        let messages = self
+        let broker_name = self.config.broker_name.clone();
+        let popped = self
             .broker(move |broker| async move {
                 let answer = broker.pop(pop).await?;
                 if answer.message_count == 0 {
                     return Ok(Vec::new());
                 }
-                let popped = decode_records(answer.records).map_err(|source| {
+                let records = decode_records(answer.records.clone()).map_err(|source| {
                     BrokerError::UnreadableMessage {
                         topic: pop_topic,
                         queue_id: pop_queue.unwrap_or(0),
@@ -493,21 +484,59 @@ impl GrpcService {
                         source,
                     }
                 })?;
-                let mut delivered = Vec::with_capacity(popped.len());
-                for message in popped {
+                let mut delivered = Vec::with_capacity(records.len());
+                for message in records {
+                    let Some(receipt) = answer.receipt(&message, &broker_name) else {
+                        // Not of a queue this pop read: nothing could acknowledge it.
+                        continue;
+                    };
                     // The proxy's rule: a message received max-attempts times already goes to
                     // the dead-letter topic instead of to the consumer.
                     if i64::from(message.reconsume_times) >= i64::from(max_attempts) {
-                        forward_to_dead_letters(&broker, &stored_group, &message, max_attempts)
-                            .await?;
+                        forward_to_dead_letters(
+                            &broker,
+                            &stored_group,
+                            &message,
+                            &receipt,
+                            max_attempts,
+                        )
+                        .await?;
                         continue;
                     }
-                    delivered.push(message);
+                    delivered.push((message, receipt));
                 }
                 Ok(delivered)
             })
             .await?;
-        Ok(messages.iter().map(message_from_stored).collect())
+        Ok(popped
+            .iter()
+            .map(|(message, receipt)| {
+                let mut converted = message_from_stored(message);
+                if let Some(system) = converted.system_properties.as_mut() {
+                    system.receipt_handle = Some(receipt.to_string());
+                    system.invisible_duration = Some(duration(receipt.invisible_ms));
+                }
+                converted
+            })
+            .collect())
+    }
+}
+
+/// The message types a topic takes: the one its `message.type` attribute names, or every one
+/// when it names none (an auto-created topic, as a dev broker should) or MIXED.
+fn accepted_types(message_type: Option<TopicMessageType>) -> Vec<i32> {
+    let one = |t: pb::MessageType| vec![t as i32];
+    match message_type {
+        Some(TopicMessageType::Normal) => one(pb::MessageType::Normal),
+        Some(TopicMessageType::Fifo) => one(pb::MessageType::Fifo),
+        Some(TopicMessageType::Delay) => one(pb::MessageType::Delay),
+        Some(TopicMessageType::Transaction) => one(pb::MessageType::Transaction),
+        Some(TopicMessageType::Mixed) | None => vec![
+            pb::MessageType::Normal as i32,
+            pb::MessageType::Fifo as i32,
+            pb::MessageType::Delay as i32,
+            pb::MessageType::Transaction as i32,
+        ],
     }
 }
 
@@ -515,7 +544,8 @@ impl GrpcService {
 async fn forward_to_dead_letters(
     broker: &BrokerHandle,
     group: &str,
-    message: &skiff_storage::message::StoredMessage,
+    message: &StoredMessage,
+    receipt: &Receipt,
     max_attempts: u32,
 ) -> Result<(), BrokerError> {
     broker
@@ -523,29 +553,22 @@ async fn forward_to_dead_letters(
             group: group.to_owned(),
             physical_offset: message.physical_offset,
             delay_level: -1,
-            origin_msg_id: message
-                .property(skiff_storage::message::property::UNIQ_KEY)
-                .map(str::to_owned),
+            origin_msg_id: message.property(UNIQ_KEY).map(str::to_owned),
             origin_topic: Some(message.topic.clone()),
             max_reconsume_times: Some(max_attempts.saturating_sub(1)),
             broker_name: None,
         })
         .await?;
-    if let Some(receipt) = message
-        .property(skiff_storage::message::property::POP_CK)
-        .and_then(|r| Receipt::parse(r).ok())
-    {
-        let topic = receipt.kind.stored_topic(group, &message.topic);
-        broker
-            .ack_popped(
-                group,
-                &topic,
-                receipt.queue_id,
-                message.queue_offset,
-                &receipt,
-            )
-            .await?;
-    }
+    let topic = receipt.kind.stored_topic(group, &message.topic);
+    broker
+        .ack_popped(
+            group,
+            &topic,
+            receipt.queue_id,
+            message.queue_offset,
+            receipt,
+        )
+        .await?;
     Ok(())
 }
 
@@ -608,10 +631,9 @@ impl MessagingService for GrpcService {
             status: Some(status),
             message_queues: Vec::new(),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let Some(topic) = request.topic else {
             return reply(answer(status(
@@ -623,13 +645,12 @@ impl MessagingService for GrpcService {
         let route = self
             .broker(move |broker| async move {
                 let route = broker.route(stored.clone()).await?;
-                let perm = broker
-                    .topic(&stored)?
-                    .map_or(PERM_READ | PERM_WRITE, |t| t.perm);
-                Ok((route, perm))
+                let config = broker.topic(&stored)?;
+                let perm = config.as_ref().map_or(PERM_READ | PERM_WRITE, |t| t.perm);
+                Ok((route, perm, config.and_then(|t| t.message_type)))
             })
             .await;
-        let (route, perm) = match route {
+        let (route, perm, message_type) = match route {
             Ok(r) => r,
             Err(s) => return reply(answer(s)),
         };
@@ -655,7 +676,7 @@ impl MessagingService for GrpcService {
                         // The endpoints the client dialled reach this broker.
                         endpoints: request.endpoints.clone(),
                     }),
-                    accept_message_types: self.accepted_types(),
+                    accept_message_types: accepted_types(message_type),
                 });
             }
         }
@@ -712,22 +733,44 @@ impl MessagingService for GrpcService {
         };
         let stored_topic = resource::stored(&topic);
         let route_topic = stored_topic.clone();
-        let write_queues = match self
+        let (write_queues, topic_type) = match self
             .broker(move |broker| async move {
-                let route = broker.route(route_topic).await?;
-                Ok(route.brokers.first().map_or(0, |b| b.write_queue_nums))
+                let route = broker.route(route_topic.clone()).await?;
+                let message_type = broker.topic(&route_topic)?.and_then(|t| t.message_type);
+                Ok((
+                    route.brokers.first().map_or(0, |b| b.write_queue_nums),
+                    message_type,
+                ))
             })
             .await
         {
-            Ok(0) => {
+            Ok((0, _)) => {
                 return reply(answer(status(
                     Code::Forbidden,
                     format!("topic {} has no writable queue", topic.name),
                 )))
             }
-            Ok(n) => n,
+            Ok(found) => found,
             Err(s) => return reply(answer(s)),
         };
+        // An explicitly typed topic takes only its type, as the proxy checks it.
+        let accepted = accepted_types(topic_type);
+        for message in &request.messages {
+            let message_type = message
+                .system_properties
+                .as_ref()
+                .map_or(pb::MessageType::Normal as i32, |s| s.message_type);
+            if !accepted.contains(&message_type) {
+                return reply(answer(status(
+                    Code::MessagePropertyConflictWithType,
+                    format!(
+                        "current message type {} does not match the topic's accepted message types {:?}",
+                        pb::MessageType::try_from(message_type).map_or("UNKNOWN", |t| t.as_str_name()),
+                        topic_type.map_or("any", TopicMessageType::as_str),
+                    ),
+                )));
+            }
+        }
         // One queue per request, as the proxy picks it: the message group's for a single
         // FIFO message, else any.
         let group = (request.messages.len() == 1)
@@ -822,10 +865,9 @@ impl MessagingService for GrpcService {
             status: Some(status),
             assignments: Vec::new(),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -843,7 +885,7 @@ impl MessagingService for GrpcService {
                     .groups()?
                     .into_iter()
                     .find(|g| g.name == stored_group)
-                    .is_some_and(|g| is_orderly(&g));
+                    .is_some_and(|g| g.consume_message_orderly);
                 Ok((topic, orderly))
             })
             .await;
@@ -867,7 +909,7 @@ impl MessagingService for GrpcService {
                     id: 0,
                     endpoints: request.endpoints.clone(),
                 }),
-                accept_message_types: self.accepted_types(),
+                accept_message_types: accepted_types(config.message_type),
             }),
         };
         // A FIFO group pops each queue in order; any other pops the topic as one (queue -1).
@@ -931,10 +973,9 @@ impl MessagingService for GrpcService {
             status: Some(status),
             entries: Vec::new(),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -981,10 +1022,9 @@ impl MessagingService for GrpcService {
         let answer = |status| pb::ForwardMessageToDeadLetterQueueResponse {
             status: Some(status),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -1010,16 +1050,8 @@ impl MessagingService for GrpcService {
                     .and_then(|m| m.into_iter().next())
                     .filter(|m| m.queue_offset == offset)
                     .ok_or(Refused::MessageNotFound { physical_offset: 0 })?;
-                let mut message = message;
-                // The handle's receipt, which the stored record does not carry.
-                message.properties = skiff_storage::message::with_properties(
-                    &message.properties,
-                    &[(
-                        skiff_storage::message::property::POP_CK,
-                        &receipt.to_string(),
-                    )],
-                );
-                forward_to_dead_letters(&broker, &stored_group, &message, max_attempts).await
+                forward_to_dead_letters(&broker, &stored_group, &message, &receipt, max_attempts)
+                    .await
             })
             .await;
         reply(answer(result.map_or_else(|s| s, |()| ok())))
@@ -1076,10 +1108,9 @@ impl MessagingService for GrpcService {
         let answer = |status| pb::EndTransactionResponse {
             status: Some(status),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let Some(topic) = request.topic.as_ref() else {
             return reply(answer(status(
@@ -1233,10 +1264,9 @@ impl MessagingService for GrpcService {
             status: Some(status),
             receipt_handle: String::new(),
         };
-        let caller = match caller(&request) {
-            Ok(c) => c,
-            Err(s) => return reply(answer(s)),
-        };
+        if let Err(s) = caller(&request) {
+            return reply(answer(s));
+        }
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -1314,10 +1344,6 @@ impl MessagingService for GrpcService {
             status: Some(not_served("SyncLiteSubscription")),
         })
     }
-}
-
-fn is_orderly(_group: &skiff_storage::metadata::SubscriptionGroupConfig) -> bool {
-    false
 }
 
 fn not_served(rpc: &str) -> pb::Status {

@@ -185,6 +185,9 @@ pub struct OffsetInfo {
     pub start_offsets: String,
     pub message_offsets: String,
     pub order_counts: String,
+    /// The same queues as data: the topic kind, queue and start offset of each, from which a
+    /// server-side client (the gRPC front door) builds each message's receipt.
+    pub queues: Vec<(TopicKind, u32, u64)>,
 }
 
 fn push_entry(out: &mut String, entry: fmt::Arguments<'_>) {
@@ -199,6 +202,8 @@ fn push_entry(out: &mut String, entry: fmt::Arguments<'_>) {
 impl OffsetInfo {
     /// Records one queue's share of the answer.
     pub fn add_queue(&mut self, topic: &str, queue_id: u32, start_offset: u64, offsets: &[u64]) {
+        self.queues
+            .push((TopicKind::of(topic), queue_id, start_offset));
         let kind = TopicKind::of(topic).mark();
         push_entry(
             &mut self.start_offsets,

@@ -27,13 +27,15 @@ use crate::broker::long_poll::ParkPull;
 use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
-    pop_retry_topic, OffsetInfo, PopMode, ORDER_REVIVE_QUEUE, POP_FROM_RETRY_PERCENT,
-    POP_RETRY_QUEUE_NUMS,
+    pop_retry_topic, OffsetInfo, PopMode, Receipt, TopicKind, ORDER_REVIVE_QUEUE,
+    POP_FROM_RETRY_PERCENT, POP_RETRY_QUEUE_NUMS,
 };
 use crate::refused::{NameKind, NameRule, Refused};
 use actix::Addr;
 use actor::{NextReviveQueue, PopActor};
 use bytes::Bytes;
+use skiff_storage::message::property::POP_CK;
+use skiff_storage::message::StoredMessage;
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::offset_table::is_valid_name;
 use skiff_storage::pop_state::RequestMode;
@@ -80,6 +82,33 @@ pub struct PopAnswer {
     /// their receipt, as Java's broker answers them.
     pub records: Bytes,
     pub message_count: usize,
+}
+
+impl PopAnswer {
+    /// The receipt of `message`, one of this answer's records: the one it carries (`POP_CK`,
+    /// a retried message), else the one the answer's bookkeeping gives it, as a remoting client
+    /// builds it. `None` for a message of a queue the answer did not read.
+    pub fn receipt(&self, message: &StoredMessage, broker_name: &str) -> Option<Receipt> {
+        if let Some(carried) = message.property(POP_CK) {
+            return Receipt::parse(carried).ok();
+        }
+        let kind = TopicKind::of(&message.topic);
+        let (_, _, start) = self
+            .offset_info
+            .queues
+            .iter()
+            .find(|(k, q, _)| *k == kind && *q == message.queue_id)?;
+        Some(Receipt {
+            checkpoint_offset: *start,
+            pop_time_ms: self.pop_time_ms,
+            invisible_ms: self.invisible_ms,
+            revive_queue_id: self.revive_queue_id,
+            kind,
+            broker_name: broker_name.to_owned(),
+            queue_id: message.queue_id,
+            queue_offset: Some(message.queue_offset),
+        })
+    }
 }
 
 /// How long a pop that saw unread messages (a busy queue) waits before it looks again.
