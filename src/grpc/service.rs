@@ -459,7 +459,10 @@ impl GrpcService {
         let pop = PopRequest {
             group: stored_group.clone(),
             topic: stored_topic,
-            queue_id: u32::try_from(queue.id).ok(),
+            // Every queue, whatever the request names, as the proxy pops (its selector reads only
+            // the broker name): a client that asks for one queue still gets the topic's
+            // messages, and a FIFO group's order holds per queue either way.
+            queue_id: None,
             max_messages: batch,
             invisible_ms: invisible.as_millis() as i64,
             poll,
@@ -1161,13 +1164,27 @@ impl MessagingService for GrpcService {
     ) -> Result<Response<Self::TelemetryStream>, tonic::Status> {
         let caller = caller(&request).map_err(|s| tonic::Status::invalid_argument(s.message))?;
         let mut inbound = request.into_inner();
+        // The stream to the client ends when this task does (the client half-closed, or the
+        // server stops), whoever else holds a way to push commands: the broker's check
+        // listener writes to `pushed`, which this task forwards.
         let (outbound, stream) = mpsc::channel(TELEMETRY_QUEUE);
+        let (pushed, mut from_broker) = mpsc::channel(TELEMETRY_QUEUE);
+        let connection = self
+            .clients
+            .get_or_insert(&caller.client_id, &caller.namespace)
+            .connection;
         let service = self.clone();
         let mut stopped = self.stopped.clone();
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
                     _ = super::until_stopped(&mut stopped) => break,
+                    Some(command) = from_broker.recv() => {
+                        if outbound.send(command).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     next = inbound.next() => next,
                 };
                 let command = match next {
@@ -1181,7 +1198,7 @@ impl MessagingService for GrpcService {
                 use pb::telemetry_command::Command;
                 match command.command {
                     Some(Command::Settings(settings)) => {
-                        let answer = match service.on_settings(&caller, settings, &outbound).await {
+                        let answer = match service.on_settings(&caller, settings, &pushed).await {
                             Ok(settings) => pb::TelemetryCommand {
                                 status: Some(ok()),
                                 command: Some(Command::Settings(settings)),
@@ -1208,19 +1225,14 @@ impl MessagingService for GrpcService {
                     }
                 }
             }
-            service
-                .clients
-                .telemetry_closed(&caller.client_id, &outbound);
-            if let Some(client) = service.clients.get(&caller.client_id) {
-                let connection = client.connection;
-                // Everything registered through this client leaves; a client that reconnects
-                // registers again with its next settings or heartbeat.
-                let _ = service
-                    .broker(move |broker| async move {
-                        broker.connection_closed(connection).await.map(|_| ())
-                    })
-                    .await;
-            }
+            service.clients.telemetry_closed(&caller.client_id, &pushed);
+            // Everything registered through this client leaves; a client that reconnects
+            // registers again with its next settings or heartbeat.
+            let _ = service
+                .broker(move |broker| async move {
+                    broker.connection_closed(connection).await.map(|_| ())
+                })
+                .await;
         });
         Ok(Response::new(ReceiverStream::new(stream)))
     }
