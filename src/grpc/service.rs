@@ -269,7 +269,7 @@ impl GrpcService {
                 let topics: Vec<String> = publishing
                     .topics
                     .iter()
-                    .map(|t| resource::stored(t))
+                    .map(resource::stored)
                     .collect();
                 self.broker(move |broker| async move {
                     for topic in topics {
@@ -1254,7 +1254,7 @@ impl MessagingService for GrpcService {
             .group
             .as_ref()
             .filter(|g| !g.name.is_empty())
-            .map(|g| resource::stored(g));
+            .map(resource::stored);
         let result = self
             .broker(move |broker| async move {
                 broker.unregister_producer(&client_id, None);
