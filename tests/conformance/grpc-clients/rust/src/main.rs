@@ -12,7 +12,11 @@
 //! Endpoints: `ClientOption::set_access_url("HOST:PORT")` is dialled for QueryRoute and the
 //! Telemetry stream; sends, receives and acks go to the endpoints in the route's queues.
 //! TLS: `set_enable_tls(true)` only turns the URL into `https://...`; the crate builds its tonic
-//! endpoint without a TLS config (a "TODO tls config" in session.rs), see grpc-clients.sh.
+//! endpoint without a TLS config (a "TODO tls config" in session.rs), so tonic (feature
+//! tls-roots) connects with rustls, the platform roots (rustls-native-certs: SSL_CERT_FILE) and
+//! the dialled host checked against the certificate's SANs (never its CN). grpc-clients.sh sets
+//! SSL_CERT_FILE to the server's own certificate and runs --tls on only when that certificate
+//! names 127.0.0.1 in a SAN.
 
 use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
