@@ -1,5 +1,5 @@
 //! skiff: a single-node message-queue node that reimplements Apache RocketMQ's consumer-offset
-//! lifecycle and speaks RocketMQ's remoting protocol.
+//! lifecycle and speaks RocketMQ's remoting protocol and RocketMQ 5's gRPC protocol.
 //!
 //! Embedded use: open a [`Node`], produce, consume with a group. Offsets are committed only up
 //! to the smallest message still in flight, persisted every 5 s and at shutdown, so a crash
@@ -42,7 +42,9 @@
 //! * [`config`]: defaults, `skiff.toml`, `SKIFF_*`.
 //! * [`node`]: the embedded [`Node`].
 //! * [`remoting`]: RocketMQ's wire codec, transport, request processor and remote broker client.
-//! * [`serve`]: `skiff serve`, a node behind a remoting listener.
+//! * [`grpc`]: the RocketMQ 5 gRPC front door (`apache.rocketmq.v2.MessagingService`), a sibling
+//!   of `remoting` calling the same broker.
+//! * [`serve`]: `skiff serve`, a node behind a remoting listener and a gRPC listener.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
 //! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
 //! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting

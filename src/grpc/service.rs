@@ -17,6 +17,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Streaming};
 use tracing::{debug, info};
 
+use skiff_actors::broker::connections::ClientDescription;
 use skiff_actors::broker::{BrokerHandle, PopRequest};
 use skiff_actors::broker_api::{
     BrokerError, ConsumeType, ConsumerHeartbeat, EndTransactionRequest, ExpressionType,
@@ -76,6 +77,9 @@ pub struct GrpcService {
 struct Caller {
     client_id: String,
     namespace: String,
+    /// `x-mq-language` and `x-mq-client-version`, for admin listings.
+    language: String,
+    version: String,
     peer: SocketAddr,
     /// What is left of the call's deadline (`grpc-timeout`), when the client set one.
     deadline: Option<Duration>,
@@ -101,6 +105,8 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
     Ok(Caller {
         client_id,
         namespace: text("x-mq-namespace"),
+        language: text("x-mq-language"),
+        version: text("x-mq-client-version"),
         peer: request
             .remote_addr()
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
@@ -198,10 +204,10 @@ fn effective_settings(
                 max_attempts: i32::try_from(retry_max_times)
                     .unwrap_or(i32::MAX - 1)
                     .saturating_add(1),
-                // The retry delays of delay levels 3.. (1 s to 2 h), as remoting consumers get.
+                // Every delay level (1 s to 2 h), as the proxy's default group retry policy.
                 strategy: Some(pb::retry_policy::Strategy::CustomizedBackoff(
                     pb::CustomizedBackoff {
-                        next: DELAY_LEVELS[2..]
+                        next: DELAY_LEVELS
                             .iter()
                             .map(|d| duration(d.as_millis() as i64))
                             .collect(),
@@ -266,11 +272,7 @@ impl GrpcService {
                 let Some(telemetry) = client.telemetry.clone() else {
                     return Ok(());
                 };
-                let topics: Vec<String> = publishing
-                    .topics
-                    .iter()
-                    .map(resource::stored)
-                    .collect();
+                let topics: Vec<String> = publishing.topics.iter().map(resource::stored).collect();
                 self.broker(move |broker| async move {
                     for topic in topics {
                         let checker = GrpcTransactionChecker {
@@ -356,6 +358,19 @@ impl GrpcService {
             settings.clone(),
             telemetry.clone(),
         );
+        let description = ClientDescription {
+            client_id: caller.client_id.clone(),
+            address: caller.peer.to_string(),
+            language: caller.language.clone(),
+            version: caller.version.clone(),
+            protocol: "grpc",
+        };
+        let connection = client.connection;
+        self.broker(move |broker| async move {
+            broker.connections().describe(connection, description);
+            Ok(())
+        })
+        .await?;
         self.register(&caller.client_id, &client).await?;
         let group = match &settings.pub_sub {
             Some(pb::settings::PubSub::Subscription(s)) => match &s.group {
@@ -1409,7 +1424,7 @@ mod tests {
             panic!("customized backoff expected");
         };
         assert_eq!(duration_ms(&backoff.next[0]), 1000);
-        assert_eq!(backoff.next.len(), 16);
+        assert_eq!(backoff.next.len(), 18);
         assert_eq!(merged.metric.map(|m| m.on), Some(false));
     }
 }

@@ -33,6 +33,23 @@ struct ClientConnection {
     producers: BTreeMap<String, BTreeSet<String>>,
     /// Last full subscription set per (group, client id).
     subscriptions: HashMap<(String, String), Vec<SubscriptionEntry>>,
+    /// What the client said of itself, for admin listings, when no front door keeps it (gRPC
+    /// clients; the remoting processor keeps its own clients' echo of the wire).
+    description: Option<ClientDescription>,
+}
+
+/// A client as admin listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientDescription {
+    pub client_id: String,
+    /// `host:port` of the client's end.
+    pub address: String,
+    /// `JAVA`, `PYTHON`, `GOLANG`, ...
+    pub language: String,
+    /// The client's version as it names it (`5.2.0`).
+    pub version: String,
+    /// The protocol it speaks, `grpc` or `remoting`.
+    pub protocol: &'static str,
 }
 
 /// Cheap to clone; every clone is the same registry.
@@ -175,6 +192,25 @@ impl Connections {
             c.subscriptions
                 .remove(&(group.to_string(), client_id.to_string()));
         }
+    }
+
+    /// Records what the client on `connection` said of itself.
+    pub fn describe(&self, connection: ConnectionId, description: ClientDescription) {
+        self.table
+            .borrow_mut()
+            .entry(connection)
+            .or_default()
+            .description = Some(description);
+    }
+
+    /// The description of a client id, from whichever connection it is registered through.
+    pub fn description_of(&self, client_id: &str) -> Option<ClientDescription> {
+        self.table
+            .borrow()
+            .values()
+            .filter_map(|c| c.description.as_ref())
+            .find(|d| d.client_id == client_id)
+            .cloned()
     }
 
     /// A connection closed: everything registered through it is gone. Answers how many producer

@@ -11,8 +11,11 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
+use skiff_actors::broker::connections::ClientDescription;
+
 use crate::remoting::body::{
-    ConsumerConnection, GroupList, JsonBody, KvTable, ProducerConnection, SubscriptionData,
+    Connection, ConsumerConnection, GroupList, JsonBody, KvTable, ProducerConnection,
+    SubscriptionData,
 };
 use crate::remoting::codes::{response as code, version};
 use crate::remoting::conn::InvokeError;
@@ -26,6 +29,17 @@ use crate::remoting::wire::physical_offset_of;
 /// How long the broker waits for a client's answer to a forwarded request (Java's
 /// `Broker2Client.callClient`).
 pub(super) const CALL_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client another front door described, as a connection listing shows it. Its version is
+/// a name (`5.2.0`), not one of the remoting client's version numbers: 0 stands for unknown.
+fn described_connection(description: ClientDescription) -> Connection {
+    Connection {
+        client_id: description.client_id,
+        client_addr: description.address,
+        language: description.language,
+        version: 0,
+    }
+}
 
 impl Processor {
     /// GET_CONSUMER_CONNECTION_LIST (203): the group's connected consumers with their
@@ -47,18 +61,30 @@ impl Processor {
             .into_iter()
             .filter(|c| members.contains(&c.channel.client_id))
             .collect();
-        let Some(first) = online.first() else {
+        // Members this processor has no wire echo of: clients of another front door (gRPC),
+        // as they described themselves to the broker.
+        let elsewhere: Vec<Connection> = members
+            .iter()
+            .filter(|id| !online.iter().any(|c| &c.channel.client_id == *id))
+            .filter_map(|id| self.broker.connections().description_of(id))
+            .map(described_connection)
+            .collect();
+        if online.is_empty() && elsewhere.is_empty() {
             return Err(Failure::new(
                 code::CONSUMER_NOT_ONLINE,
                 format!("the consumer group[{group}] not online"),
             ));
+        }
+        let mut body = match online.first() {
+            Some(first) => ConsumerConnection {
+                consume_type: first.data.consume_type,
+                message_model: first.data.message_model,
+                consume_from_where: first.data.consume_from_where,
+                ..ConsumerConnection::default()
+            },
+            None => ConsumerConnection::default(),
         };
-        let mut body = ConsumerConnection {
-            consume_type: first.data.consume_type,
-            message_model: first.data.message_model,
-            consume_from_where: first.data.consume_from_where,
-            ..ConsumerConnection::default()
-        };
+        body.connection_set.extend(elsewhere);
         let mut subscriptions: BTreeMap<String, SubscriptionData> = BTreeMap::new();
         for client in &online {
             body.connection_set.push(client.channel.connection());
@@ -80,15 +106,25 @@ impl Processor {
     pub(super) fn producer_connections(&self, request: &RemotingCommand) -> Outcome {
         let header = GetProducerConnectionListRequestHeader::from_command(request)?;
         let clients = self.clients.borrow();
-        let Some(producers) = clients.producers(&header.name) else {
+        let mut connection_set: Vec<Connection> = clients
+            .producers(&header.name)
+            .map(|producers| producers.iter().map(|p| p.connection()).collect())
+            .unwrap_or_default();
+        // gRPC producers, registered under their topics' names.
+        for client_id in self.broker.producers_of(&header.name) {
+            if !connection_set.iter().any(|c| c.client_id == client_id) {
+                if let Some(description) = self.broker.connections().description_of(&client_id) {
+                    connection_set.push(described_connection(description));
+                }
+            }
+        }
+        if connection_set.is_empty() {
             return Err(Failure::system(format!(
                 "the producer group[{}] not exist",
                 header.name
             )));
-        };
-        let body = ProducerConnection {
-            connection_set: producers.iter().map(|p| p.connection()).collect(),
-        };
+        }
+        let body = ProducerConnection { connection_set };
         Ok(success().with_body(body.encode()))
     }
 
