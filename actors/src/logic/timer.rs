@@ -264,13 +264,14 @@ mod tests {
     }
 
     #[test]
-    fn a_relative_delay_waits_in_the_timer_topic_rounded_down_to_the_second() {
+    fn a_relative_delay_waits_in_the_timer_topic_rounded_up_to_the_second() {
         let routed = route_timer(
             to_append("T", 3, &[("TAGS", "a"), (TIMER_DELAY_SEC, "3")]),
             NOW,
         )
         .unwrap();
-        assert_eq!(routed.deliver_ms, Some(1_700_000_003_000));
+        // Asked for 3 s after NOW (…003_250): the first whole second not before it.
+        assert_eq!(routed.deliver_ms, Some(1_700_000_004_000));
         assert_eq!(routed.message.topic, TIMER_TOPIC);
         assert_eq!(routed.message.queue_id, 0);
         assert_eq!(
@@ -278,7 +279,7 @@ mod tests {
             encode_properties(&[
                 ("TAGS", "a"),
                 (TIMER_DELAY_SEC, "3"),
-                (TIMER_OUT_MS, "1700000003000"),
+                (TIMER_OUT_MS, "1700000004000"),
                 (REAL_TOPIC, "T"),
                 (REAL_QID, "3"),
             ])
@@ -304,20 +305,20 @@ mod tests {
             ..to_append("T", 2, &[(TIMER_DELAY_SEC, "5"), (UNIQ_KEY, "U1")])
         };
         let routed = route_timer(committed, NOW).unwrap();
-        assert_eq!(routed.deliver_ms, Some(1_700_000_005_000));
+        assert_eq!(routed.deliver_ms, Some(1_700_000_006_000));
         assert_eq!(routed.message.topic, TIMER_TOPIC);
     }
 
     #[test]
-    fn delay_ms_and_an_absolute_deliver_time_are_rounded_down_too() {
+    fn delay_ms_and_an_absolute_deliver_time_are_rounded_up_too() {
         let ms = route_timer(to_append("T", 0, &[(TIMER_DELAY_MS, "1999")]), NOW).unwrap();
-        assert_eq!(ms.deliver_ms, Some(1_700_000_002_000));
+        assert_eq!(ms.deliver_ms, Some(1_700_000_003_000));
         let at = route_timer(
             to_append("T", 0, &[(TIMER_DELIVER_MS, "1700000010000")]),
             NOW,
         )
         .unwrap();
-        // On a second boundary already: kept (Apache would fire a second early).
+        // On a second boundary already: kept (Apache would make it a second earlier).
         assert_eq!(at.deliver_ms, Some(1_700_000_010_000));
     }
 
