@@ -349,8 +349,11 @@ final class CrossScenarios {
         ctx.note("remoting member consumed " + ra.size() + ", gRPC member " + ga.size() + " of " + sent.size());
         try {
             ConsumerConnection cc = ctx.admin.consumerConnection(group);
-            ctx.note("GET_CONSUMER_CONNECTION_LIST: " + cc.getConnectionSet().size() + " connections, "
-                + cc.getConsumeType());
+            List<String> conns = new ArrayList<>();
+            cc.getConnectionSet().forEach(x -> conns.add(x.getClientId() + " " + x.getLanguage() + " v" + x.getVersion()));
+            java.util.Collections.sort(conns);
+            ctx.note("GET_CONSUMER_CONNECTION_LIST: " + conns + ", " + cc.getConsumeType() + ", " + cc.getMessageModel()
+                + ", subscriptions " + cc.getSubscriptionTable().keySet());
         } catch (Exception e) {
             ctx.note("GET_CONSUMER_CONNECTION_LIST failed: " + Main.chain(e));
         }
