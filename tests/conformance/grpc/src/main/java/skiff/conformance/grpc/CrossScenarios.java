@@ -262,7 +262,8 @@ final class CrossScenarios {
      * message, then acks it). 40
      * messages, half from a gRPC producer and half from a remoting producer, 100 ms apart: every
      * message is consumed exactly once across the two members (no loss, no duplicate, none again
-     * after the invisible time), each member consumes some, content and id intact on both sides.
+     * after the invisible time), each member consumes some, content and id intact on both sides;
+     * GET_CONSUMER_CONNECTION_LIST of the group lists both members.
      */
     /**
      * How long the gRPC member of cross_mixed_group works on each message before it acks. Apache
@@ -347,6 +348,9 @@ final class CrossScenarios {
         List<Rcv> ra = new ArrayList<>(rgot);
         List<Got> ga = new ArrayList<>(ggot);
         ctx.note("remoting member consumed " + ra.size() + ", gRPC member " + ga.size() + " of " + sent.size());
+        // GET_CONSUMER_CONNECTION_LIST: the broker knows both members (Apache: the proxy registers
+        // the gRPC client with the broker's consumer manager, language JAVA, and as version its
+        // own MQVersion.CURRENT_VERSION, 513 for 5.5.0; noted, not checked).
         try {
             ConsumerConnection cc = ctx.admin.consumerConnection(group);
             List<String> conns = new ArrayList<>();
@@ -354,8 +358,15 @@ final class CrossScenarios {
             java.util.Collections.sort(conns);
             ctx.note("GET_CONSUMER_CONNECTION_LIST: " + conns + ", " + cc.getConsumeType() + ", " + cc.getMessageModel()
                 + ", subscriptions " + cc.getSubscriptionTable().keySet());
+            String remotingId = rc.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
+            ctx.eq("connections of the group", 2, cc.getConnectionSet().size());
+            ctx.check(cc.getConnectionSet().stream().anyMatch(x -> x.getClientId().equals(remotingId)),
+                "the remoting member " + remotingId + " is not among the group's connections " + conns);
+            ctx.check(cc.getConnectionSet().stream().anyMatch(x -> !x.getClientId().equals(remotingId)
+                && x.getLanguage() == org.apache.rocketmq.remoting.protocol.LanguageCode.JAVA),
+                "no other JAVA member (the gRPC client) among the group's connections " + conns);
         } catch (Exception e) {
-            ctx.note("GET_CONSUMER_CONNECTION_LIST failed: " + Main.chain(e));
+            ctx.fail("GET_CONSUMER_CONNECTION_LIST failed: " + Main.chain(e));
         }
         ctx.eq("gRPC member receive errors", List.of(), gerrors);
         Map<String, Scenarios.Sent> byBody = new HashMap<>();
