@@ -8,13 +8,19 @@
 #   bench/run.sh --messages 100000 --runs 1        # smoke run
 #   bench/run.sh --brokers skiff-async,redis-everysec --out bench/RESULTS.md
 #   bench/run.sh --brokers skiff-async,apache      # skiff vs Apache RocketMQ only
+#   bench/run.sh --brokers skiff-grpc,apache-grpc --messages 100000 --runs 1   # the gRPC row
 #
-# Every argument goes to skiff-bench (`bench/run.sh --help` lists them). Environment:
+# Every argument goes to skiff-bench (`bench/run.sh --help` lists them), except the gRPC row's:
+# the brokers skiff-grpc and apache-grpc (not in the default set) run bench/grpc-bench.sh (a Java
+# program with the RocketMQ 5 gRPC client) after skiff-bench, with --messages, --runs, --out and
+# --grpc-threads K / --grpc-consumers C (default 4 / 4). Environment:
 #   SKIFF_BENCH_TARGET_DIR  cargo target dir (default: target-bench beside the repo)
 #   SKIFF_BENCH_NICE        nice level of the builds (default 10)
 #   APACHE_STOCK=1          Apache RocketMQ 5.5.0 as released, without the fix of its
 #                           busy-spinning TransactionMetricsFlushService (bench/README.md)
 #   ROCKETMQ_VERSION        another Apache RocketMQ version (default: the pom's, 5.5.0)
+#   SKIFF_BIN               a skiff binary for skiff-grpc (with only gRPC brokers selected:
+#                           nothing is built)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +40,35 @@ for a in "$@"; do
         --brokers=*) brokers=${a#--brokers=} ;;
         *) [ "$prev" = "--brokers" ] && brokers=$a ;;
     esac
+    prev=$a
+done
+# The gRPC row (skiff-grpc, apache-grpc) is bench/grpc-bench.sh; skiff-bench gets the rest.
+grpc_brokers="" bench_brokers="$brokers"
+if [ "$brokers" != default ]; then
+    bench_brokers=""
+    for b in ${brokers//,/ }; do
+        case $b in
+            skiff-grpc | apache-grpc) grpc_brokers="${grpc_brokers:+$grpc_brokers,}$b" ;;
+            *) bench_brokers="${bench_brokers:+$bench_brokers,}$b" ;;
+        esac
+    done
+fi
+bench_args=() grpc_out=""
+skip=0
+prev=""
+for a in "$@"; do
+    if [ "$skip" = 1 ]; then skip=0; prev=$a; continue; fi
+    case $a in
+        --grpc-threads | --grpc-consumers) skip=1 ;;
+        --grpc-threads=* | --grpc-consumers=*) ;;
+        --brokers) bench_args+=("$a") ;;
+        --brokers=*) bench_args+=("--brokers=$bench_brokers") ;;
+        *)
+            if [ "$prev" = "--brokers" ]; then bench_args+=("$bench_brokers"); else bench_args+=("$a"); fi
+            ;;
+    esac
+    case $a in --out=*) grpc_out=${a#--out=} ;; esac
+    [ "$prev" = "--out" ] && grpc_out=$a
     prev=$a
 done
 wants() { # wants PATTERN: a selected broker matches PATTERN
@@ -75,12 +110,22 @@ if wants apache; then
     apache_args=(--apache-start "$apache_dir/start.sh" --apache-desc "Maven Central jars; $java_version")
 fi
 
-echo "building skiff and skiff-bench (release, CARGO_TARGET_DIR=$target)" >&2
 export CARGO_TARGET_DIR="$target"
-(cd "$root" && nice -n "$nice_level" cargo build --release --bin skiff)
-# Not --locked: bench/Cargo.lock pins the bench's own dependencies, and a dependency added to
-# skiff (a path dependency) must be able to enter it.
-(cd "$here" && nice -n "$nice_level" cargo build --release)
+skiff_bin="$target/release/skiff"
+if [ -n "$bench_brokers" ]; then
+    echo "building skiff and skiff-bench (release, CARGO_TARGET_DIR=$target)" >&2
+    (cd "$root" && nice -n "$nice_level" cargo build --release --bin skiff)
+    # Not --locked: bench/Cargo.lock pins the bench's own dependencies, and a dependency added to
+    # skiff (a path dependency) must be able to enter it.
+    (cd "$here" && nice -n "$nice_level" cargo build --release)
+elif [[ ,$grpc_brokers, == *,skiff-grpc,* ]]; then
+    if [ -n "${SKIFF_BIN:-}" ]; then
+        skiff_bin=$SKIFF_BIN
+    else
+        echo "building skiff (release, CARGO_TARGET_DIR=$target)" >&2
+        (cd "$root" && nice -n "$nice_level" cargo build --release --bin skiff)
+    fi
+fi
 
 if [ "${#apache_args[@]}" -gt 0 ]; then
     # Resolves the jars with Maven once (cached), outside the timed start; the dir is a dry run.
@@ -91,9 +136,18 @@ fi
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (the table is noisy while other work uses the cores)" >&2
 rev="$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
-exec "$target/release/skiff-bench" \
-    --skiff-bin "$target/release/skiff" \
-    --skiff-rev "$rev" \
-    --nats-server "$nats_bin" \
-    ${apache_args[@]+"${apache_args[@]}"} \
-    "$@"
+[ -n "${SKIFF_BIN:-}" ] && [ -z "$bench_brokers" ] && rev="SKIFF_BIN=$SKIFF_BIN"
+if [ -n "$bench_brokers" ]; then
+    # skiff reads SKIFF_* variables as configuration; skiff-bench removes them for skiff.
+    "$target/release/skiff-bench" \
+        --skiff-bin "$target/release/skiff" \
+        --skiff-rev "$rev" \
+        --nats-server "$nats_bin" \
+        ${apache_args[@]+"${apache_args[@]}"} \
+        ${bench_args[@]+"${bench_args[@]}"}
+elif [ -n "$grpc_out" ]; then
+    : >"$grpc_out"
+fi
+if [ -n "$grpc_brokers" ]; then
+    "$here/grpc-bench.sh" "$@" --brokers "$grpc_brokers" --skiff-bin "$skiff_bin" --skiff-rev "$rev"
+fi

@@ -34,6 +34,11 @@ final class Admin implements AutoCloseable {
         ext.start();
     }
 
+    /** The name server address the remoting clients of the cross-protocol scenarios use. */
+    String namesrv() {
+        return namesrv;
+    }
+
     /** The master address of the one broker the name server knows. */
     String brokerAddr() throws Exception {
         if (brokerAddr == null) {
@@ -85,6 +90,20 @@ final class Admin implements AutoCloseable {
         g.setConsumeMessageOrderly(orderly);
         g.setRetryMaxTimes(retryMaxTimes);
         ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
+    }
+
+    /**
+     * SET_MESSAGE_REQUEST_MODE (401): the group consumes the topic in POP mode, so a remoting push
+     * consumer with setClientRebalance(false) pops (all queues, queue id -1) as the gRPC clients do.
+     */
+    void setPopMode(String topic, String group) throws Exception {
+        ext.setMessageRequestMode(brokerAddr(), topic, group,
+            org.apache.rocketmq.common.message.MessageRequestMode.POP, 0, 10_000);
+    }
+
+    /** GET_CONSUMER_CONNECTION_LIST of the group (the members the broker knows). */
+    org.apache.rocketmq.remoting.protocol.body.ConsumerConnection consumerConnection(String group) throws Exception {
+        return ext.examineConsumerConnectionInfo(group);
     }
 
     /** The sum of the max offsets of the topic's queues, or -1 when it has no route. */

@@ -88,25 +88,28 @@ final class Scenarios {
         m.put("error_unknown_topic", new Def(60, Scenarios::errorUnknownTopic));
         m.put("error_forged_receipt_handle", new Def(60, Scenarios::errorForgedReceiptHandle));
         m.put("error_oversize_body", new Def(60, Scenarios::errorOversizeBody));
+        m.put("cross_grpc_to_remoting_push", new Def(60, CrossScenarios::grpcToRemotingPush));
+        m.put("cross_remoting_to_grpc_simple", new Def(60, CrossScenarios::remotingToGrpcSimple));
+        m.put("cross_mixed_group", new Def(120, CrossScenarios::mixedGroup));
         return m;
     }
 
     // ---- helpers ------------------------------------------------------------------------------
 
-    private static String topic(Ctx ctx, String type) throws Exception {
+    static String topic(Ctx ctx, String type) throws Exception {
         String t = ctx.name("t");
         ctx.admin.createTopic(t, type);
         return t;
     }
 
-    private static String group(Ctx ctx, boolean fifo, int retryMaxTimes) throws Exception {
+    static String group(Ctx ctx, boolean fifo, int retryMaxTimes) throws Exception {
         String g = ctx.name("g");
         ctx.admin.createGroup(g, fifo, retryMaxTimes);
         return g;
     }
 
     /** A sent message as the checks need it. */
-    private static final class Sent {
+    static final class Sent {
         final String id;
         final String body;
         final String tag;
@@ -115,6 +118,19 @@ final class Scenarios {
         final String group;
         final long before;
         final long after;
+
+        /** A message sent over remoting (DefaultMQProducer): id = its msgId (UNIQ_KEY). */
+        Sent(String id, String body, String tag, List<String> keys, Map<String, String> props, long before,
+            long after) {
+            this.id = id;
+            this.body = body;
+            this.tag = tag;
+            this.keys = new ArrayList<>(new java.util.TreeSet<>(keys));
+            this.props = new java.util.TreeMap<>(props);
+            this.group = null;
+            this.before = before;
+            this.after = after;
+        }
 
         Sent(String id, Message m, long before, long after) {
             this.id = id;
@@ -135,19 +151,19 @@ final class Scenarios {
         }
     }
 
-    private static Sent send(Producer p, Message m) throws Exception {
+    static Sent send(Producer p, Message m) throws Exception {
         long before = System.currentTimeMillis();
         SendReceipt r = p.send(m);
         return new Sent(r.getMessageId().toString(), m, before, System.currentTimeMillis());
     }
 
     /** Everything a delivered message must carry of what was sent. */
-    private static void same(Ctx ctx, String what, Sent s, String topic, MessageView v, int attempt) {
+    static void same(Ctx ctx, String what, Sent s, String topic, MessageView v, int attempt) {
         same(ctx, what, s, topic, v, attempt, Map.of());
     }
 
     /** As above; {@code extra} are properties the server adds (value null: any value). */
-    private static void same(Ctx ctx, String what, Sent s, String topic, MessageView v, int attempt,
+    static void same(Ctx ctx, String what, Sent s, String topic, MessageView v, int attempt,
         Map<String, String> extra) {
         Map<String, String> want = new java.util.TreeMap<>(s.props);
         Map<String, String> have = props(v);
