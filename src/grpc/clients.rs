@@ -32,17 +32,7 @@ pub const TELEMETRY_QUEUE: usize = 64;
 pub struct Client {
     pub connection: ConnectionId,
     pub settings: Option<pb::Settings>,
-    pub namespace: String,
     pub telemetry: Option<TelemetrySender>,
-}
-
-impl Client {
-    pub fn client_type(&self) -> Option<pb::ClientType> {
-        self.settings
-            .as_ref()
-            .and_then(|s| s.client_type)
-            .and_then(|t| pb::ClientType::try_from(t).ok())
-    }
 }
 
 /// Every gRPC client the server has seen and not forgotten.
@@ -58,13 +48,12 @@ impl Clients {
     }
 
     /// The client's entry, made on first sight with a fresh connection id.
-    pub fn get_or_insert(&self, client_id: &str, namespace: &str) -> Client {
+    pub fn get_or_insert(&self, client_id: &str) -> Client {
         self.lock()
             .entry(client_id.to_owned())
             .or_insert_with(|| Client {
                 connection: ConnectionId::next(),
                 settings: None,
-                namespace: namespace.to_owned(),
                 telemetry: None,
             })
             .clone()
@@ -78,7 +67,6 @@ impl Clients {
     pub fn update_settings(
         &self,
         client_id: &str,
-        namespace: &str,
         settings: pb::Settings,
         telemetry: TelemetrySender,
     ) -> Client {
@@ -86,11 +74,9 @@ impl Clients {
         let client = table.entry(client_id.to_owned()).or_insert_with(|| Client {
             connection: ConnectionId::next(),
             settings: None,
-            namespace: namespace.to_owned(),
             telemetry: None,
         });
         client.settings = Some(settings);
-        client.namespace = namespace.to_owned();
         client.telemetry = Some(telemetry);
         client.clone()
     }
@@ -110,15 +96,6 @@ impl Clients {
 
     pub fn remove(&self, client_id: &str) -> Option<Client> {
         self.lock().remove(client_id)
-    }
-
-    /// Client ids and types, for listings.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -160,7 +160,7 @@ fn has_control_character(s: &str) -> bool {
 /// The longest message group the proxy accepts (`maxMessageGroupSize`).
 const MAX_MESSAGE_GROUP_LEN: usize = 64;
 
-/// What a send of one gRPC message stores. `stored_topic` is the topic with its namespace;
+/// What a send of one gRPC message stores. `stored_topic` is the topic as the broker names it;
 /// `queue_id` the queue chosen for it; `born_host` the peer when the client named none.
 pub fn message_to_append(
     message: &pb::Message,

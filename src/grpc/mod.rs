@@ -7,7 +7,7 @@
 //! * `proto/`: the schema (`apache/rocketmq/v2/*.proto`), compiled by `build.rs` into [`pb`].
 //! * [`service`]: the RPCs, each mapped to broker calls.
 //! * [`convert`]: messages between their gRPC form and the store's (pure).
-//! * [`resource`]: names in a namespace (`ns%topic`).
+//! * [`resource`]: topic and group names between a client's resources and the broker.
 //! * [`clients`]: gRPC clients by client id, their settings and Telemetry streams; how the
 //!   broker's connection registry reaches them.
 //! * [`status`]: the one table from broker errors and refusals to gRPC codes.

@@ -76,7 +76,6 @@ pub struct GrpcService {
 /// Who sent a request: the metadata every RPC carries.
 struct Caller {
     client_id: String,
-    namespace: String,
     /// `x-mq-language` and `x-mq-client-version`, for admin listings.
     language: String,
     version: String,
@@ -104,7 +103,6 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
     }
     Ok(Caller {
         client_id,
-        namespace: text("x-mq-namespace"),
         language: text("x-mq-language"),
         version: text("x-mq-client-version"),
         peer: request
@@ -238,10 +236,6 @@ impl GrpcService {
         }
     }
 
-    pub fn clients(&self) -> &Clients {
-        &self.clients
-    }
-
     /// Runs `call` on the broker; a link failure becomes the status the client gets.
     async fn broker<T, F, Fut>(&self, call: F) -> Result<T, pb::Status>
     where
@@ -352,12 +346,9 @@ impl GrpcService {
                 "there is no publishing or subscription data in settings",
             ));
         }
-        let client = self.clients.update_settings(
-            &caller.client_id,
-            &caller.namespace,
-            settings.clone(),
-            telemetry.clone(),
-        );
+        let client =
+            self.clients
+                .update_settings(&caller.client_id, settings.clone(), telemetry.clone());
         let description = ClientDescription {
             client_id: caller.client_id.clone(),
             address: caller.peer.to_string(),
@@ -1184,10 +1175,7 @@ impl MessagingService for GrpcService {
         // listener writes to `pushed`, which this task forwards.
         let (outbound, stream) = mpsc::channel(TELEMETRY_QUEUE);
         let (pushed, mut from_broker) = mpsc::channel(TELEMETRY_QUEUE);
-        let connection = self
-            .clients
-            .get_or_insert(&caller.client_id, &caller.namespace)
-            .connection;
+        let connection = self.clients.get_or_insert(&caller.client_id).connection;
         let service = self.clone();
         let mut stopped = self.stopped.clone();
         tokio::spawn(async move {
