@@ -329,10 +329,8 @@ impl GrpcService {
         &self,
         group: String,
     ) -> Result<Option<skiff_storage::metadata::SubscriptionGroupConfig>, pb::Status> {
-        self.broker(move |broker| async move {
-            Ok(broker.groups()?.into_iter().find(|g| g.name == group))
-        })
-        .await
+        self.broker(move |broker| async move { broker.group(&group) })
+            .await
     }
 
     async fn on_settings(
@@ -891,9 +889,7 @@ impl MessagingService for GrpcService {
                     topic: stored_topic.clone(),
                 })?;
                 let orderly = broker
-                    .groups()?
-                    .into_iter()
-                    .find(|g| g.name == stored_group)
+                    .group(&stored_group)?
                     .is_some_and(|g| g.consume_message_orderly);
                 Ok((topic, orderly))
             })

@@ -113,6 +113,11 @@ impl BrokerHandle {
         self.inner.registry.groups()
     }
 
+    /// One subscription group's config, `None` when it does not exist (one lookup, no scan).
+    pub fn group(&self, name: &str) -> Result<Option<SubscriptionGroupConfig>, BrokerError> {
+        self.inner.registry.group(name)
+    }
+
     /// Admin (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): creates the group or replaces its config.
     pub fn put_group(&self, config: &SubscriptionGroupConfig) -> Result<(), BrokerError> {
         self.inner.registry.put_group(config)
