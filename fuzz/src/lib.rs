@@ -1,12 +1,6 @@
-//! The runtime-free part of skiff's remoting module (codes, frame codec, typed headers, JSON
-//! bodies), compiled straight from `src/remoting/` so the fuzz build does not pull in the actor
-//! system and storage (and does not rebuild whenever they change).
+//! The decoders skiff's fuzz targets drive, from the `skiff` crate itself: the remoting codes,
+//! frame codec, typed headers and JSON bodies, and the gRPC front door's messages and
+//! conversions.
 
-#[path = "../../src/remoting/body/mod.rs"]
-pub mod body;
-#[path = "../../src/remoting/codes.rs"]
-pub mod codes;
-#[path = "../../src/remoting/frame/mod.rs"]
-pub mod frame;
-#[path = "../../src/remoting/headers/mod.rs"]
-pub mod headers;
+pub use skiff::grpc;
+pub use skiff::remoting::{body, codes, frame, headers};

@@ -105,6 +105,8 @@ pub const MAX_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
 pub enum Unstorable {
     #[error("message id cannot be empty")]
     NoMessageId,
+    #[error("message id {id:?} contains a control character")]
+    IllegalMessageId { id: String },
     #[error("property {key:?} is used by the system")]
     SystemPropertyKey { key: String },
     #[error("the key or value of user property {key:?} contains a control character")]
@@ -136,7 +138,7 @@ impl Unstorable {
     pub fn code(&self) -> pb::Code {
         use pb::Code;
         match self {
-            Unstorable::NoMessageId => Code::IllegalMessageId,
+            Unstorable::NoMessageId | Unstorable::IllegalMessageId { .. } => Code::IllegalMessageId,
             Unstorable::SystemPropertyKey { .. } | Unstorable::ControlCharacter { .. } => {
                 Code::IllegalMessagePropertyKey
             }
@@ -172,6 +174,12 @@ pub fn message_to_append(
     let system = message.system_properties.clone().unwrap_or_default();
     if system.message_id.trim().is_empty() {
         return Err(Unstorable::NoMessageId);
+    }
+    // Properties are stored joined by control characters: none may hide in a value.
+    if has_control_character(&system.message_id) {
+        return Err(Unstorable::IllegalMessageId {
+            id: system.message_id.clone(),
+        });
     }
     let mut properties = String::new();
     let mut user: Vec<(&String, &String)> = message.user_properties.iter().collect();
@@ -250,14 +258,19 @@ pub fn message_to_append(
         }
         push_property(&mut properties, SHARDING_KEY, group);
     }
-    if let Some(trace) = system.trace_context.as_deref().filter(|t| !t.is_empty()) {
+    if let Some(trace) = system
+        .trace_context
+        .as_deref()
+        .filter(|t| !t.is_empty() && !has_control_character(t))
+    {
         push_property(&mut properties, TRACE_CONTEXT, trace);
     }
-    let born_host = if system.born_host.trim().is_empty() {
-        peer.to_string()
-    } else {
-        system.born_host.clone()
-    };
+    let born_host =
+        if system.born_host.trim().is_empty() || has_control_character(&system.born_host) {
+            peer.to_string()
+        } else {
+            system.born_host.clone()
+        };
     push_property(&mut properties, BORN_HOST, &born_host);
     let born_timestamp = system
         .born_timestamp
@@ -591,6 +604,16 @@ mod tests {
         };
         assert_eq!(
             message_to_append(&sent(no_id, b"x"), "T", 0, peer(), 10)
+                .unwrap_err()
+                .code(),
+            pb::Code::IllegalMessageId
+        );
+        let separator_in_id = pb::SystemProperties {
+            message_id: "01\u{1}UNIQ_KEY\u{2}forged".into(),
+            ..base.clone()
+        };
+        assert_eq!(
+            message_to_append(&sent(separator_in_id, b"x"), "T", 0, peer(), 10)
                 .unwrap_err()
                 .code(),
             pb::Code::IllegalMessageId
