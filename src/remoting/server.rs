@@ -182,7 +182,13 @@ async fn accept_loop(
                     let in_flight = config.max_in_flight_per_connection;
                     conns.spawn(async move {
                         if let Some(handoff) = handoff {
-                            match first_byte(&stream, opts.idle_timeout).await {
+                            // A silent connection must not hold up the server's shutdown.
+                            let mut stopping = stop.clone();
+                            let first = tokio::select! {
+                                _ = flag_set(&mut stopping) => return,
+                                first = first_byte(&stream, opts.idle_timeout) => first,
+                            };
+                            match first {
                                 Some(first) if handoff.wants(first) => {
                                     handoff.hand_over(stream, peer);
                                     return;

@@ -608,3 +608,15 @@ impl tokio_rustls::rustls::client::danger::ServerCertVerifier for AnyCertificate
             .supported_schemes()
     }
 }
+
+#[actix_rt::test]
+async fn a_connection_that_never_speaks_does_not_hold_up_shutdown() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let serving = start(dir.path()).await?;
+    // Waiting for its first byte to tell remoting from gRPC, the main port must still stop.
+    let _silent = tokio::net::TcpStream::connect(serving.local_addr()).await?;
+    tokio::time::timeout(Duration::from_secs(20), serving.shutdown())
+        .await
+        .context("shutdown waited for a silent connection")??;
+    Ok(())
+}
