@@ -615,6 +615,14 @@ async fn a_connection_that_never_speaks_does_not_hold_up_shutdown() -> anyhow::R
     let serving = start(dir.path()).await?;
     // Waiting for its first byte to tell remoting from gRPC, the main port must still stop.
     let _silent = tokio::net::TcpStream::connect(serving.local_addr()).await?;
+    // A request answered on a later connection: the silent one was accepted before it.
+    let remoting = RemotingClient::new(ClientConfig::default());
+    let send = testsuite::send_v2("AfterSilence", "m").build();
+    let sent = remoting
+        .invoke(&serving.local_addr().to_string(), send, CALL_TIMEOUT)
+        .await?;
+    ensure!(sent.code == code::SUCCESS, "{sent:?}");
+    drop(remoting);
     tokio::time::timeout(Duration::from_secs(20), serving.shutdown())
         .await
         .context("shutdown waited for a silent connection")??;
