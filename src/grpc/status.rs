@@ -63,6 +63,13 @@ pub fn refusal_code(refused: &Refused) -> Code {
 pub fn broker_status(e: &BrokerError) -> pb::Status {
     match e {
         BrokerError::Refused(refused) => status(refusal_code(refused), refused.to_string()),
+        BrokerError::Store(store) if store.is_out_of_descriptors() => status(
+            Code::TooManyRequests,
+            format!(
+                "the broker is out of file descriptors, nothing was stored; retry: {}",
+                error_chain(store)
+            ),
+        ),
         BrokerError::Store(store) if store.is_disk_full() => status(
             Code::InternalServerError,
             format!("the broker's disk is full: {}", error_chain(store)),

@@ -16,7 +16,8 @@
 //! the file. A crash loses only tail entries newer than the last checkpoint, and recovery
 //! rebuilds those from the commit log as it rebuilds any lost index entry.
 
-use crate::disk::{Disk, DiskFile, OpenMode};
+use crate::disk::{Disk, OpenMode};
+use crate::file_cache::{CachedFile, FileCache};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,12 +86,18 @@ impl CqEntry {
     }
 }
 
-/// One file of a queue: entries from logical offset `base`.
+/// One file of a queue: entries from logical offset `base`. Its descriptor comes and goes
+/// with the store's [`FileCache`].
 #[derive(Debug)]
 struct CqFile {
     base: u64,
-    path: PathBuf,
-    file: DiskFile,
+    file: Arc<CachedFile>,
+}
+
+impl CqFile {
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
 }
 
 /// One queue's index files.
@@ -98,7 +105,7 @@ struct CqFile {
 pub struct ConsumeQueue {
     topic: String,
     queue_id: u32,
-    disk: Disk,
+    files_cache: Arc<FileCache>,
     dir: PathBuf,
     file_entries: u64,
     /// Never empty; contiguous; sorted by base.
@@ -140,26 +147,32 @@ pub struct QueueRepairs {
     pub cut_bytes: u64,
     /// Files after a gap in the file sequence, deleted.
     pub dropped_files: usize,
+    /// The queue was new: its directory and first file were created, not yet fsynced into
+    /// their parents (the caller makes them durable before anything counts on them).
+    pub created: bool,
+    /// The directory existed but held no file: an empty first file was made, and whatever
+    /// entries the queue had are gone.
+    pub refilled: bool,
 }
 
 impl ConsumeQueue {
     /// Opens or creates the queue directory `dir`, cutting a partial trailing entry (a torn
     /// index write) and files past a gap. A legacy single file at `dir` (the layout before
-    /// queues were split into files) becomes the directory's first file.
+    /// queues were split into files) becomes the directory's first file. Holds no descriptor
+    /// afterwards: the files are opened through `files_cache` when used.
     pub fn open(
-        disk: &Disk,
+        files_cache: &Arc<FileCache>,
         topic: &str,
         queue_id: u32,
         dir: &Path,
         file_entries: u64,
     ) -> io::Result<(ConsumeQueue, QueueRepairs)> {
+        let disk = files_cache.disk();
         migrate_legacy_file(disk, dir)?;
         let mut repairs = QueueRepairs::default();
         if disk.kind(dir)?.is_none() {
             disk.create_dir_all(dir)?;
-            if let Some(parent) = dir.parent() {
-                disk.sync_dir(parent).map_err(store_to_io)?;
-            }
+            repairs.created = true;
         }
         let mut bases: Vec<u64> = disk
             .read_dir(dir)?
@@ -183,23 +196,25 @@ impl ConsumeQueue {
                 repairs.dropped_files += 1;
                 continue;
             }
-            let file = disk.open(&path, OpenMode::Existing)?;
-            let len = file.len()?;
+            let len = disk.file_len(&path)?;
             expected_base = Some(base + len / ENTRY_SIZE as u64);
-            files.push(Arc::new(CqFile { base, path, file }));
+            files.push(Arc::new(CqFile {
+                base,
+                file: files_cache.existing(path),
+            }));
         }
         if repairs.dropped_files > 0 {
             disk.sync_dir(dir).map_err(store_to_io)?;
         }
         if files.is_empty() {
             let path = dir.join(queue_file_name(0));
-            let file = disk.open(&path, OpenMode::Create)?;
-            disk.sync_dir(dir).map_err(store_to_io)?;
-            files.push(Arc::new(CqFile {
-                base: 0,
-                path,
-                file,
-            }));
+            let file = files_cache.open(path, OpenMode::Create)?;
+            if !repairs.created {
+                // An existing directory that had lost its files: the new one must outlive a crash.
+                disk.sync_dir(dir).map_err(store_to_io)?;
+                repairs.refilled = true;
+            }
+            files.push(Arc::new(CqFile { base: 0, file }));
         }
         // Only the last file can end in a partial entry: every earlier one was full when the
         // next was started.
@@ -207,10 +222,10 @@ impl ConsumeQueue {
             .last()
             .cloned()
             .ok_or_else(|| invalid("no file".into()))?;
-        let len = last.file.len()?;
+        let len = disk.file_len(last.path())?;
         let whole = len - len % ENTRY_SIZE as u64;
         if whole != len {
-            last.file.set_len(whole)?;
+            last.file.handle()?.set_len(whole)?;
             repairs.cut_bytes = len - whole;
         }
         let min = files.first().map_or(0, |f| f.base);
@@ -219,13 +234,15 @@ impl ConsumeQueue {
             ConsumeQueue {
                 topic: topic.to_string(),
                 queue_id,
-                disk: disk.clone(),
+                files_cache: files_cache.clone(),
                 dir: dir.to_path_buf(),
                 file_entries: file_entries.max(1),
                 files: RwLock::new(files),
                 min: AtomicU64::new(min),
                 max: AtomicU64::new(count),
-                synced: AtomicU64::new(0),
+                // What is on disk at open either was fsynced before the store's checkpoint or
+                // is cut or re-indexed by recovery, which publishes (and so marks) what it adds.
+                synced: AtomicU64::new(count),
                 tail: Mutex::new(Tail {
                     start: count,
                     bytes: Vec::new(),
@@ -246,6 +263,10 @@ impl ConsumeQueue {
     /// The queue's directory (errors name it).
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    fn disk(&self) -> &Disk {
+        self.files_cache.disk()
     }
 
     /// Logical offset of the next entry to be written.
@@ -295,7 +316,7 @@ impl ConsumeQueue {
             let limit = match next {
                 Some(next) => next,
                 None => {
-                    let end = file.base + file.file.len()? / ENTRY_SIZE as u64;
+                    let end = file.base + file.file.handle()?.len()? / ENTRY_SIZE as u64;
                     (file.base + self.file_entries).max(end)
                 }
             };
@@ -306,6 +327,7 @@ impl ConsumeQueue {
             let n = ((rest.len() / ENTRY_SIZE) as u64).min(limit - offset);
             let (now, later) = rest.split_at(n as usize * ENTRY_SIZE);
             file.file
+                .handle()?
                 .write_all_at(now, entries_bytes(offset - file.base))?;
             offset += n;
             rest = later;
@@ -316,15 +338,15 @@ impl ConsumeQueue {
     /// Starts a new file at logical offset `base` (the end of the last one).
     fn roll(&self, base: u64) -> io::Result<()> {
         let path = self.dir.join(queue_file_name(base));
-        let file = self.disk.open(&path, OpenMode::CreateNew)?;
-        if let Err(e) = self.disk.sync_dir(&self.dir) {
-            let _ = self.disk.remove_file(&path);
+        let file = self.files_cache.open(path.clone(), OpenMode::CreateNew)?;
+        if let Err(e) = self.disk().sync_dir(&self.dir) {
+            let _ = self.disk().remove_file(&path);
             return Err(store_to_io(e));
         }
         self.files
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::new(CqFile { base, path, file }));
+            .push(Arc::new(CqFile { base, file }));
         Ok(())
     }
 
@@ -340,7 +362,7 @@ impl ConsumeQueue {
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
             }
             let len = n as usize * ENTRY_SIZE;
-            file.file.read_exact_at(
+            file.file.handle()?.read_exact_at(
                 &mut out[done..done + len],
                 entries_bytes(offset - file.base),
             )?;
@@ -422,16 +444,20 @@ impl ConsumeQueue {
             let mut removed = false;
             while files.len() > 1 && files.last().is_some_and(|f| f.base >= count) {
                 if let Some(f) = files.pop() {
-                    self.disk.remove_file(&f.path)?;
+                    self.disk().remove_file(f.path())?;
                     removed = true;
                 }
             }
             if let Some(last) = files.last() {
-                last.file.set_len(entries_bytes(count - last.base))?;
+                let len = entries_bytes(count - last.base);
+                // Most truncations (recovery's) cut nothing: a length read needs no descriptor.
+                if self.disk().file_len(last.path())? != len {
+                    last.file.handle()?.set_len(len)?;
+                }
             }
             drop(files);
             if removed {
-                self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+                self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
             }
             tail.start = count;
             tail.bytes.clear();
@@ -460,17 +486,19 @@ impl ConsumeQueue {
         let path = self.dir.join(queue_file_name(base));
         let old: Vec<Arc<CqFile>> = std::mem::take(&mut *files);
         for f in old.iter().filter(|f| f.base >= base) {
-            self.disk.remove_file(&f.path)?;
+            self.disk().remove_file(f.path())?;
         }
-        let file = self.disk.open(&path, OpenMode::Create)?;
-        file.set_len(0)?;
-        file.sync_all()?;
-        self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+        let file = self.files_cache.open(path, OpenMode::Create)?;
+        let handle = file.handle()?;
+        handle.set_len(0)?;
+        handle.sync_all()?;
+        drop(handle);
+        self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
         for f in old.iter().filter(|f| f.base < base) {
-            self.disk.remove_file(&f.path)?;
+            self.disk().remove_file(f.path())?;
         }
-        self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
-        files.push(Arc::new(CqFile { base, path, file }));
+        self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
+        files.push(Arc::new(CqFile { base, file }));
         drop(files);
         tail.start = base;
         tail.bytes.clear();
@@ -516,17 +544,22 @@ impl ConsumeQueue {
         };
         let mut bytes = 0;
         for f in &doomed {
-            bytes += f.file.len()?;
-            self.disk.remove_file(&f.path)?;
+            bytes += self.disk().file_len(f.path())?;
+            self.disk().remove_file(f.path())?;
             self.files
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|g| g.base != f.base);
         }
         if !doomed.is_empty() {
-            self.disk.sync_dir(&self.dir).map_err(store_to_io)?;
+            self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
         }
         Ok((doomed.len(), bytes))
+    }
+
+    /// Whether entries were published since the last [`sync`](Self::sync).
+    pub fn needs_sync(&self) -> bool {
+        self.synced.load(Ordering::Acquire) < self.max_offset()
     }
 
     /// Writes the buffered tail and fsyncs every file holding entries published since the
@@ -542,7 +575,7 @@ impl ConsumeQueue {
         for (i, f) in files.iter().enumerate() {
             let end = files.get(i + 1).map_or(u64::MAX, |n| n.base);
             if end > synced {
-                f.file.sync_data()?;
+                f.file.handle()?.sync_data()?;
             }
         }
         self.synced.fetch_max(max, Ordering::AcqRel);
@@ -706,13 +739,14 @@ mod tests {
     fn file_entries(q: &ConsumeQueue) -> io::Result<u64> {
         let mut total = 0;
         for f in q.files_snapshot() {
-            total += f.file.len()? / ENTRY_SIZE as u64;
+            total += f.file.handle()?.len()? / ENTRY_SIZE as u64;
         }
         Ok(total)
     }
 
     fn open(path: &Path, file_entries: u64) -> io::Result<(ConsumeQueue, u64)> {
-        let (q, repairs) = ConsumeQueue::open(&Disk::Os, "t", 0, path, file_entries)?;
+        let (q, repairs) =
+            ConsumeQueue::open(&FileCache::new(Disk::Os, 8), "t", 0, path, file_entries)?;
         Ok((q, repairs.cut_bytes))
     }
 
@@ -799,7 +833,7 @@ mod file_tests {
     fn entries_span_files_and_old_files_go_once_below_the_min() -> io::Result<()> {
         let disk = Disk::Simulated(SimDisk::new());
         let dir = Path::new("/cq/t/0");
-        let (q, _) = ConsumeQueue::open(&disk, "t", 0, dir, 10)?;
+        let (q, _) = ConsumeQueue::open(&FileCache::new(disk.clone(), 8), "t", 0, dir, 10)?;
         let mut bytes = Vec::new();
         for i in 0..35 {
             entry(i).encode_into(&mut bytes);
@@ -819,7 +853,7 @@ mod file_tests {
         assert_eq!(q.delete_files_below_min()?, (2, 20 * ENTRY_SIZE as u64));
         assert_eq!(q.first_file_base(), 20);
         drop(q);
-        let (q, _) = ConsumeQueue::open(&disk, "t", 0, dir, 10)?;
+        let (q, _) = ConsumeQueue::open(&FileCache::new(disk.clone(), 8), "t", 0, dir, 10)?;
         assert_eq!((q.first_file_base(), q.max_offset()), (20, 35));
         // Every entry gone: the last file stays, so the next offset survives.
         assert_eq!(q.advance_min_to_physical(u64::MAX)?, 35);
@@ -839,7 +873,13 @@ mod file_tests {
             entry(i).encode_into(&mut bytes);
         }
         legacy.write_all_at(&bytes, 0)?;
-        let (q, _) = ConsumeQueue::open(&disk, "t", 0, Path::new("/cq/t/0"), 10)?;
+        let (q, _) = ConsumeQueue::open(
+            &FileCache::new(disk.clone(), 8),
+            "t",
+            0,
+            Path::new("/cq/t/0"),
+            10,
+        )?;
         assert_eq!(q.max_offset(), 3);
         assert_eq!(q.entry(2)?, Some(entry(2)));
         Ok(())

@@ -41,6 +41,14 @@ pub enum StoreError {
         #[source]
         source: Arc<io::Error>,
     },
+    /// The process (EMFILE) or the system (ENFILE) ran out of file descriptors: nothing of the
+    /// batch was kept, idle queue files were closed, and the next append is tried afresh.
+    #[error("out of file descriptors opening {path}; the batch was not stored")]
+    OutOfDescriptors {
+        path: PathBuf,
+        #[source]
+        source: Arc<io::Error>,
+    },
     /// An earlier write failed, or the store was closed: it refuses further appends until it
     /// is reopened, when recovery repairs the tail.
     #[error("the store refuses writes after a failed write or close; reopen it")]
@@ -57,6 +65,16 @@ impl StoreError {
     /// Whether this is [`StoreError::DiskFull`]: the caller may retry once space returns.
     pub fn is_disk_full(&self) -> bool {
         matches!(self, StoreError::DiskFull { .. })
+    }
+
+    /// Whether this is [`StoreError::OutOfDescriptors`]: the caller may retry at once.
+    pub fn is_out_of_descriptors(&self) -> bool {
+        matches!(self, StoreError::OutOfDescriptors { .. })
+    }
+
+    /// An I/O error whose cause is a descriptor shortage (EMFILE, ENFILE).
+    pub(crate) fn io_says_out_of_descriptors(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. } if crate::file_cache::is_out_of_descriptors(source))
     }
 
     /// An I/O error whose cause is a full device (ENOSPC, or EDQUOT for a quota).

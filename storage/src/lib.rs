@@ -9,6 +9,8 @@
 //! - [`clock`]: wall-clock milliseconds since the Unix epoch, as RocketMQ stores them.
 //! - [`message`]: the RocketMQ stored-message record layout, shared by the commit log and the wire.
 //! - [`commit_log`]: append-only segment files of stored-message records.
+//! - [`file_cache`]: the bounded set of open consume-queue files, so descriptors do not grow
+//!   with the number of queues.
 //! - [`consume_queue`]: per (topic, queue id) fixed-size index entries into the commit log.
 //! - [`store`]: [`store::MessageStore`], the single writer over both, with recovery and flush
 //!   policies, and [`store::StoreReader`], the shared read handle; its module docs list its
@@ -30,6 +32,7 @@ pub mod commit_log;
 pub mod consume_queue;
 pub mod disk;
 pub mod error;
+pub mod file_cache;
 pub mod key_index;
 pub mod message;
 pub mod metadata;

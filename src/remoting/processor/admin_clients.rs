@@ -154,13 +154,20 @@ impl Processor {
     /// totals from the queues' max offsets; rates and thread-pool figures are 0).
     pub(super) fn runtime_info(&self) -> Outcome {
         let reader = self.broker.reader();
-        let put_total: u64 = reader
-            .queues()
+        // Figures, not state: a listing that fails leaves them at 0 rather than failing the
+        // whole answer.
+        let queues = reader.queues().unwrap_or_else(|e| {
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "listing the consume queues failed"
+            );
+            Vec::new()
+        });
+        let put_total: u64 = queues
             .iter()
             .map(|(topic, queue_id)| reader.max_offset(topic, *queue_id))
             .sum();
-        let earliest = reader
-            .queues()
+        let earliest = queues
             .iter()
             .filter_map(|(topic, queue_id)| {
                 let min = reader.min_offset(topic, *queue_id);

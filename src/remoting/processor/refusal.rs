@@ -27,6 +27,13 @@ pub(super) fn failure_to(request: i32) -> impl FnOnce(BrokerError) -> Failure {
 fn failure_answering(e: BrokerError, request: Option<i32>) -> Failure {
     match e {
         BrokerError::Refused(refused) => refusal_answer(&refused, request),
+        BrokerError::Store(e) if e.is_out_of_descriptors() => Failure::new(
+            code::SYSTEM_BUSY,
+            format!(
+                "broker busy: out of file descriptors, nothing was stored; retry ({})",
+                error_chain(&e)
+            ),
+        ),
         BrokerError::Store(e) if e.is_disk_full() => Failure::new(
             code::SERVICE_NOT_AVAILABLE,
             format!(

@@ -184,6 +184,15 @@ impl Disk {
         }
     }
 
+    /// The length of the file at `path`, read without opening it (no descriptor needed).
+    pub fn file_len(&self, path: &Path) -> io::Result<u64> {
+        match self {
+            Disk::Os => std::fs::metadata(path).map(|m| m.len()),
+            #[cfg(any(test, feature = "testsuite"))]
+            Disk::Simulated(d) => d.file_len(path),
+        }
+    }
+
     pub fn remove_file(&self, path: &Path) -> io::Result<()> {
         match self {
             Disk::Os => std::fs::remove_file(path),

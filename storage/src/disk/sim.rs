@@ -17,8 +17,9 @@
 //! change the rebooted disk.
 //!
 //! Faults: [`SimDisk::set_capacity`] bounds the bytes all files may hold (a write past it
-//! stores what fits and fails with `StorageFull`, as ENOSPC does), and
-//! [`SimDisk::fail_writes`] makes every write fail with a given error kind until cleared.
+//! stores what fits and fails with `StorageFull`, as ENOSPC does),
+//! [`SimDisk::fail_writes`] makes every write fail with a given error kind until cleared, and
+//! [`SimDisk::limit_open_files`] makes an open past a number of open files fail with EMFILE.
 
 use super::{DirEntry, OpenMode};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -65,6 +66,10 @@ struct State {
     generation: u64,
     capacity: Option<u64>,
     failing_writes: Option<io::ErrorKind>,
+    /// Descriptors the process may hold (see [`SimDisk::limit_open_files`]).
+    open_file_limit: Option<usize>,
+    /// Handles of this generation alive now, each a descriptor of a real process.
+    open_files: usize,
     locks: HashSet<PathBuf>,
     power_cuts: u64,
     fsyncs: u64,
@@ -75,6 +80,14 @@ struct State {
 }
 
 impl State {
+    /// Fails with EMFILE when no descriptor is left under the open-file bound.
+    fn take_descriptor(&self) -> io::Result<()> {
+        match self.open_file_limit {
+            Some(limit) if self.open_files >= limit => Err(io::Error::from_raw_os_error(EMFILE)),
+            _ => Ok(()),
+        }
+    }
+
     /// Fails when the power is off; counts a mutating operation down the fuse.
     fn operate(&mut self, mutating: bool) -> io::Result<()> {
         if self.dead {
@@ -94,6 +107,9 @@ impl State {
 }
 
 const ROOT: Ino = 0;
+
+/// "Too many open files", the same number on Linux and macOS.
+const EMFILE: i32 = 24;
 
 /// The in-memory disk; clones share it.
 #[derive(Clone)]
@@ -232,6 +248,8 @@ impl SimDisk {
                 generation: 0,
                 capacity: None,
                 failing_writes: None,
+                open_file_limit: None,
+                open_files: 0,
                 locks: HashSet::new(),
                 power_cuts: 0,
                 fsyncs: 0,
@@ -254,6 +272,18 @@ impl SimDisk {
     /// for EIO) until called with `None`.
     pub fn fail_writes(&self, kind: Option<io::ErrorKind>) {
         self.state().failing_writes = kind;
+    }
+
+    /// Bounds the files open at once, as `RLIMIT_NOFILE` bounds a process's descriptors: an open
+    /// (or a directory listing, which needs a descriptor while it runs) past the bound fails
+    /// with EMFILE. `None` removes the bound.
+    pub fn limit_open_files(&self, limit: Option<usize>) {
+        self.state().open_file_limit = limit;
+    }
+
+    /// Files open now (handles not yet dropped).
+    pub fn open_files(&self) -> usize {
+        self.state().open_files
     }
 
     /// Bytes held by the files reachable now.
@@ -296,6 +326,7 @@ impl SimDisk {
         let mut st = self.state();
         st.generation += 1;
         st.power_cuts += 1;
+        st.open_files = 0;
         st.locks.clear();
         st.dead = false;
         st.fuse = None;
@@ -374,6 +405,7 @@ impl SimDisk {
     pub(super) fn open(&self, path: &Path, mode: OpenMode) -> io::Result<SimFile> {
         let mut st = self.state();
         st.operate(mode != OpenMode::Existing)?;
+        st.take_descriptor()?;
         let (parent, name) = st.parent(path)?;
         let existing = st.dir(parent).and_then(|d| d.entries.get(&name).copied());
         let ino = match (existing, mode) {
@@ -395,6 +427,7 @@ impl SimDisk {
                 ino
             }
         };
+        st.open_files += 1;
         Ok(SimFile {
             disk: self.clone(),
             ino,
@@ -405,6 +438,7 @@ impl SimDisk {
     pub(super) fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         let mut st = self.state();
         st.operate(false)?;
+        st.take_descriptor()?;
         let dir = st
             .lookup(path)?
             .and_then(|ino| st.dir(ino))
@@ -425,6 +459,16 @@ impl SimDisk {
         Ok(st
             .lookup(path)?
             .map(|ino| matches!(st.nodes.get(&ino), Some(Node::Dir(_)))))
+    }
+
+    pub(super) fn file_len(&self, path: &Path) -> io::Result<u64> {
+        let mut st = self.state();
+        st.operate(false)?;
+        let ino = st.lookup(path)?.ok_or_else(|| not_found(path))?;
+        let file = st
+            .file_mut(ino)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::IsADirectory))?;
+        Ok(file.data.len() as u64)
     }
 
     pub(super) fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -607,6 +651,15 @@ impl SimFile {
             file.pending.clear();
             Ok(())
         })
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut st = self.disk.state();
+        if st.generation == self.generation {
+            st.open_files = st.open_files.saturating_sub(1);
+        }
     }
 }
 

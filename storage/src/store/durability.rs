@@ -114,30 +114,30 @@ impl Shared {
     /// `force` writes it even when nothing was appended since the last one.
     pub(super) fn checkpoint(&self, force: bool) -> Result<(), StoreError> {
         let mut last = lock(&self.checkpoint);
-        // Read the indexed end before the counts: every record below it already has its entry
-        // published, so the counts read next cover it.
+        // Read the indexed end before the queues' ends and the timestamp: every record below
+        // it already has its entry published, so the syncs that follow cover it.
         let indexed = self.indexed_end.load(Ordering::Acquire);
-        if !force && *last == Some(indexed) {
+        let last_timestamp = self.last_timestamp.load(Ordering::Acquire);
+        // Only the queues written since their last sync (appends, and entries a queue opened
+        // after recovery re-indexed): a checkpoint's work follows what was written, not how
+        // many queues exist.
+        let mut queues: Vec<Arc<ConsumeQueue>> = self
+            .open_queues()
+            .into_iter()
+            .filter(|q| q.needs_sync())
+            .collect();
+        if !force && *last == Some(indexed) && queues.is_empty() && lock(&self.new_dirs).is_empty()
+        {
             return Ok(());
         }
-        let mut queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .flat_map(|m| m.values().cloned())
-            .collect();
         // A fixed order, so a simulated power cut after the n-th file operation replays.
         queues.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
-        let counts: Vec<(String, u32, u64)> = queues
-            .iter()
-            .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset()))
-            .collect();
         self.wait_durable(indexed)?;
+        self.sync_new_dirs()?;
         for q in &queues {
             q.sync().map_err(|e| io_err(q.path(), e))?;
         }
-        write_checkpoint(&self.config.disk, &self.config.dir, indexed, &counts)?;
+        write_checkpoint(&self.config.disk, &self.config.dir, indexed, last_timestamp)?;
         *last = Some(indexed);
         Ok(())
     }

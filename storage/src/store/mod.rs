@@ -48,6 +48,7 @@ use crate::commit_log::{CommitLog, Segment, MIN_RECORD_SIZE};
 use crate::consume_queue::{ConsumeQueue, CqEntry, DEFAULT_FILE_ENTRIES};
 use crate::disk::{DirLock, Disk};
 use crate::error::io_err;
+use crate::file_cache::FileCache;
 use crate::message::{
     encode_record, encoded_len, property, tag_hash_code, MessageToAppend, MAX_PROPERTIES_LEN,
 };
@@ -55,12 +56,12 @@ use bytes::Bytes;
 use durability::{
     spawn_flusher, spawn_group_commit, stop_group_commit, CommitState, Flusher, GroupQueue,
 };
-use recovery::{load_queues, recover};
-use std::collections::HashMap;
+use recovery::{recover, settle_queue};
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -93,15 +94,20 @@ pub struct StoreConfig {
     pub queue_file_entries: u64,
     /// The file system under the store: the real one, or a simulated disk in tests.
     pub disk: Disk,
+    /// Consume-queue files held open at once (default 256); the rest are opened when used.
+    /// What the store holds beyond it: the commit-log segments, the lock file, and a
+    /// descriptor for a moment while a directory is listed.
+    pub open_queue_files: usize,
 }
 
 impl StoreConfig {
     pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 30;
     pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
     pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
+    pub const DEFAULT_OPEN_QUEUE_FILES: usize = 256;
 
     /// Defaults: 1 GiB segments, `Async` flush every 500 ms, store host 127.0.0.1:10911,
-    /// 4 MiB bodies.
+    /// 4 MiB bodies, 256 open queue files.
     pub fn new(dir: impl Into<PathBuf>) -> StoreConfig {
         StoreConfig {
             dir: dir.into(),
@@ -112,6 +118,7 @@ impl StoreConfig {
             max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
             queue_file_entries: DEFAULT_FILE_ENTRIES,
             disk: Disk::Os,
+            open_queue_files: Self::DEFAULT_OPEN_QUEUE_FILES,
         }
     }
 
@@ -183,14 +190,95 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Every open consume queue, by topic then queue id.
+/// Every consume queue in memory, by topic then queue id.
 type QueueMap = HashMap<String, HashMap<u32, Arc<ConsumeQueue>>>;
+
+/// Opens consume queues from disk on first use: the open itself (creating a new queue's
+/// directory and file), and settling a queue that already existed against the commit log as
+/// recovery left it (see [`settle_queue`]). Recovery and the running store share it.
+struct QueueOpener<'a> {
+    config: &'a StoreConfig,
+    log: &'a CommitLog,
+    files: &'a Arc<FileCache>,
+    new_dirs: &'a Mutex<BTreeSet<PathBuf>>,
+    recovered_from: u64,
+}
+
+impl QueueOpener<'_> {
+    /// The queue `topic`/`queue_id` as on disk, settled; `None` when it is not on disk and
+    /// `create` is false.
+    fn open(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        create: bool,
+    ) -> Result<Option<Arc<ConsumeQueue>>, StoreError> {
+        let disk = &self.config.disk;
+        let root = queue_dir(&self.config.dir);
+        let tdir = root.join(topic);
+        let path = tdir.join(queue_id.to_string());
+        if !create {
+            let mut aside = path.clone().into_os_string();
+            aside.push(".migrating");
+            let on_disk = disk.kind(&path).map_err(|e| io_err(&path, e))?.is_some()
+                || disk
+                    .kind(Path::new(&aside))
+                    .map_err(|e| io_err(&path, e))?
+                    .is_some();
+            if !on_disk {
+                return Ok(None);
+            }
+        }
+        let mut new_dirs = Vec::new();
+        if disk.kind(&tdir).map_err(|e| io_err(&tdir, e))?.is_none() {
+            disk.create_dir_all(&tdir).map_err(|e| io_err(&tdir, e))?;
+            new_dirs.push(root);
+        }
+        let (q, repairs) = ConsumeQueue::open(
+            self.files,
+            topic,
+            queue_id,
+            &path,
+            self.config.queue_file_entries,
+        )
+        .map_err(|e| io_err(&path, e))?;
+        if repairs.cut_bytes > 0 {
+            tracing::warn!(dir = %path.display(), bytes = repairs.cut_bytes, "cut a partial consume-queue entry");
+        }
+        if repairs.dropped_files > 0 {
+            tracing::warn!(dir = %path.display(), files = repairs.dropped_files, "deleted consume-queue files past a gap");
+        }
+        if repairs.created {
+            // Made durable by the next checkpoint, which is what vouches for the queue's
+            // entries: a crash before it re-creates the queue from the commit log.
+            new_dirs.push(tdir);
+            new_dirs.push(path);
+        } else {
+            let damaged = repairs.cut_bytes > 0 || repairs.dropped_files > 0 || repairs.refilled;
+            settle_queue(self.config, self.log, &q, self.recovered_from, damaged)?;
+        }
+        if !new_dirs.is_empty() {
+            lock(self.new_dirs).extend(new_dirs);
+        }
+        Ok(Some(Arc::new(q)))
+    }
+}
 
 /// What the writer, the readers, the waiters and the background threads share.
 struct Shared {
     config: StoreConfig,
     log: CommitLog,
+    /// The queues opened so far; the others stay on disk until a read or a write needs them.
     queues: RwLock<QueueMap>,
+    /// Every consume-queue file's descriptor comes from here.
+    files: Arc<FileCache>,
+    /// Directories created since the last checkpoint, to fsync before the next one.
+    new_dirs: Mutex<BTreeSet<PathBuf>>,
+    /// The commit-log position recovery started from: a queue opened later, which the scan
+    /// from here never met, holds no valid entry at or past it.
+    recovered_from: u64,
+    /// The newest store timestamp appended (for the checkpoint: timestamps never go back).
+    last_timestamp: AtomicI64,
     commit: Mutex<CommitState>,
     commit_cv: Condvar,
     /// Commit-log position below which every record has published consume-queue entries.
@@ -214,44 +302,120 @@ impl Shared {
             .clear();
     }
 
+    /// The queue `topic`/`queue_id`, opened from disk if needed; `None` when it does not
+    /// exist (or cannot be opened, which is logged: readers answer as for an empty queue).
     fn queue(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
-        self.queues
+        if let Some(q) = self
+            .queues
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(topic)
             .and_then(|q| q.get(&queue_id))
-            .cloned()
+        {
+            return Some(q.clone());
+        }
+        match self.load_queue(topic, queue_id, false) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(
+                    topic,
+                    queue_id,
+                    error = &e as &dyn std::error::Error,
+                    "consume queue could not be opened"
+                );
+                None
+            }
+        }
+    }
+
+    /// The queue from memory, or opened from disk (created there when `create`).
+    fn load_queue(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        create: bool,
+    ) -> Result<Option<Arc<ConsumeQueue>>, StoreError> {
+        if !is_valid_topic(topic) {
+            return Ok(None);
+        }
+        // Held across the open: two opens of one queue would keep two tails.
+        let mut queues = self.queues.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = queues.get(topic).and_then(|m| m.get(&queue_id)) {
+            return Ok(Some(q.clone()));
+        }
+        let opener = QueueOpener {
+            config: &self.config,
+            log: &self.log,
+            files: &self.files,
+            new_dirs: &self.new_dirs,
+            recovered_from: self.recovered_from,
+        };
+        let q = opener.open(topic, queue_id, create)?;
+        if let Some(q) = &q {
+            queues
+                .entry(topic.to_string())
+                .or_default()
+                .insert(queue_id, q.clone());
+        }
+        Ok(q)
+    }
+
+    /// Every queue in memory.
+    fn open_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// Every (topic, queue id) on disk or in memory, sorted; lists directories, opens nothing.
+    fn known_queues(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let disk = &self.config.disk;
+        let root = queue_dir(&self.config.dir);
+        let mut out: BTreeSet<(String, u32)> = self
+            .queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .flat_map(|(t, m)| m.keys().map(move |id| (t.clone(), *id)))
+            .collect();
+        for tentry in disk.read_dir(&root).map_err(|e| io_err(&root, e))? {
+            let Some(topic) = tentry.name.filter(|t| tentry.is_dir && is_valid_topic(t)) else {
+                continue;
+            };
+            let tpath = root.join(&topic);
+            for qentry in disk.read_dir(&tpath).map_err(|e| io_err(&tpath, e))? {
+                let id = qentry.name.as_deref().and_then(|n| {
+                    let n = n.strip_suffix(".migrating").unwrap_or(n);
+                    n.parse::<u32>().ok().filter(|id| id.to_string() == n)
+                });
+                if let Some(id) = id {
+                    out.insert((topic.clone(), id));
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// fsyncs the directories created since the last checkpoint.
+    fn sync_new_dirs(&self) -> Result<(), StoreError> {
+        let dirs = std::mem::take(&mut *lock(&self.new_dirs));
+        for (i, dir) in dirs.iter().enumerate() {
+            if let Err(e) = self.config.disk.sync_dir(dir) {
+                // Put back what is still to do, so the next checkpoint tries again.
+                lock(&self.new_dirs).extend(dirs.iter().skip(i).cloned());
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 
 /// The root of the consume-queue files under the store directory.
 fn queue_dir(dir: &Path) -> PathBuf {
     dir.join("consumequeue")
-}
-
-/// Opens (creating the directories when new) the consume queue of `topic`/`queue_id`.
-fn open_queue(
-    config: &StoreConfig,
-    topic: &str,
-    queue_id: u32,
-) -> Result<Arc<ConsumeQueue>, StoreError> {
-    let disk = &config.disk;
-    let root = queue_dir(&config.dir);
-    let tdir = root.join(topic);
-    if disk.kind(&tdir).map_err(|e| io_err(&tdir, e))?.is_none() {
-        disk.create_dir_all(&tdir).map_err(|e| io_err(&tdir, e))?;
-        disk.sync_dir(&root)?;
-    }
-    let path = tdir.join(queue_id.to_string());
-    let (q, repairs) = ConsumeQueue::open(disk, topic, queue_id, &path, config.queue_file_entries)
-        .map_err(|e| io_err(&path, e))?;
-    if repairs.cut_bytes > 0 {
-        tracing::warn!(dir = %path.display(), bytes = repairs.cut_bytes, "cut a partial consume-queue entry");
-    }
-    if repairs.dropped_files > 0 {
-        tracing::warn!(dir = %path.display(), files = repairs.dropped_files, "deleted consume-queue files past a gap");
-    }
-    Ok(Arc::new(q))
 }
 
 /// Creates `dir` when missing and fsyncs its parent, so the directory survives a power cut.
@@ -320,33 +484,25 @@ impl MessageStore {
         let cq_dir = queue_dir(&config.dir);
         create_durable_dir(&disk, &cq_dir)?;
         let log = CommitLog::open(&disk, &cl_dir)?;
-        let mut queues = load_queues(&config)?;
-        let (valid_end, durable) = recover(&config, &log, &mut queues)?;
+        let files = FileCache::new(disk.clone(), config.open_queue_files);
+        let new_dirs = Mutex::new(BTreeSet::new());
+        let recovered = recover(&config, &log, &files, &new_dirs)?;
+        let valid_end = recovered.valid_end;
         log.publish_written(valid_end);
-        let log_start = log.first_base();
-        if log_start > 0 {
-            for q in queues.values().flat_map(|m| m.values()) {
-                q.advance_min_to_physical(log_start)
-                    .map_err(|e| io_err(q.path(), e))?;
-            }
-        }
         let active = match log.last_segment() {
             Some(s) => s,
             None => log.roll(valid_end)?,
         };
-        let mut last_timestamp = 0;
-        for q in queues.values().flat_map(|m| m.values()) {
-            if let Some(e) = q
-                .entry(q.max_offset().saturating_sub(1))
-                .map_err(|e| io_err(q.path(), e))?
-            {
-                last_timestamp = last_timestamp.max(e.store_timestamp);
-            }
-        }
+        let queues = recovered.queues;
+        let last_timestamp = recovered.last_timestamp;
         let shared = Arc::new(Shared {
             log,
             queues: RwLock::new(queues.clone()),
-            commit: Mutex::new(CommitState::new(durable)),
+            files,
+            new_dirs,
+            recovered_from: recovered.checkpointed,
+            last_timestamp: AtomicI64::new(last_timestamp),
+            commit: Mutex::new(CommitState::new(recovered.durable)),
             commit_cv: Condvar::new(),
             indexed_end: AtomicU64::new(valid_end),
             checkpoint: Mutex::new(None),
@@ -366,7 +522,9 @@ impl MessageStore {
         tracing::info!(
             dir = %shared.config.dir.display(),
             commit_log_end = valid_end,
-            queues = queues.values().map(HashMap::len).sum::<usize>(),
+            recovered_from = recovered.checkpointed,
+            queues_opened = queues.values().map(HashMap::len).sum::<usize>(),
+            open_queue_files = shared.config.open_queue_files,
             policy = ?shared.config.flush_policy,
             "message store opened"
         );
@@ -443,10 +601,11 @@ impl MessageStore {
 
     /// Takes back whatever a failed batch wrote: its consume-queue entries and the commit-log
     /// bytes (and segments) past `start`, so that nothing of it can be served or recovered and
-    /// the next batch starts at `start` again. A full device is then only an error for this
-    /// batch: the store takes appends again once there is room. Any other failure, or a failed
-    /// undo, stops writes until the store is reopened and recovery repairs the tail: after an
-    /// EIO the device's state is not known.
+    /// the next batch starts at `start` again. A full device or a descriptor shortage is then
+    /// only an error for this batch: nothing was lost, and the store takes appends again once
+    /// there is room (for descriptors, idle queue files are closed at once). Any other failure,
+    /// or a failed undo, stops writes until the store is reopened and recovery repairs the
+    /// tail: after an EIO the device's state is not known.
     fn undo_failed_batch(&mut self, start: u64, cause: StoreError) -> StoreError {
         let undone = self.undo_batch(start);
         match undone {
@@ -458,6 +617,21 @@ impl MessageStore {
                 );
                 match cause {
                     StoreError::Io { path, source } => StoreError::DiskFull { path, source },
+                    other => other,
+                }
+            }
+            Ok(()) if cause.io_says_out_of_descriptors() => {
+                let closed = self.shared.files.shed();
+                tracing::warn!(
+                    error = &cause as &dyn std::error::Error,
+                    commit_log_end = start,
+                    closed_queue_files = closed,
+                    "append refused: out of file descriptors"
+                );
+                match cause {
+                    StoreError::Io { path, source } => {
+                        StoreError::OutOfDescriptors { path, source }
+                    }
                     other => other,
                 }
             }
@@ -540,15 +714,16 @@ impl MessageStore {
         let queue = match self.queues.get(topic).and_then(|m| m.get(&queue_id)) {
             Some(q) => q.clone(),
             None => {
-                let q = open_queue(&self.shared.config, topic, queue_id)?;
+                let q = self
+                    .shared
+                    .load_queue(topic, queue_id, true)?
+                    .ok_or_else(|| {
+                        io_err(
+                            &queue_dir(&self.shared.config.dir).join(topic),
+                            io::Error::new(io::ErrorKind::InvalidInput, "invalid topic name"),
+                        )
+                    })?;
                 self.queues
-                    .entry(topic.to_string())
-                    .or_default()
-                    .insert(queue_id, q.clone());
-                self.shared
-                    .queues
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
                     .entry(topic.to_string())
                     .or_default()
                     .insert(queue_id, q.clone());
@@ -570,6 +745,9 @@ impl MessageStore {
     ) -> Result<(Vec<AppendResult>, u64), StoreError> {
         let now = (self.clock)().max(self.last_timestamp);
         self.last_timestamp = now;
+        // Before any record carries it: a checkpoint reading the indexed end then this value
+        // sees a timestamp at least as new as every record below that end.
+        self.shared.last_timestamp.store(now, Ordering::Release);
         let host = self.shared.config.store_host;
         let segment_size = self.shared.config.segment_size;
         self.batch.clear();

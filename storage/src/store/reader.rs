@@ -408,15 +408,16 @@ impl StoreReader {
             .map(|e| e.store_timestamp))
     }
 
-    /// Every (topic, queue id) with at least one consume-queue file, sorted.
-    pub fn queues(&self) -> Vec<(String, u32)> {
-        let reg = self.shared.queues.read().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(String, u32)> = reg
-            .iter()
-            .flat_map(|(t, m)| m.keys().map(move |id| (t.clone(), *id)))
-            .collect();
-        out.sort();
-        out
+    /// Every (topic, queue id) with a consume queue, sorted. Lists the queue directories
+    /// without opening any queue.
+    pub fn queues(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        self.shared.known_queues()
+    }
+
+    /// The consume-queue files held open now, the most held at once, and how often one was
+    /// opened or closed to make room.
+    pub fn queue_file_stats(&self) -> crate::file_cache::FileCacheStats {
+        self.shared.files.stats()
     }
 
     /// Visits the records of the commit log from `from` (a record boundary) up to `end`, at

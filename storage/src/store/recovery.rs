@@ -1,59 +1,220 @@
-//! Recovery on open: loading the consume queues, validating the commit log from the
-//! checkpoint (the corruption policy is in the [`crate::store`] docs) and re-indexing what the
-//! consume queues lack.
+//! Recovery on open: validating the commit log from the checkpoint (the corruption policy is
+//! in the [`crate::store`] docs) and re-indexing what the consume queues lack.
+//!
+//! Recovery opens only the queues that records past the checkpoint belong to: every other
+//! queue's entries were fsynced before the checkpoint was written, so it stays on disk until a
+//! read or a write needs it, and is settled then ([`settle_queue`]). Start-up work grows with
+//! the tail a crash could have left unindexed, not with the number of queues.
 
 use super::checkpoint::read_checkpoint;
-use super::{is_valid_topic, open_queue, queue_dir, QueueMap, StoreConfig, StoreError};
+use super::{is_valid_topic, QueueMap, QueueOpener, StoreConfig, StoreError};
 use crate::commit_log::{CommitLog, ScanStep, MIN_RECORD_SIZE};
 use crate::consume_queue::{ConsumeQueue, CqEntry, ENTRY_SIZE};
 use crate::error::io_err;
-use crate::message::{parse_record, property, tag_hash_code};
-use std::collections::{BTreeMap, HashMap};
+use crate::file_cache::FileCache;
+use crate::message::{property, tag_hash_code, RecordLayout};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Opens every consume queue under `dir/consumequeue`; entries that are not a topic directory
-/// holding queue-id files are logged and left alone.
-pub(super) fn load_queues(config: &StoreConfig) -> Result<QueueMap, StoreError> {
-    let disk = &config.disk;
-    let root = queue_dir(&config.dir);
-    let mut queues: QueueMap = HashMap::new();
-    for tentry in disk.read_dir(&root).map_err(|e| io_err(&root, e))? {
-        let Some(topic) = tentry
-            .name
-            .clone()
-            .filter(|t| is_valid_topic(t) && tentry.is_dir)
-        else {
-            tracing::warn!(dir = %root.display(), name = ?tentry.name, "ignoring unexpected entry in consume-queue directory");
-            continue;
-        };
-        let tpath = root.join(&topic);
-        for qentry in disk.read_dir(&tpath).map_err(|e| io_err(&tpath, e))? {
-            // A queue is a directory; a plain file is a queue of the single-file layout, and
-            // `<id>.migrating` one caught mid-move, which opening the queue completes.
-            let Some(queue_id) = qentry.name.as_deref().and_then(|n| {
-                let n = n.strip_suffix(".migrating").unwrap_or(n);
-                n.parse::<u32>().ok().filter(|id| id.to_string() == n)
-            }) else {
-                tracing::warn!(dir = %tpath.display(), name = ?qentry.name, "ignoring unexpected consume-queue file");
-                continue;
-            };
-            if queues
-                .get(&topic)
-                .is_some_and(|m| m.contains_key(&queue_id))
-            {
-                continue;
-            }
-            let q = open_queue(config, &topic, queue_id)?;
-            queues.entry(topic.clone()).or_default().insert(queue_id, q);
+/// The index entry of a record found at `position`.
+fn entry_for(position: u64, layout: &RecordLayout, record: &[u8]) -> CqEntry {
+    let props = std::str::from_utf8(&record[layout.properties.clone()]).unwrap_or("");
+    CqEntry {
+        physical_offset: position,
+        size: layout.total_size,
+        tag_hash: property(props, crate::message::property::TAGS).map_or(0, tag_hash_code),
+        store_timestamp: layout.store_timestamp,
+    }
+}
+
+/// Makes a queue that existed on disk agree with the commit log as recovery left it: its min
+/// offset moves past deleted segments; entries at or past `checkpointed` go (a queue opened
+/// here either gets them back from the recovery scan, which starts no later, or never had
+/// valid ones: the scan would have opened it); a damaged tail is cut; and when the open or the
+/// cut found damage (`damaged`: a partial entry, files lost), the queue is re-indexed from
+/// the commit log up to `checkpointed`.
+pub(super) fn settle_queue(
+    config: &StoreConfig,
+    log: &CommitLog,
+    q: &ConsumeQueue,
+    checkpointed: u64,
+    damaged: bool,
+) -> Result<(), StoreError> {
+    let log_start = log.first_base();
+    if log_start > 0 {
+        q.advance_min_to_physical(log_start)
+            .map_err(|e| io_err(q.path(), e))?;
+    }
+    // An entry no writer produced below the checkpoint is damage (a crash only tears writes
+    // made after the last checkpoint, which point past it).
+    let garbage = drop_entries_from(q, checkpointed)?;
+    let before = q.max_offset();
+    let resume = if before > 0 {
+        repair_tail(config, log, q)?
+    } else {
+        None
+    };
+    if damaged || garbage || q.max_offset() < before {
+        let from = resume.unwrap_or(log_start);
+        tracing::warn!(
+            dir = %q.path().display(),
+            entries = before,
+            kept = q.max_offset(),
+            resume_from = from,
+            "consume queue lost entries, rebuilding it from the commit log"
+        );
+        reindex_queue(config, log, q, from, checkpointed)?;
+    }
+    Ok(())
+}
+
+/// Drops the entries pointing at or past `position`, and those no writer produced (entries
+/// are in log order, so this is a binary search); answers whether the first one dropped was
+/// one no writer produced.
+fn drop_entries_from(q: &ConsumeQueue, position: u64) -> Result<bool, StoreError> {
+    let max = q.max_offset();
+    let bad = |i: u64| -> Result<bool, StoreError> {
+        Ok(q.entry_raw(i)
+            .map_err(|e| io_err(q.path(), e))?
+            .is_none_or(|e| e.physical_offset >= position))
+    };
+    if max == 0 || !bad(max - 1)? {
+        return Ok(false);
+    }
+    let (mut lo, mut hi) = (0, max - 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if bad(mid)? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
         }
     }
-    Ok(queues)
+    let garbage = q.entry_raw(lo).map_err(|e| io_err(q.path(), e))?.is_none();
+    q.truncate(lo).map_err(|e| io_err(q.path(), e))?;
+    Ok(garbage)
+}
+
+/// Whether entry `i` of `q` still describes the record it points at; returns the
+/// commit-log position right after that record.
+fn entry_matches(
+    config: &StoreConfig,
+    log: &CommitLog,
+    q: &ConsumeQueue,
+    i: u64,
+) -> Result<Option<u64>, StoreError> {
+    let Some(e) = q.entry_raw(i).map_err(|err| io_err(q.path(), err))? else {
+        return Ok(None);
+    };
+    let log_start = log.first_base();
+    if e.physical_offset < log_start {
+        // Its segment was deleted by retention: nothing to check it against, and nothing
+        // before the log's start to re-index.
+        return Ok(Some(log_start));
+    }
+    if u64::from(e.size) < MIN_RECORD_SIZE
+        || u64::from(e.size) > config.max_record_size()
+        || e.end() > log.files_end()?
+        || !log.same_segment(e.physical_offset, e.end())
+    {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; e.size as usize];
+    log.read_at(e.physical_offset, &mut buf)?;
+    Ok(crate::message::parse_record(&buf).ok().and_then(|l| {
+        let same = l.physical_offset == e.physical_offset
+            && l.queue_id == q.queue_id()
+            && l.queue_offset == i
+            && &buf[l.topic.clone()] == q.topic().as_bytes();
+        same.then_some(e.end())
+    }))
+}
+
+/// Cuts `q` after its last entry that still matches its record, looking back a bounded
+/// number of entries (a damaged index rarely has more than a damaged tail); returns where
+/// re-indexing has to resume, `None` for the start of the log.
+fn repair_tail(
+    config: &StoreConfig,
+    log: &CommitLog,
+    q: &ConsumeQueue,
+) -> Result<Option<u64>, StoreError> {
+    const LOOK_BACK: u64 = 64;
+    let count = q.max_offset();
+    for i in (count.saturating_sub(LOOK_BACK)..count).rev() {
+        if let Some(end) = entry_matches(config, log, q, i)? {
+            if i + 1 < count {
+                q.truncate(i + 1).map_err(|e| io_err(q.path(), e))?;
+            }
+            return Ok(Some(end));
+        }
+    }
+    if count > 0 {
+        q.truncate(0).map_err(|e| io_err(q.path(), e))?;
+    }
+    Ok(None)
+}
+
+/// Indexes the records of `q` between `from` and `to` that it lacks. A record whose queue
+/// offset lies past the queue's end is a gap: an empty queue restarts there (its earlier
+/// records lie in deleted segments), any other is corrupt.
+fn reindex_queue(
+    config: &StoreConfig,
+    log: &CommitLog,
+    q: &ConsumeQueue,
+    from: u64,
+    to: u64,
+) -> Result<(), StoreError> {
+    let mut pending = PendingIndex {
+        start: q.max_offset(),
+        bytes: Vec::new(),
+    };
+    let mut scanner = log.scan(from, config.max_record_size())?;
+    loop {
+        let (position, layout, record) = match scanner.next_step()? {
+            ScanStep::Record {
+                position,
+                layout,
+                bytes,
+            } if position < to => (position, layout, bytes),
+            // The main scan decides what an invalid record means; this one only indexes.
+            _ => break,
+        };
+        if layout.queue_id != q.queue_id() || &record[layout.topic.clone()] != q.topic().as_bytes()
+        {
+            continue;
+        }
+        let next = pending.next_offset();
+        if layout.queue_offset < next {
+            continue;
+        }
+        if layout.queue_offset > next {
+            if pending.bytes.is_empty() && q.min_offset() == q.max_offset() {
+                q.restart_at(layout.queue_offset)
+                    .map_err(|e| io_err(q.path(), e))?;
+                pending.start = layout.queue_offset;
+            } else {
+                return Err(StoreError::CorruptRecord {
+                    path: log.path_for(position),
+                    physical_offset: position,
+                    reason: format!(
+                        "queue offset gap in {}/{}: earlier records of the queue are missing from the commit log",
+                        q.topic(),
+                        q.queue_id()
+                    ),
+                });
+            }
+        }
+        entry_for(position, &layout, record).encode_into(&mut pending.bytes);
+        if pending.bytes.len() >= 256 * 1024 {
+            pending.flush(q)?;
+        }
+    }
+    pending.flush(q)
 }
 
 /// Entries found during a recovery scan, written per queue in large chunks.
 struct PendingIndex {
-    queue: Arc<ConsumeQueue>,
     start: u64,
     bytes: Vec<u8>,
 }
@@ -63,15 +224,15 @@ impl PendingIndex {
         self.start + (self.bytes.len() / ENTRY_SIZE) as u64
     }
 
-    fn flush(&mut self) -> Result<(), StoreError> {
+    fn flush(&mut self, queue: &ConsumeQueue) -> Result<(), StoreError> {
         if self.bytes.is_empty() {
             return Ok(());
         }
-        self.queue
+        queue
             .write_entries(self.start, &self.bytes)
-            .map_err(|e| io_err(self.queue.path(), e))?;
+            .map_err(|e| io_err(queue.path(), e))?;
         let end = self.next_offset();
-        self.queue.publish(end);
+        queue.publish(end);
         self.start = end;
         self.bytes.clear();
         Ok(())
@@ -92,16 +253,25 @@ enum ScanOutcome {
 struct Recovery<'a> {
     config: &'a StoreConfig,
     log: &'a CommitLog,
-    queues: &'a mut QueueMap,
-    pending: BTreeMap<(String, u32), PendingIndex>,
+    opener: QueueOpener<'a>,
+    queues: QueueMap,
+    pending: BTreeMap<(String, u32), (Arc<ConsumeQueue>, PendingIndex)>,
+    /// The newest store timestamp met by the scan.
+    newest: i64,
 }
 
 impl Recovery<'_> {
+    /// The queue, opened (and settled, or created) on first touch.
     fn queue(&mut self, topic: &str, queue_id: u32) -> Result<Arc<ConsumeQueue>, StoreError> {
         if let Some(q) = self.queues.get(topic).and_then(|m| m.get(&queue_id)) {
             return Ok(q.clone());
         }
-        let q = open_queue(self.config, topic, queue_id)?;
+        let q = self.opener.open(topic, queue_id, true)?.ok_or_else(|| {
+            io_err(
+                &self.config.dir,
+                std::io::Error::other(format!("queue {topic}/{queue_id} could not be created")),
+            )
+        })?;
         self.queues
             .entry(topic.to_string())
             .or_default()
@@ -110,61 +280,19 @@ impl Recovery<'_> {
     }
 
     fn flush_pending(&mut self) -> Result<(), StoreError> {
-        for p in self.pending.values_mut() {
-            p.flush()?;
+        for (queue, p) in self.pending.values_mut() {
+            p.flush(queue)?;
         }
         self.pending.clear();
         Ok(())
     }
 
-    /// Whether entry `i` of `q` still describes the record it points at; returns the
-    /// commit-log position right after that record.
-    fn entry_matches(&self, q: &ConsumeQueue, i: u64) -> Result<Option<u64>, StoreError> {
-        let Some(e) = q.entry_raw(i).map_err(|err| io_err(q.path(), err))? else {
-            return Ok(None);
-        };
-        let log_start = self.log.first_base();
-        if e.physical_offset < log_start {
-            // Its segment was deleted by retention: nothing to check it against, and nothing
-            // before the log's start to re-index.
-            return Ok(Some(log_start));
+    /// The next queue offset `key` expects: past what is pending, or the queue's end.
+    fn next_offset(&mut self, key: &(String, u32)) -> Result<u64, StoreError> {
+        match self.pending.get(key) {
+            Some((_, p)) => Ok(p.next_offset()),
+            None => Ok(self.queue(&key.0, key.1)?.max_offset()),
         }
-        if u64::from(e.size) < MIN_RECORD_SIZE
-            || u64::from(e.size) > self.config.max_record_size()
-            || e.end() > self.log.files_end()?
-            || !self.log.same_segment(e.physical_offset, e.end())
-        {
-            return Ok(None);
-        }
-        let mut buf = vec![0u8; e.size as usize];
-        self.log.read_at(e.physical_offset, &mut buf)?;
-        Ok(parse_record(&buf).ok().and_then(|l| {
-            let same = l.physical_offset == e.physical_offset
-                && l.queue_id == q.queue_id()
-                && l.queue_offset == i
-                && &buf[l.topic.clone()] == q.topic().as_bytes();
-            same.then_some(e.end())
-        }))
-    }
-
-    /// Cuts `q` after its last entry that still matches its record, looking back a bounded
-    /// number of entries (a damaged index rarely has more than a damaged tail); returns where
-    /// re-indexing has to resume, `None` for the start of the log.
-    fn repair_tail(&self, q: &ConsumeQueue) -> Result<Option<u64>, StoreError> {
-        const LOOK_BACK: u64 = 64;
-        let count = q.max_offset();
-        for i in (count.saturating_sub(LOOK_BACK)..count).rev() {
-            if let Some(end) = self.entry_matches(q, i)? {
-                if i + 1 < count {
-                    q.truncate(i + 1).map_err(|e| io_err(q.path(), e))?;
-                }
-                return Ok(Some(end));
-            }
-        }
-        if count > 0 {
-            q.truncate(0).map_err(|e| io_err(q.path(), e))?;
-        }
-        Ok(None)
     }
 
     /// Validates records from `start`, indexing those the consume queues lack, and handles the
@@ -208,20 +336,10 @@ impl Recovery<'_> {
                         }
                     };
                     scanned += 1;
-                    let props =
-                        std::str::from_utf8(&bytes[layout.properties.clone()]).unwrap_or("");
-                    let entry = CqEntry {
-                        physical_offset: position,
-                        size: layout.total_size,
-                        tag_hash: property(props, crate::message::property::TAGS)
-                            .map_or(0, tag_hash_code),
-                        store_timestamp: layout.store_timestamp,
-                    };
+                    self.newest = self.newest.max(layout.store_timestamp);
+                    let entry = entry_for(position, &layout, bytes);
                     let key = (topic, layout.queue_id);
-                    let next = match self.pending.get(&key) {
-                        Some(p) => p.next_offset(),
-                        None => self.queue(&key.0, key.1)?.max_offset(),
-                    };
+                    let next = self.next_offset(&key)?;
                     if layout.queue_offset < next {
                         continue;
                     }
@@ -241,10 +359,7 @@ impl Recovery<'_> {
                                 .map_err(|e| io_err(q.path(), e))?;
                         }
                     }
-                    let next = match self.pending.get(&key) {
-                        Some(p) => p.next_offset(),
-                        None => self.queue(&key.0, key.1)?.max_offset(),
-                    };
+                    let next = self.next_offset(&key)?;
                     if layout.queue_offset < next {
                         continue;
                     }
@@ -260,17 +375,19 @@ impl Recovery<'_> {
                         let queue = self.queue(&key.0, key.1)?;
                         self.pending.insert(
                             key.clone(),
-                            PendingIndex {
+                            (
                                 queue,
-                                start: next,
-                                bytes: Vec::new(),
-                            },
+                                PendingIndex {
+                                    start: next,
+                                    bytes: Vec::new(),
+                                },
+                            ),
                         );
                     }
-                    if let Some(p) = self.pending.get_mut(&key) {
+                    if let Some((queue, p)) = self.pending.get_mut(&key) {
                         entry.encode_into(&mut p.bytes);
                         if p.bytes.len() >= 256 * 1024 {
-                            p.flush()?;
+                            p.flush(queue)?;
                         }
                     }
                 }
@@ -323,46 +440,30 @@ impl Recovery<'_> {
             valid_end: position,
         })
     }
-
-    /// Drops index entries that point at or past `valid_end` (entries are in log order).
-    fn trim_past(&self, valid_end: u64) -> Result<(), StoreError> {
-        for q in self.queues.values().flat_map(|m| m.values()) {
-            let max = q.max_offset();
-            let bad = |i: u64| -> Result<bool, StoreError> {
-                Ok(q.entry_raw(i)
-                    .map_err(|e| io_err(q.path(), e))?
-                    .is_none_or(|e| e.end() > valid_end))
-            };
-            if max == 0 || !bad(max - 1)? {
-                continue;
-            }
-            let (mut lo, mut hi) = (0, max - 1);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if bad(mid)? {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            tracing::warn!(
-                file = %q.path().display(),
-                kept = lo,
-                dropped = max - lo,
-                "dropped consume-queue entries past the commit-log end"
-            );
-            q.truncate(lo).map_err(|e| io_err(q.path(), e))?;
-        }
-        Ok(())
-    }
 }
 
-/// Returns the valid end of the commit log and the durable position to start from.
+/// What [`recover`] found.
+pub(super) struct Recovered {
+    /// The valid end of the commit log.
+    pub(super) valid_end: u64,
+    /// The position known durable (the checkpoint's, or the log's start).
+    pub(super) durable: u64,
+    /// Where the scan was to start (the checkpoint's position): the queues not opened by
+    /// recovery hold no valid entry at or past it.
+    pub(super) checkpointed: u64,
+    /// The queues recovery opened: those that records past the checkpoint belong to.
+    pub(super) queues: QueueMap,
+    /// The newest store timestamp in the log, as far as the checkpoint and the scan tell.
+    pub(super) last_timestamp: i64,
+}
+
+/// Validates the commit log from the checkpoint and indexes what lies past it.
 pub(super) fn recover(
     config: &StoreConfig,
     log: &CommitLog,
-    queues: &mut QueueMap,
-) -> Result<(u64, u64), StoreError> {
+    files: &Arc<FileCache>,
+    new_dirs: &Mutex<BTreeSet<PathBuf>>,
+) -> Result<Recovered, StoreError> {
     let first_base = log.first_base();
     let files_end = log.files_end()?;
     let checkpoint = match read_checkpoint(&config.disk, &config.dir)? {
@@ -377,76 +478,25 @@ pub(super) fn recover(
         }
         None => None,
     };
-    let (durable, counts) = match checkpoint {
-        Some(ck) => (ck.position, ck.counts),
-        None => (first_base, HashMap::new()),
+    let (durable, last_timestamp) = match checkpoint {
+        Some(ck) => (ck.position, ck.last_timestamp),
+        None => (first_base, 0),
     };
     let mut rec = Recovery {
         config,
         log,
-        queues,
+        opener: QueueOpener {
+            config,
+            log,
+            files,
+            new_dirs,
+            recovered_from: durable,
+        },
+        queues: HashMap::new(),
         pending: BTreeMap::new(),
+        newest: last_timestamp,
     };
     let mut start = durable;
-    let mut existing: Vec<Arc<ConsumeQueue>> = rec
-        .queues
-        .values()
-        .flat_map(|m| m.values().cloned())
-        .collect();
-    // A fixed order, so a simulated power cut during recovery replays.
-    existing.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
-    for q in &existing {
-        // Entries pointing below the log's start belong to deleted segments: they cannot be
-        // checked and are kept (they hold the queue's offsets), whatever the checkpoint says.
-        let dead = if first_base > 0 {
-            q.advance_min_to_physical(first_base)
-                .map_err(|e| io_err(q.path(), e))?
-        } else {
-            0
-        };
-        let expected = counts
-            .get(&(q.topic().to_string(), q.queue_id()))
-            .copied()
-            .unwrap_or(0)
-            .max(dead);
-        if q.max_offset() > expected {
-            // Entries written after the checkpoint may be incomplete; the scan re-indexes them.
-            q.truncate(expected).map_err(|e| io_err(q.path(), e))?;
-        }
-        let before = q.max_offset();
-        let resume = if before > 0 {
-            rec.repair_tail(q)?
-        } else {
-            None
-        };
-        let have = q.max_offset();
-        if have < expected {
-            tracing::warn!(
-                file = %q.path().display(),
-                entries = before,
-                kept = have,
-                expected,
-                resume_from = resume.unwrap_or(first_base),
-                "consume queue lost entries, rebuilding from the commit log"
-            );
-            start = start.min(resume.unwrap_or(first_base));
-        }
-    }
-    for ((topic, queue_id), expected) in &counts {
-        if *expected > 0
-            && rec
-                .queues
-                .get(topic)
-                .and_then(|m| m.get(queue_id))
-                .is_none()
-        {
-            tracing::warn!(topic = %topic, queue_id, expected, "consume queue missing, rebuilding from the commit log");
-            if is_valid_topic(topic) {
-                rec.queue(topic, *queue_id)?;
-            }
-            start = first_base;
-        }
-    }
     let mut full_rescan = start == first_base;
     let valid_end = loop {
         match rec.scan(start, durable)? {
@@ -477,6 +527,11 @@ pub(super) fn recover(
             }
         }
     };
-    rec.trim_past(valid_end)?;
-    Ok((valid_end, durable.min(valid_end)))
+    Ok(Recovered {
+        valid_end,
+        durable: durable.min(valid_end),
+        checkpointed: durable,
+        queues: rec.queues,
+        last_timestamp: rec.newest,
+    })
 }

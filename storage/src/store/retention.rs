@@ -15,8 +15,10 @@
 //! the steps leaves nothing to repair but files that the next run deletes.
 
 use super::{MessageStore, StoreError};
+use crate::commit_log::MIN_RECORD_SIZE;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::io_err;
+use crate::message::parse_record;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +64,8 @@ pub struct DeletedSegment {
     /// Physical offset of its first byte (its file name).
     pub base: u64,
     pub bytes: u64,
-    /// Store timestamp of its newest record (`i64::MIN` when it held none).
+    /// Store timestamp of its newest record, as the first record after it bounds it (store
+    /// timestamps never go back along the log, so no record of the segment is newer).
     pub newest_timestamp: i64,
     /// Deleted because the disk was above the ratio, not because of its age.
     pub forced: bool,
@@ -122,11 +125,9 @@ impl MessageStore {
         if doomed.is_empty() {
             return Ok(outcome);
         }
-        let mut queues: Vec<Arc<ConsumeQueue>> = self
-            .queues
-            .values()
-            .flat_map(|m| m.values().cloned())
-            .collect();
+        // The queues in memory; the others find their min offset from where the log starts
+        // when they are opened (their files below it stay until then).
+        let mut queues: Vec<Arc<ConsumeQueue>> = self.shared.open_queues();
         // A fixed order, so a simulated power cut after the n-th file operation replays.
         queues.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
         for q in &queues {
@@ -182,38 +183,35 @@ impl MessageStore {
         Ok(outcome)
     }
 
-    /// Store timestamp of the newest record in the full segment `[base, end)`: the newest of
-    /// each queue's last entry below `end` (store timestamps never go backwards along the log,
-    /// so the record just before `end` is the newest). Cached: a full segment never changes.
+    /// A bound on the store timestamp of the newest record in the full segment `[base, end)`:
+    /// that of the record at `end`, the first of the next segment (store timestamps never go
+    /// back along the log). One record read, whatever the number of queues. Cached: a full
+    /// segment never changes. `i64::MAX` (keep it) when no record follows yet.
     fn segment_newest(&mut self, base: u64, end: u64) -> Result<i64, StoreError> {
         if let Some(&t) = self.segment_newest.get(&base) {
             return Ok(t);
         }
-        let mut newest = i64::MIN;
-        for q in self.queues.values().flat_map(|m| m.values()) {
-            if let Some(t) = last_timestamp_below(q, end).map_err(|e| io_err(q.path(), e))? {
-                newest = newest.max(t);
-            }
-        }
+        let Some(newest) = self.store_timestamp_of_record_at(end)? else {
+            return Ok(i64::MAX);
+        };
         self.segment_newest.insert(base, newest);
         Ok(newest)
     }
-}
 
-/// Store timestamp of the queue's last served entry pointing below `end`, if any.
-fn last_timestamp_below(q: &ConsumeQueue, end: u64) -> io::Result<Option<i64>> {
-    let (min, max) = (q.min_offset(), q.max_offset());
-    let (mut lo, mut hi) = (min, max);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if q.entry_raw(mid)?.is_some_and(|e| e.physical_offset < end) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
+    /// The store timestamp of the record starting at `position`, if one is written there.
+    fn store_timestamp_of_record_at(&self, position: u64) -> Result<Option<i64>, StoreError> {
+        if position >= self.write_pos {
+            return Ok(None);
         }
+        let log = &self.shared.log;
+        let mut size = [0u8; 4];
+        log.read_at(position, &mut size)?;
+        let size = u64::try_from(i32::from_be_bytes(size)).unwrap_or(0);
+        if size < MIN_RECORD_SIZE || size > self.shared.config.max_record_size() {
+            return Ok(None);
+        }
+        let mut record = vec![0u8; size as usize];
+        log.read_at(position, &mut record)?;
+        Ok(parse_record(&record).ok().map(|l| l.store_timestamp))
     }
-    if lo == min {
-        return Ok(None);
-    }
-    Ok(q.entry_raw(lo - 1)?.map(|e| e.store_timestamp))
 }

@@ -123,7 +123,7 @@ fn append_and_read_across_segment_rolls() {
         }
     }
     assert_eq!(
-        store.reader().queues(),
+        store.reader().queues().unwrap(),
         vec![
             (TOPIC.to_string(), 0),
             (TOPIC.to_string(), 1),

@@ -155,7 +155,7 @@ fn verify(dir: &Path, acked: &[Ack]) {
         }
     }
     // Everything the store holds reads back and passes its CRC, acknowledged or not.
-    for (topic, queue_id) in reader.queues() {
+    for (topic, queue_id) in reader.queues().unwrap() {
         let max = reader.max_offset(&topic, queue_id);
         let mut offset = 0;
         while offset < max {
