@@ -4,7 +4,8 @@
 //! - `metadata_store`: topic and subscription-group configuration.
 //! - `offset_table_*`: the offset table's contract suite, corruption and random histories.
 //! - `store_*`: the message store: append and read, group commit, recovery, retention, power
-//!   loss on the simulated disk, and `store_crash` (SIGKILL of this binary run as its child).
+//!   loss on the simulated disk, very many queues and descriptor shortages, and `store_crash`
+//!   (SIGKILL of this binary run as its child).
 
 mod metadata_store;
 mod offset_table_contract;
@@ -13,6 +14,7 @@ mod offset_table_proptest;
 mod store_basic;
 mod store_crash;
 mod store_group_commit;
+mod store_many_queues;
 mod store_power_loss;
 mod store_recovery;
 mod store_retention;

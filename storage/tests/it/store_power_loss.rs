@@ -48,6 +48,8 @@ const LOOKUPS_PER_CUT: usize = 8;
 fn config(policy: FlushPolicy, disk: &SimDisk) -> StoreConfig {
     StoreConfig {
         queue_file_entries: 8,
+        // Fewer than the queues' files: descriptors come and go through every cut.
+        open_queue_files: 2,
         disk: Disk::Simulated(disk.clone()),
         ..store_config(Path::new("/store"), 4096, policy)
     }
