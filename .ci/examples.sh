@@ -33,6 +33,9 @@ example quickstart 120
 example transaction_bench 120 --messages 500 --runs 1
 example pop_bench 120 --messages 2000 --runs 1
 example timer_bench 180 --skiff-bin target/release/skiff --rate 200 --secs 2 --delay-ms 500 --pending 2000
+# 4,000 queues under an open-file limit of 256 with 400 idle connections held: every send and
+# every read back succeeds, before and after a restart.
+example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --open-files 256 --idle-connections 400
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 target/release/skiff serve --listen "127.0.0.1:$port" --data-dir "$work/data" --metrics-listen off >"$work/serve.out" 2>&1 &

@@ -79,8 +79,15 @@ pub struct NodeConfig {
     /// `channel_idle_timeout_ms`, in ms).
     #[serde(rename = "channel_idle_timeout_ms", with = "millis")]
     pub channel_idle_timeout: Duration,
-    /// Connections open at once; more are closed on accept, with a log line.
+    /// Connections open at once; more are closed on accept, with a log line. `skiff serve`
+    /// lowers it to the connections' share of the open-file limit when that is smaller.
     pub max_connections: usize,
+    /// The open-file limit `skiff serve` raises its soft `RLIMIT_NOFILE` to at start (0: the
+    /// hard limit); connections and queue files share it (see `skiff::descriptors`).
+    pub max_open_files: u64,
+    /// Consume-queue files the store holds open at once; the others are opened when used
+    /// (0: the store's share of the open-file limit under `skiff serve`, 256 embedded).
+    pub open_queue_files: usize,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
     pub key_index: bool,
@@ -126,6 +133,8 @@ impl Default for NodeConfig {
             tls_key_file: None,
             channel_idle_timeout: Duration::from_secs(120),
             max_connections: 1000,
+            max_open_files: 0,
+            open_queue_files: 0,
             key_index: true,
             transaction_timeout: Duration::from_secs(6),
             transaction_check_interval: Duration::from_secs(5),

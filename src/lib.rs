@@ -45,6 +45,8 @@
 //! * [`grpc`]: the RocketMQ 5 gRPC front door (`apache.rocketmq.v2.MessagingService`), a sibling
 //!   of `remoting` calling the same broker.
 //! * [`serve`]: `skiff serve`, a node behind a remoting listener and a gRPC listener.
+//! * [`descriptors`]: the open-file limit `skiff serve` raises, shared between connections and
+//!   the store's queue files.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
 //! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
 //! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting
@@ -64,6 +66,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod descriptors;
 pub mod grpc;
 pub mod metrics_endpoint;
 pub mod node;

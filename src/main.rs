@@ -83,6 +83,12 @@ struct ServeArgs {
     /// PEM private key for TLS (with --tls-cert-file).
     #[arg(long, value_name = "FILE")]
     tls_key_file: Option<PathBuf>,
+    /// Raise the open-file limit (soft RLIMIT_NOFILE) to this at start; default: the hard
+    /// limit. 64 descriptors are kept for the node itself, a quarter of the rest (16 to 4,096)
+    /// for the store's open queue files, and the remainder caps connections (with
+    /// max_connections, whichever is lower), so connections can never starve the store.
+    #[arg(long, value_name = "N")]
+    max_open_files: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -159,6 +165,9 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(key) = &args.tls_key_file {
         config.tls_key_file = Some(key.clone());
+    }
+    if let Some(n) = args.max_open_files {
+        config.max_open_files = n;
     }
     config.validate().context("checking configuration")?;
     for name in NodeConfig::unknown_environment() {

@@ -72,6 +72,10 @@ impl Node {
             flush_interval: config.flush_interval,
             store_host: store_host(&config),
             max_message_size: config.max_message_size,
+            open_queue_files: match config.open_queue_files {
+                0 => StoreConfig::DEFAULT_OPEN_QUEUE_FILES,
+                n => n,
+            },
             ..StoreConfig::new(store_dir.clone())
         })
         .map_err(|source| NodeError::Store {

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use tracing::{info, warn};
 
 use crate::config::{ConfigError, NodeConfig};
+use crate::descriptors;
 use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
 use crate::metrics_endpoint::MetricsEndpoint;
 use crate::node::{Node, NodeError};
@@ -40,6 +41,41 @@ pub enum ServeError {
     Grpc(#[source] grpc::GrpcError),
 }
 
+/// Raises the open-file limit and shares it out (see [`crate::descriptors`]): the connection
+/// cap comes down to the connections' share when that is smaller, and the store's open queue
+/// files default to theirs. Logged, as Redis does, so an operator sees the budget.
+fn apply_descriptor_budget(config: &mut NodeConfig) {
+    let limit = match descriptors::raise_open_file_limit(config.max_open_files) {
+        Ok(limit) => limit,
+        Err(e) => {
+            warn!(error = %e, "could not read the open-file limit; keeping the configured caps");
+            return;
+        }
+    };
+    let shares = descriptors::shares(limit.soft);
+    let configured = config.max_connections;
+    config.max_connections = configured.min(shares.connections);
+    if config.open_queue_files == 0 {
+        config.open_queue_files = shares.queue_files;
+    }
+    info!(
+        soft_limit_at_start = limit.soft_before,
+        soft_limit = limit.soft,
+        hard_limit = limit.hard,
+        max_connections = config.max_connections,
+        open_queue_files = config.open_queue_files,
+        "open-file limit"
+    );
+    if config.max_connections < configured {
+        warn!(
+            configured,
+            max_connections = config.max_connections,
+            soft_limit = limit.soft,
+            "max_connections lowered to fit the open-file limit; raise the limit (ulimit -n) for more"
+        );
+    }
+}
+
 /// A running node with its remoting listener. Not `Send`: keep it on the arbiter that started it.
 pub struct Serving {
     node: Node,
@@ -53,6 +89,7 @@ pub struct Serving {
 /// Binds `config.listen`, opens the node and starts serving. Must run inside an actix system.
 /// When `advertised_address` is unset, routes advertise the bound address (so port 0 works).
 pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
+    apply_descriptor_budget(&mut config);
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
     let grpc_addr = config.grpc_addr()?;
     let tls = config.tls_identity()?;

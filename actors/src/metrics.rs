@@ -67,6 +67,15 @@ pub struct MetricsSnapshot {
     pub store_bytes: u64,
     pub connections_open: u64,
     pub connections_accepted: u64,
+    /// Connections closed on accept because the open ones were at the cap.
+    pub connections_refused: u64,
+    /// Accepts that failed (out of descriptors, most of the time).
+    pub accept_failures: u64,
+    /// Consume-queue files holding a descriptor now, and the cap on them.
+    pub queue_files_open: u64,
+    pub queue_files_open_max: u64,
+    /// Consume-queue files closed to make room for another.
+    pub queue_file_evictions: u64,
     /// How long the commit log's durability fsyncs took.
     pub fsync: Histogram,
     /// Per request code.
@@ -81,6 +90,8 @@ struct Counters {
     requests: Mutex<BTreeMap<i32, RequestStats>>,
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
+    connections_refused: AtomicU64,
+    accept_failures: AtomicU64,
 }
 
 /// The counting half of the metrics; see the module docs.
@@ -154,6 +165,20 @@ impl Metrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A connection closed on accept: the open ones were at the cap.
+    pub fn connection_refused(&self) {
+        self.counters
+            .connections_refused
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An accept failed (the listener backs off and tries again).
+    pub fn accept_failed(&self) {
+        self.counters
+            .accept_failures
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn connection_closed(&self) {
         // Saturating: a close without its open (a server started before the metrics) is no
         // reason to wrap around.
@@ -180,6 +205,11 @@ impl Metrics {
             store_bytes: 0,
             connections_open: self.counters.connections_open.load(Ordering::Relaxed),
             connections_accepted: self.counters.connections_accepted.load(Ordering::Relaxed),
+            connections_refused: self.counters.connections_refused.load(Ordering::Relaxed),
+            accept_failures: self.counters.accept_failures.load(Ordering::Relaxed),
+            queue_files_open: 0,
+            queue_files_open_max: 0,
+            queue_file_evictions: 0,
             fsync: Histogram::default(),
             requests: lock(&self.counters.requests).clone(),
         }
@@ -340,6 +370,53 @@ impl MetricsSnapshot {
             out,
             "skiff_connections_accepted_total {}",
             self.connections_accepted
+        );
+        header(
+            &mut out,
+            "skiff_connections_refused_total",
+            "counter",
+            "Remoting connections closed on accept because the open ones were at the cap.",
+        );
+        let _ = writeln!(
+            out,
+            "skiff_connections_refused_total {}",
+            self.connections_refused
+        );
+        header(
+            &mut out,
+            "skiff_accept_failures_total",
+            "counter",
+            "Accepts that failed (out of file descriptors, most often); the listener backs off.",
+        );
+        let _ = writeln!(out, "skiff_accept_failures_total {}", self.accept_failures);
+        header(
+            &mut out,
+            "skiff_queue_files_open",
+            "gauge",
+            "Consume-queue files holding a file descriptor.",
+        );
+        let _ = writeln!(out, "skiff_queue_files_open {}", self.queue_files_open);
+        header(
+            &mut out,
+            "skiff_queue_files_open_max",
+            "gauge",
+            "The cap on consume-queue files holding a file descriptor.",
+        );
+        let _ = writeln!(
+            out,
+            "skiff_queue_files_open_max {}",
+            self.queue_files_open_max
+        );
+        header(
+            &mut out,
+            "skiff_queue_file_evictions_total",
+            "counter",
+            "Consume-queue files closed to make room for another.",
+        );
+        let _ = writeln!(
+            out,
+            "skiff_queue_file_evictions_total {}",
+            self.queue_file_evictions
         );
         header(
             &mut out,

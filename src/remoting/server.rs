@@ -42,6 +42,12 @@ pub trait RequestHandler: Send + Sync + 'static {
 
     /// A connection ended (peer close, error, or shutdown). Called once per connection.
     fn on_close(&self, _conn_id: ConnectionId) {}
+
+    /// A connection was closed on accept: the open ones were at the cap.
+    fn on_refused(&self) {}
+
+    /// An accept failed; the server backs off before the next.
+    fn on_accept_failed(&self) {}
 }
 
 /// Takes the connections of another protocol that arrive on the remoting port, told apart by
@@ -146,6 +152,10 @@ impl Drop for RemotingServer {
     }
 }
 
+/// The pause after a failed accept, doubled while failures last.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 async fn accept_loop(
     listener: TcpListener,
     config: ServerConfig,
@@ -159,6 +169,7 @@ async fn accept_loop(
     };
     let mut conns = JoinSet::new();
     let conn_stop = stop.clone();
+    let mut accept_backoff = ACCEPT_BACKOFF_MIN;
     loop {
         tokio::select! {
             _ = flag_set(&mut stop) => break,
@@ -173,8 +184,10 @@ async fn accept_loop(
                     // operator sees why here.
                     warn!(peer = %peer, open_connections = conns.len(), max_connections = config.max_connections, "connection refused: open connections at the cap");
                     drop(stream);
+                    handler.on_refused();
                 }
                 Ok((stream, peer)) => {
+                    accept_backoff = ACCEPT_BACKOFF_MIN;
                     let handler = handler.clone();
                     let stop = conn_stop.clone();
                     let handoff = config.handoff.clone();
@@ -204,9 +217,15 @@ async fn accept_loop(
                     });
                 }
                 Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Typically out of file descriptors: back off instead of spinning, longer
+                    // while it lasts, and take connections again once descriptors are free.
+                    warn!(error = %e, backoff_ms = accept_backoff.as_millis() as u64, "accept failed; backing off");
+                    handler.on_accept_failed();
+                    tokio::select! {
+                        _ = flag_set(&mut stop) => break,
+                        _ = tokio::time::sleep(accept_backoff) => {}
+                    }
+                    accept_backoff = (accept_backoff * 2).min(ACCEPT_BACKOFF_MAX);
                 }
             }
         }

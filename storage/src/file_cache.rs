@@ -37,6 +37,8 @@ pub fn is_out_of_descriptors(error: &io::Error) -> bool {
 pub struct FileCacheStats {
     /// Files open now.
     pub open: usize,
+    /// The most files held open at once, by design.
+    pub capacity: usize,
     /// The most files open at once so far.
     pub peak_open: usize,
     /// Opens since the cache was made (first opens and re-opens after eviction).
@@ -97,6 +99,7 @@ impl FileCache {
     pub fn stats(&self) -> FileCacheStats {
         FileCacheStats {
             open: self.open.load(Ordering::Relaxed),
+            capacity: self.capacity,
             peak_open: self.peak_open.load(Ordering::Relaxed),
             opens: self.opens.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),

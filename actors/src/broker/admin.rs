@@ -70,6 +70,10 @@ impl BrokerHandle {
             })
             .collect();
         snapshot.fsync = reader.fsync_latency();
+        let files = reader.queue_file_stats();
+        snapshot.queue_files_open = files.open as u64;
+        snapshot.queue_files_open_max = files.capacity as u64;
+        snapshot.queue_file_evictions = files.evictions;
         snapshot.store_bytes = reader
             .commit_log_end()
             .saturating_sub(reader.commit_log_start());

@@ -41,6 +41,8 @@ struct Job {
 enum ConnEvent {
     Opened,
     Closed(ConnectionId),
+    Refused,
+    AcceptFailed,
 }
 
 /// The `Send + Sync` half given to the remoting server: forwards requests to the arbiter.
@@ -117,6 +119,14 @@ impl RequestHandler for RequestBridge {
         // Fails only once the processor stopped, which releases every connection itself.
         let _ = self.conn_events.send(ConnEvent::Closed(conn_id));
     }
+
+    fn on_refused(&self) {
+        let _ = self.conn_events.send(ConnEvent::Refused);
+    }
+
+    fn on_accept_failed(&self) {
+        let _ = self.conn_events.send(ConnEvent::AcceptFailed);
+    }
 }
 
 /// The running processor loop (see [`spawn`]).
@@ -161,6 +171,8 @@ async fn run(processor: Rc<Processor>, inbox: ProcessorInbox, mut stop: oneshot:
             _ = &mut stop => break,
             Some(event) = conn_events.recv() => match event {
                 ConnEvent::Opened => metrics.connection_opened(),
+                ConnEvent::Refused => metrics.connection_refused(),
+                ConnEvent::AcceptFailed => metrics.accept_failed(),
                 ConnEvent::Closed(id) => {
                     metrics.connection_closed();
                     let processor = processor.clone();

@@ -1,0 +1,443 @@
+//! Very many queues under a small open-file limit, against a `skiff serve` child process.
+//!
+//! The child runs with `RLIMIT_NOFILE` at `--open-files` (soft and hard, so it cannot raise
+//! it) and the default configuration. Then:
+//! 1. `--topics` × 4 queues each take one message (auto-created topics, one send per queue,
+//!    `--senders` at a time), while `--idle-connections` idle connections are held open from
+//!    outside; every send must succeed: the descriptors connections may take are capped below
+//!    the limit, so they cannot starve the store.
+//! 2. Every queue serves its message back (PULL_MESSAGE from offset 0).
+//! 3. The idle connections go, the node is stopped (SIGTERM) and started again; the time to the
+//!    first answered send is the restart time.
+//! 4. Every queue takes a second message after the restart: the store is writable for every
+//!    topic.
+//!
+//! Printed: the most descriptors the child held (sampled from /proc every 10 ms), its peak RSS,
+//! the send cost per message, and the restart time. Exits non-zero when any step fails.
+//!
+//! ```sh
+//! cargo build --release --bin skiff --example many_queues
+//! target/release/examples/many_queues --skiff-bin target/release/skiff --topics 25000
+//! ```
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context};
+use bytes::Bytes;
+use skiff::remoting::body::{encode_batch, BatchEntry};
+use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use skiff::remoting::frame::RemotingCommand;
+use skiff::remoting::{ClientConfig, RemotingClient};
+use skiff::storage::clock::epoch_millis;
+use skiff::storage::message::decode_records;
+
+const GROUP: &str = "many-queues-pg";
+const QUEUES: u32 = 4;
+
+struct Args {
+    skiff_bin: String,
+    topics: u32,
+    open_files: u64,
+    senders: usize,
+    idle_connections: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        skiff_bin: "target/release/skiff".to_string(),
+        topics: 25_000,
+        open_files: 256,
+        senders: 16,
+        idle_connections: 400,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--skiff-bin" => args.skiff_bin = value,
+            "--topics" => args.topics = value.parse()?,
+            "--open-files" => args.open_files = value.parse()?,
+            "--senders" => args.senders = value.parse()?,
+            "--idle-connections" => args.idle_connections = value.parse()?,
+            other => anyhow::bail!("unknown flag {other}"),
+        }
+    }
+    Ok(args)
+}
+
+struct Server(Child);
+
+impl Server {
+    fn start(args: &Args, addr: &str, data: &std::path::Path) -> anyhow::Result<Server> {
+        let limit = args.open_files;
+        let mut command = Command::new(&args.skiff_bin);
+        command
+            .args(["serve", "--listen", addr, "--metrics-listen", "off"])
+            .args(["--grpc-listen", "off", "--data-dir"])
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // One warning per connection refused at the cap: hundreds of lines.
+            .stderr(Stdio::null());
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rl = libc::rlimit {
+                    rlim_cur: limit as libc::rlim_t,
+                    rlim_max: limit as libc::rlim_t,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(Server(command.spawn().context("spawning skiff serve")?))
+    }
+
+    fn stop(mut self) -> anyhow::Result<()> {
+        // SAFETY: kill sends a signal to our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let status = self.0.wait()?;
+        ensure!(status.success(), "skiff serve exited with {status}");
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
+    let mut cmd = RemotingCommand::new_request(code);
+    for (k, v) in ext {
+        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
+    }
+    cmd
+}
+
+fn topic(i: u32) -> String {
+    format!("ScaleT{i}")
+}
+
+fn body(topic: &str, queue_id: u32, round: u32) -> String {
+    format!("{topic}/{queue_id}/{round}")
+}
+
+/// Sends one message to `topic`/`queue_id`; answers its queue offset.
+async fn send(
+    client: &RemotingClient,
+    addr: &str,
+    topic: &str,
+    queue_id: u32,
+    round: u32,
+) -> anyhow::Result<u64> {
+    let entry = BatchEntry {
+        flag: 0,
+        body: Bytes::from(body(topic, queue_id, round)),
+        properties: String::new(),
+    };
+    let queue = queue_id.to_string();
+    let born = epoch_millis().to_string();
+    let send = request(
+        rc::SEND_BATCH_MESSAGE,
+        &[
+            ("a", GROUP),
+            ("b", topic),
+            ("c", AUTO_CREATE_TOPIC_KEY),
+            ("d", "4"),
+            ("e", &queue),
+            ("f", "0"),
+            ("g", &born),
+            ("h", "0"),
+            ("i", ""),
+            ("m", "true"),
+        ],
+    )
+    .with_body(encode_batch(&[entry]));
+    let answer = client.invoke(addr, send, Duration::from_secs(30)).await?;
+    ensure!(
+        answer.code == code::SUCCESS,
+        "send to {topic}/{queue_id} refused: {} {:?}",
+        answer.code,
+        answer.remark
+    );
+    answer
+        .ext_fields
+        .get("queueOffset")
+        .and_then(|o| o.parse().ok())
+        .context("send answer without queueOffset")
+}
+
+/// The bodies `topic`/`queue_id` serves from offset 0.
+async fn pull(
+    client: &RemotingClient,
+    addr: &str,
+    topic: &str,
+    queue_id: u32,
+) -> anyhow::Result<Vec<String>> {
+    let queue = queue_id.to_string();
+    let ask = request(
+        rc::PULL_MESSAGE,
+        &[
+            ("consumerGroup", "many-queues-reader"),
+            ("topic", topic),
+            ("queueId", &queue),
+            ("queueOffset", "0"),
+            ("maxMsgNums", "32"),
+            ("sysFlag", "4"),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", "0"),
+            ("subscription", "*"),
+            ("subVersion", "0"),
+        ],
+    );
+    let answer = client.invoke(addr, ask, Duration::from_secs(30)).await?;
+    ensure!(
+        answer.code == code::SUCCESS,
+        "pull of {topic}/{queue_id} answered {} {:?}",
+        answer.code,
+        answer.remark
+    );
+    Ok(decode_records(answer.body.clone())?
+        .into_iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect())
+}
+
+/// Runs `work(topic, queue)` over every queue, `senders` at a time.
+async fn every_queue<F, Fut>(topics: u32, senders: usize, work: F) -> anyhow::Result<()>
+where
+    F: Fn(String, u32) -> Fut + Clone + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + 'static,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let total = topics as usize * QUEUES as usize;
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..senders {
+        let next = next.clone();
+        let work = work.clone();
+        workers.spawn_local(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                work(
+                    topic((i / QUEUES as usize) as u32),
+                    (i % QUEUES as usize) as u32,
+                )
+                .await?;
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Samples the child's open descriptors every 10 ms until dropped; keeps the most seen.
+struct FdSampler {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FdSampler {
+    fn start(pid: u32) -> FdSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let thread = {
+            let (stop, peak) = (stop.clone(), peak.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(open_descriptors(pid), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            })
+        };
+        FdSampler {
+            stop,
+            peak,
+            thread: Some(thread),
+        }
+    }
+
+    fn peak(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+async fn wait_ready(client: &RemotingClient, addr: &str) -> anyhow::Result<()> {
+    let ready = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ask = request(rc::GET_MAX_OFFSET, &[("topic", "Ready"), ("queueId", "0")]);
+        if client
+            .invoke(addr, ask, Duration::from_secs(5))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        ensure!(Instant::now() < ready, "skiff serve did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[actix_rt::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let dir = tempfile::Builder::new()
+        .prefix("skiff-many-queues")
+        .tempdir_in("/var/tmp")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let data = dir.path().join("data");
+    let queues = u64::from(args.topics) * u64::from(QUEUES);
+
+    let server = Server::start(&args, &addr, &data)?;
+    let pid = server.0.id();
+    let sampler = FdSampler::start(pid);
+    let client = Arc::new(RemotingClient::new(ClientConfig::default()));
+    wait_ready(&client, &addr).await?;
+
+    // 1. One message per queue, with idle connections held from outside.
+    let idle: Vec<std::net::TcpStream> = (0..args.idle_connections)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    let cpu_before = proc_cpu_ms(pid);
+    let started = Instant::now();
+    {
+        let (client, addr) = (client.clone(), addr.clone());
+        every_queue(args.topics, args.senders, move |t, q| {
+            let (client, addr) = (client.clone(), addr.clone());
+            async move {
+                let offset = send(&client, &addr, &t, q, 0).await?;
+                ensure!(offset == 0, "{t}/{q}: first message at offset {offset}");
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let send_secs = started.elapsed().as_secs_f64();
+    let send_cpu_ms = proc_cpu_ms(pid) - cpu_before;
+
+    // 2. Every queue serves its message.
+    {
+        let (client, addr) = (client.clone(), addr.clone());
+        every_queue(args.topics, args.senders, move |t, q| {
+            let (client, addr) = (client.clone(), addr.clone());
+            async move {
+                let bodies = pull(&client, &addr, &t, q).await?;
+                ensure!(bodies == [body(&t, q, 0)], "{t}/{q} served {bodies:?}");
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let rss_kib = proc_kib(pid, "VmHWM:");
+    let peak_fds = sampler.peak();
+    drop(idle);
+
+    // 3. Restart: the time from the spawn to the first answered send.
+    client.close_connection(&addr);
+    server.stop()?;
+    let restarted = Instant::now();
+    let server = Server::start(&args, &addr, &data)?;
+    let sampler = FdSampler::start(server.0.id());
+    wait_ready(&client, &addr).await?;
+    let offset = send(&client, &addr, &topic(0), 0, 1).await?;
+    let restart_ms = restarted.elapsed().as_secs_f64() * 1e3;
+    ensure!(
+        offset == 1,
+        "after the restart the send got offset {offset}"
+    );
+    let rss_after_restart_kib = proc_kib(server.0.id(), "VmRSS:");
+
+    // 4. Every queue takes a second message.
+    {
+        let (client, addr) = (client.clone(), addr.clone());
+        every_queue(args.topics, args.senders, move |t, q| {
+            let (client, addr) = (client.clone(), addr.clone());
+            async move {
+                if t == topic(0) && q == 0 {
+                    return Ok(());
+                }
+                let offset = send(&client, &addr, &t, q, 1).await?;
+                ensure!(offset == 1, "{t}/{q}: second message at offset {offset}");
+                Ok(())
+            }
+        })
+        .await?;
+    }
+    let peak_fds_after_restart = sampler.peak();
+    server.stop()?;
+
+    println!(
+        "many_queues: {queues} queues ({} topics x {QUEUES}), open-file limit {}, {} idle connections held",
+        args.topics, args.open_files, args.idle_connections
+    );
+    println!("  most descriptors held: {peak_fds} (after the restart: {peak_fds_after_restart})");
+    println!(
+        "  peak RSS {:.1} MiB; RSS after the restart's first answered send {:.1} MiB",
+        rss_kib as f64 / 1024.0,
+        rss_after_restart_kib as f64 / 1024.0
+    );
+    println!(
+        "  first messages: {:.0} msgs/s, broker CPU {:.1} us/msg",
+        queues as f64 / send_secs,
+        send_cpu_ms * 1e3 / queues as f64
+    );
+    println!("  restart to the first answered send: {restart_ms:.0} ms");
+    Ok(())
+}
+
+/// The child's user + system CPU time in milliseconds (from /proc/PID/stat, clock ticks).
+fn proc_cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the name.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) * 1e3 / hz.max(1.0)
+}
