@@ -4,7 +4,8 @@
 //! Layout under `StoreConfig::dir`:
 //! - `commitlog/<20-digit base offset>`: commit-log segments ([`crate::commit_log`]);
 //! - `consumequeue/<topic>/<queue id>`: consume queues ([`crate::consume_queue`]);
-//! - `checkpoint`: the commit-log position and per-queue entry counts known durable.
+//! - `checkpoint`: the commit-log position below which records and their index entries are
+//!   durable, and the newest store timestamp below it.
 //!
 //! # Recovery and the corruption policy
 //!
@@ -20,8 +21,11 @@
 //!
 //! Records before the checkpoint are not re-validated on open (that is the point of the
 //! checkpoint); a read that meets one failing its CRC returns `CorruptRecord`, so a bad record
-//! is never served. Consume-queue entries past the checkpointed counts are rebuilt from the log,
-//! and a queue that lost checkpointed entries is re-indexed from its last good entry.
+//! is never served. Consume-queue entries pointing past the checkpoint are rebuilt from the log
+//! by the scan, which opens only the queues its records belong to; any other queue is opened
+//! when first used and settled then (`recovery::settle_queue`): a queue whose files show damage
+//! is re-indexed from its last good entry, and one that lost entries without a trace is
+//! re-indexed when a record past the checkpoint shows the gap.
 //!
 //! # Files
 //! - this file: the configuration and public types, and [`MessageStore`], the single writer;
@@ -29,7 +33,7 @@
 //! - `durability`: the fsync state shared by writer and waiters, the group-commit thread,
 //!   [`SyncWaiter`] and the background flusher;
 //! - `checkpoint`: the checkpoint file format;
-//! - `recovery`: loading the consume queues and validating the commit log on open;
+//! - `recovery`: validating the commit log on open, and settling each queue on first use;
 //! - `retention`: deleting old segments with their queue entries ([`MessageStore::delete_expired`]).
 
 mod checkpoint;
