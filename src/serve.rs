@@ -17,6 +17,7 @@ use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
 use crate::metrics_endpoint::MetricsEndpoint;
 use crate::node::{Node, NodeError};
 use crate::remoting::processor::{self, Processor, ProcessorTask};
+use crate::remoting::server::ConnectionSlots;
 use crate::remoting::{RemotingServer, ServerConfig, ServerError};
 
 #[derive(Debug, thiserror::Error)]
@@ -95,9 +96,12 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let tls = config.tls_identity()?;
     // Made before the main port binds: gRPC connections arriving there wait in it until the
     // node is open and the gRPC server serves them.
-    let grpc_inbox = grpc::handoff();
+    // One cap for the connections of both protocols on every port.
+    let slots = ConnectionSlots::new(config.max_connections);
+    let grpc_inbox = grpc::handoff(slots.clone());
     let server_config = ServerConfig {
         handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
+        connection_slots: Some(slots),
         max_frame_len: config.max_frame_bytes,
         idle_timeout: (!config.channel_idle_timeout.is_zero())
             .then_some(config.channel_idle_timeout),

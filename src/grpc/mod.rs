@@ -50,7 +50,7 @@ use tracing::{debug, info, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
-use crate::remoting::server::ConnectionHandoff;
+use crate::remoting::server::{ConnectionHandoff, ConnectionSlot, ConnectionSlots};
 
 use link::LinkTask;
 use pb::messaging_service_server::MessagingServiceServer;
@@ -90,17 +90,18 @@ pub struct GrpcConfig {
     pub max_request_bytes: usize,
 }
 
-/// A connection as the gRPC server reads it.
+/// A connection as the gRPC server reads it, with its place under the node's connection cap
+/// (given back when tonic drops the connection).
 pub enum GrpcIo {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(TcpStream, ConnectionSlot),
+    Tls(Box<TlsStream<TcpStream>>, ConnectionSlot),
 }
 
 impl GrpcIo {
     fn tcp(&self) -> &TcpStream {
         match self {
-            GrpcIo::Plain(s) => s,
-            GrpcIo::Tls(s) => s.get_ref().0,
+            GrpcIo::Plain(s, _) => s,
+            GrpcIo::Tls(s, _) => s.get_ref().0,
         }
     }
 }
@@ -123,8 +124,8 @@ impl AsyncRead for GrpcIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            GrpcIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            GrpcIo::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
+            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -136,22 +137,22 @@ impl AsyncWrite for GrpcIo {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            GrpcIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            GrpcIo::Plain(s, _) => Pin::new(s).poll_write(cx, buf),
+            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            GrpcIo::Plain(s) => Pin::new(s).poll_flush(cx),
-            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            GrpcIo::Plain(s, _) => Pin::new(s).poll_flush(cx),
+            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
-            GrpcIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            GrpcIo::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
+            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 
@@ -161,15 +162,15 @@ impl AsyncWrite for GrpcIo {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
-            GrpcIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            GrpcIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            GrpcIo::Plain(s, _) => Pin::new(s).poll_write_vectored(cx, bufs),
+            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            GrpcIo::Plain(s) => s.is_write_vectored(),
-            GrpcIo::Tls(s) => s.is_write_vectored(),
+            GrpcIo::Plain(s, _) => s.is_write_vectored(),
+            GrpcIo::Tls(s, _) => s.is_write_vectored(),
         }
     }
 }
@@ -177,18 +178,21 @@ impl AsyncWrite for GrpcIo {
 /// Where the main port (and the gRPC listener) send the connections that speak gRPC.
 #[derive(Clone, Debug)]
 pub struct Handoff {
-    streams: mpsc::Sender<TcpStream>,
+    streams: mpsc::Sender<(TcpStream, ConnectionSlot)>,
+    /// The node's connection cap, which the gRPC listener's connections count against too.
+    slots: ConnectionSlots,
 }
 
 /// The receiving end of a [`Handoff`], which [`GrpcServer::start`] serves.
 pub struct HandoffInbox {
-    streams: mpsc::Receiver<TcpStream>,
+    streams: mpsc::Receiver<(TcpStream, ConnectionSlot)>,
 }
 
 /// A handoff and its inbox: made before the main port binds, served once the node is open.
-pub fn handoff() -> (Handoff, HandoffInbox) {
+/// `slots` is the node's connection cap, shared with the main port.
+pub fn handoff(slots: ConnectionSlots) -> (Handoff, HandoffInbox) {
     let (streams, inbox) = mpsc::channel(HANDOFF_QUEUE);
-    (Handoff { streams }, HandoffInbox { streams: inbox })
+    (Handoff { streams, slots }, HandoffInbox { streams: inbox })
 }
 
 impl ConnectionHandoff for Handoff {
@@ -197,8 +201,8 @@ impl ConnectionHandoff for Handoff {
     }
 
     /// A full queue closes the connection (the client retries).
-    fn hand_over(&self, stream: TcpStream, peer: SocketAddr) {
-        if self.streams.try_send(stream).is_err() {
+    fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) {
+        if self.streams.try_send((stream, slot)).is_err() {
             warn!(peer = %peer, "grpc connection refused: too many connections negotiating");
         }
     }
@@ -302,7 +306,11 @@ async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch
         tokio::select! {
             _ = until_stopped(&mut stopped) => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => handoff.hand_over(stream, peer),
+                Ok((stream, peer)) => match handoff.slots.take(peer) {
+                    Some(slot) => handoff.hand_over(stream, peer, slot),
+                    // Closed at once; the cap logs it.
+                    None => drop(stream),
+                },
                 Err(e) => {
                     warn!(error = %e, "grpc accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -315,13 +323,13 @@ async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch
 /// Reads each connection's first byte and, for TLS, completes the handshake, then hands it to
 /// tonic. Each connection negotiates in its own task, so a slow one delays no other.
 async fn negotiate_loop(
-    mut streams: mpsc::Receiver<TcpStream>,
+    mut streams: mpsc::Receiver<(TcpStream, ConnectionSlot)>,
     ready: mpsc::Sender<Result<GrpcIo, std::io::Error>>,
     acceptor: TlsAcceptor,
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
-        let stream = tokio::select! {
+        let (stream, slot) = tokio::select! {
             _ = until_stopped(&mut stopped) => return,
             stream = streams.recv() => match stream {
                 Some(s) => s,
@@ -332,7 +340,7 @@ async fn negotiate_loop(
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let peer = stream.peer_addr().ok();
-            match negotiate(stream, &acceptor).await {
+            match negotiate(stream, slot, &acceptor).await {
                 Ok(io) => {
                     let _ = ready.send(Ok(io)).await;
                 }
@@ -344,7 +352,11 @@ async fn negotiate_loop(
     }
 }
 
-async fn negotiate(stream: TcpStream, acceptor: &TlsAcceptor) -> std::io::Result<GrpcIo> {
+async fn negotiate(
+    stream: TcpStream,
+    slot: ConnectionSlot,
+    acceptor: &TlsAcceptor,
+) -> std::io::Result<GrpcIo> {
     let _ = stream.set_nodelay(true);
     let mut first = [0u8; 1];
     let read = tokio::time::timeout(FIRST_BYTES_TIMEOUT, stream.peek(&mut first))
@@ -357,12 +369,12 @@ async fn negotiate(stream: TcpStream, acceptor: &TlsAcceptor) -> std::io::Result
         ));
     }
     if first[0] != TLS_HANDSHAKE {
-        return Ok(GrpcIo::Plain(stream));
+        return Ok(GrpcIo::Plain(stream, slot));
     }
     let tls = tokio::time::timeout(FIRST_BYTES_TIMEOUT, acceptor.accept(stream))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake"))??;
-    Ok(GrpcIo::Tls(Box::new(tls)))
+    Ok(GrpcIo::Tls(Box::new(tls), slot))
 }
 
 /// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.

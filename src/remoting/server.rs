@@ -13,7 +13,8 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -56,8 +57,94 @@ pub trait RequestHandler: Send + Sync + 'static {
 pub trait ConnectionHandoff: Send + Sync + std::fmt::Debug {
     /// Whether a connection starting with `first_byte` is this protocol's.
     fn wants(&self, first_byte: u8) -> bool;
-    /// Takes the connection, its first bytes still unread.
-    fn hand_over(&self, stream: TcpStream, peer: SocketAddr);
+    /// Takes the connection, its first bytes still unread, with its place under the cap.
+    fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
+}
+
+/// The connections a node has open on all its listeners (remoting and gRPC), against one cap:
+/// each descriptor a connection holds is one the store cannot use.
+#[derive(Clone, Debug)]
+pub struct ConnectionSlots {
+    open: Arc<AtomicUsize>,
+    max: usize,
+    refusals: Arc<Mutex<RefusalLog>>,
+}
+
+/// One connection's place under the cap, given back when dropped (with the connection).
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnectionSlots {
+    pub fn new(max: usize) -> ConnectionSlots {
+        ConnectionSlots {
+            open: Arc::new(AtomicUsize::new(0)),
+            max: max.max(1),
+            refusals: Arc::new(Mutex::new(RefusalLog::default())),
+        }
+    }
+
+    /// A place for one more connection; `None` at the cap, which is logged (the first
+    /// refusal, then one line per [`REFUSAL_LOG_EVERY`] with the count, so a flood of
+    /// connections does not flood the log too).
+    pub fn take(&self, peer: SocketAddr) -> Option<ConnectionSlot> {
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < self.max).then_some(open + 1)
+            });
+        match taken {
+            Ok(_) => Some(ConnectionSlot {
+                open: self.open.clone(),
+            }),
+            Err(open) => {
+                let mut log = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+                log.refused(peer, open, self.max);
+                None
+            }
+        }
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// How often refusals at the cap are logged while they last.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn refused(&mut self, peer: SocketAddr, open: usize, max: usize) {
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|last| now.duration_since(last) < REFUSAL_LOG_EVERY)
+        {
+            self.unlogged += 1;
+            return;
+        }
+        warn!(peer = %peer, open_connections = open, max_connections = max, refused_since_last_line = self.unlogged, "connection refused: open connections at the cap");
+        self.last = Some(now);
+        self.unlogged = 0;
+    }
 }
 
 /// Server settings.
@@ -75,6 +162,9 @@ pub struct ServerConfig {
     pub idle_timeout: Option<Duration>,
     /// Connections open at once; one more is closed as soon as it is accepted, with a log line.
     pub max_connections: usize,
+    /// The cap shared with other listeners (the gRPC one); `None`: this server's own, of
+    /// `max_connections`.
+    pub connection_slots: Option<ConnectionSlots>,
     /// Where connections of another protocol go (gRPC on the main port); `None`: every
     /// connection is remoting.
     pub handoff: Option<Arc<dyn ConnectionHandoff>>,
@@ -88,6 +178,7 @@ impl Default for ServerConfig {
             max_in_flight_per_connection: 1024,
             idle_timeout: Some(Duration::from_secs(120)),
             max_connections: 1000,
+            connection_slots: None,
             handoff: None,
         }
     }
@@ -169,6 +260,10 @@ async fn accept_loop(
     };
     let mut conns = JoinSet::new();
     let conn_stop = stop.clone();
+    let slots = config
+        .connection_slots
+        .clone()
+        .unwrap_or_else(|| ConnectionSlots::new(config.max_connections));
     let mut accept_backoff = ACCEPT_BACKOFF_MIN;
     loop {
         tokio::select! {
@@ -179,14 +274,14 @@ async fn accept_loop(
                 }
             }
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) if conns.len() >= config.max_connections => {
-                    // Closed at once: the client sees the connection drop and retries, the
-                    // operator sees why here.
-                    warn!(peer = %peer, open_connections = conns.len(), max_connections = config.max_connections, "connection refused: open connections at the cap");
-                    drop(stream);
-                    handler.on_refused();
-                }
                 Ok((stream, peer)) => {
+                    let Some(slot) = slots.take(peer) else {
+                        // Closed at once: the client sees the connection drop and retries, the
+                        // operator sees why in the log.
+                        drop(stream);
+                        handler.on_refused();
+                        continue;
+                    };
                     accept_backoff = ACCEPT_BACKOFF_MIN;
                     let handler = handler.clone();
                     let stop = conn_stop.clone();
@@ -203,7 +298,7 @@ async fn accept_loop(
                             };
                             match first {
                                 Some(first) if handoff.wants(first) => {
-                                    handoff.hand_over(stream, peer);
+                                    handoff.hand_over(stream, peer, slot);
                                     return;
                                 }
                                 Some(_) => {}
@@ -214,6 +309,7 @@ async fn accept_loop(
                             }
                         }
                         serve_connection(stream, peer, &opts, handler, in_flight, stop).await;
+                        drop(slot);
                     });
                 }
                 Err(e) => {
@@ -327,5 +423,26 @@ impl RequestSink for ServerSink {
                 debug!(conn = %conn.id(), code, opaque, error = %e, "response not sent");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_shared_by_every_clone_and_given_back_when_a_connection_ends() {
+        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
+        let remoting = ConnectionSlots::new(2);
+        let grpc = remoting.clone();
+        let first = remoting.take(peer);
+        let second = grpc.take(peer);
+        assert!(first.is_some() && second.is_some());
+        assert!(remoting.take(peer).is_none(), "over the cap");
+        assert!(grpc.take(peer).is_none(), "the cap is shared");
+        assert_eq!(remoting.open(), 2);
+        drop(second);
+        assert_eq!(grpc.open(), 1);
+        assert!(remoting.take(peer).is_some());
     }
 }
