@@ -21,7 +21,7 @@
 //! ```
 
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,10 +30,13 @@ use anyhow::{ensure, Context};
 use bytes::Bytes;
 use skiff::remoting::body::{encode_batch, BatchEntry};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
-use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::storage::clock::epoch_millis;
 use skiff::storage::message::decode_records;
+
+#[path = "support/child.rs"]
+mod child;
+use child::{proc_kib, request, Server};
 
 const GROUP: &str = "many-queues-pg";
 const QUEUES: u32 = 4;
@@ -68,8 +71,6 @@ fn parse_args() -> anyhow::Result<Args> {
     }
     Ok(args)
 }
-
-struct Server(Child);
 
 impl Server {
     fn start(args: &Args, addr: &str, data: &std::path::Path) -> anyhow::Result<Server> {
@@ -107,21 +108,6 @@ impl Server {
         ensure!(status.success(), "skiff serve exited with {status}");
         Ok(())
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
 }
 
 fn topic(i: u32) -> String {
@@ -247,18 +233,6 @@ where
 
 fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Samples the child's open descriptors every 10 ms until dropped; keeps the most seen.

@@ -13,17 +13,20 @@
 //! ```
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use bytes::Bytes;
 use skiff::remoting::body::{encode_batch, BatchEntry};
 use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
-use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::storage::clock::epoch_millis;
 use skiff::storage::message::decode_records;
+
+#[path = "support/child.rs"]
+mod child;
+use child::{proc_kib, request, Server};
 
 const TOPIC: &str = "TimerBench";
 const PENDING_TOPIC: &str = "TimerBenchPending";
@@ -63,23 +66,6 @@ fn parse_args() -> anyhow::Result<Args> {
         }
     }
     Ok(args)
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn request(code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
-    let mut cmd = RemotingCommand::new_request(code);
-    for (k, v) in ext {
-        cmd.ext_fields.insert((*k).to_owned(), (*v).to_owned());
-    }
-    cmd
 }
 
 fn timer_entry(deliver_ms: i64, i: u64) -> BatchEntry {
@@ -175,18 +161,6 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     }
     let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
-}
-
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
