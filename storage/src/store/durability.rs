@@ -121,11 +121,7 @@ impl Shared {
         // Only the queues written since their last sync (appends, and entries a queue opened
         // after recovery re-indexed): a checkpoint's work follows what was written, not how
         // many queues exist.
-        let mut queues: Vec<Arc<ConsumeQueue>> = self
-            .open_queues()
-            .into_iter()
-            .filter(|q| q.needs_sync())
-            .collect();
+        let mut queues: Vec<Arc<ConsumeQueue>> = self.open_queues_where(ConsumeQueue::needs_sync);
         if !force && *last == Some(indexed) && queues.is_empty() && lock(&self.new_dirs).is_empty()
         {
             return Ok(());

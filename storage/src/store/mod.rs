@@ -366,11 +366,19 @@ impl Shared {
 
     /// Every queue in memory.
     fn open_queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.open_queues_where(|_| true)
+    }
+
+    /// The queues in memory that `keep` selects, chosen under the lock so that a checkpoint
+    /// looking for the few written since the last one clones no handle of the others.
+    fn open_queues_where(&self, keep: impl Fn(&ConsumeQueue) -> bool) -> Vec<Arc<ConsumeQueue>> {
         self.queues
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .flat_map(|m| m.values().cloned())
+            .flat_map(|m| m.values())
+            .filter(|q| keep(q))
+            .cloned()
             .collect()
     }
 
