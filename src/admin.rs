@@ -278,42 +278,37 @@ impl Admin {
         TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", e))
     }
 
+    /// One GET_ALL_TOPIC_LIST_FROM_NAMESERVER and one GET_ALL_TOPIC_CONFIG (21) per master,
+    /// whatever the number of topics: a route lookup per topic costs a round trip each, which
+    /// at 100,000 topics is most of a minute.
     async fn topics(&self) -> Result<String, AdminError> {
         let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
         let response = self.call(&self.namesrv, request).await?;
         let topics =
             decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", e))?;
-        let message_types = self.message_types().await;
-        let mut rows = Vec::new();
-        for topic in topics {
-            // A listed name without a route (e.g. a cluster name on RocketMQ) shows dashes.
-            let queues = match self.route(&topic).await {
-                Ok(route) => route_queue_summary(&route),
-                Err(_) => None,
-            };
-            let message_type = message_types
-                .get(&topic)
-                .cloned()
-                .unwrap_or_else(|| "-".into());
-            rows.push(match queues {
-                Some((broker, read, write, perm)) => vec![
-                    topic,
-                    broker,
-                    read.to_string(),
-                    write.to_string(),
-                    perm_name(perm),
-                    message_type,
-                ],
+        let summaries = self.topic_summaries().await;
+        let rows = topics
+            .into_iter()
+            .map(|topic| match summaries.get(&topic) {
+                // A listed name no broker keeps (e.g. a cluster name on RocketMQ) shows dashes.
                 None => vec![
                     topic,
                     "-".into(),
                     "-".into(),
                     "-".into(),
                     "-".into(),
-                    message_type,
+                    "-".into(),
                 ],
-            });
-        }
+                Some(summary) => vec![
+                    topic,
+                    summary.brokers.join(","),
+                    summary.read_queues.to_string(),
+                    summary.write_queues.to_string(),
+                    perm_name(summary.perm),
+                    summary.message_type.clone().unwrap_or_else(|| "-".into()),
+                ],
+            })
+            .collect::<Vec<_>>();
         Ok(table(
             &[
                 "TOPIC",
@@ -327,11 +322,11 @@ impl Admin {
         ))
     }
 
-    /// Each topic's `message.type` attribute, from GET_ALL_TOPIC_CONFIG (21) of every master.
-    /// Best effort, like the routes of `topics`: a broker that does not answer adds nothing.
-    async fn message_types(&self) -> BTreeMap<String, String> {
-        let mut types = BTreeMap::new();
-        for addr in self.all_masters().await.unwrap_or_default() {
+    /// Each topic's queues, perm and `message.type` summed over the masters that keep it, from
+    /// GET_ALL_TOPIC_CONFIG (21). Best effort: a broker that does not answer adds nothing.
+    async fn topic_summaries(&self) -> BTreeMap<String, TopicSummary> {
+        let mut summaries: BTreeMap<String, TopicSummary> = BTreeMap::new();
+        for (broker, addr) in self.masters_by_name().await.unwrap_or_default() {
             let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_CONFIG);
             let Ok(response) = self.call(&addr, request).await else {
                 continue;
@@ -340,12 +335,19 @@ impl Admin {
                 continue;
             };
             for (topic, mut config) in wrapper.topic_config_table {
+                let summary = summaries.entry(topic).or_insert_with(|| TopicSummary {
+                    perm: config.perm,
+                    ..TopicSummary::default()
+                });
+                summary.brokers.push(broker.clone());
+                summary.read_queues += config.read_queue_nums;
+                summary.write_queues += config.write_queue_nums;
                 if let Some(message_type) = config.attributes.remove(MESSAGE_TYPE_ATTRIBUTE) {
-                    types.insert(topic, message_type);
+                    summary.message_type = Some(message_type);
                 }
             }
         }
-        types
+        summaries
     }
 
     /// Master addresses of every broker: cluster info, else the group's retry topic route,
@@ -556,20 +558,14 @@ fn masters(route: &TopicRouteData) -> BTreeSet<String> {
         .collect()
 }
 
-/// Broker names, summed read/write queues and the first perm of a route.
-fn route_queue_summary(route: &TopicRouteData) -> Option<(String, i32, i32, i32)> {
-    let first = route.queue_datas.first()?;
-    let brokers: Vec<&str> = route
-        .queue_datas
-        .iter()
-        .map(|q| q.broker_name.as_str())
-        .collect();
-    Some((
-        brokers.join(","),
-        route.queue_datas.iter().map(|q| q.read_queue_nums).sum(),
-        route.queue_datas.iter().map(|q| q.write_queue_nums).sum(),
-        first.perm,
-    ))
+/// What `skiff admin topics` shows of one topic, over every master that keeps it.
+#[derive(Debug, Default)]
+struct TopicSummary {
+    brokers: Vec<String>,
+    read_queues: i32,
+    write_queues: i32,
+    perm: i32,
+    message_type: Option<String>,
 }
 
 /// `PermName.perm2String`: `RW-`-style read, write, inherit flags.

@@ -63,17 +63,28 @@ impl Admin {
     /// Master address of every broker in the cluster info; the name server itself when there
     /// is none (`skiff serve` is both).
     pub(super) async fn all_masters(&self) -> Result<Vec<String>, AdminError> {
+        Ok(self
+            .masters_by_name()
+            .await?
+            .into_iter()
+            .map(|(_, addr)| addr)
+            .collect())
+    }
+
+    /// (broker name, master address) of every broker in the cluster info; the name server
+    /// itself, named by its address, when there is none.
+    pub(super) async fn masters_by_name(&self) -> Result<Vec<(String, String)>, AdminError> {
         let info = self.cluster_info().await?;
-        let addrs: Vec<String> = info
+        let masters: Vec<(String, String)> = info
             .broker_addr_table
             .unwrap_or_default()
-            .values()
-            .filter_map(|b| b.broker_addrs.get(&0).cloned())
+            .into_iter()
+            .filter_map(|(name, b)| Some((name, b.broker_addrs.get(&0)?.clone())))
             .collect();
-        Ok(if addrs.is_empty() {
-            vec![self.namesrv.clone()]
+        Ok(if masters.is_empty() {
+            vec![(self.namesrv.clone(), self.namesrv.clone())]
         } else {
-            addrs
+            masters
         })
     }
 

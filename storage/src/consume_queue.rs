@@ -168,68 +168,20 @@ impl ConsumeQueue {
         file_entries: u64,
     ) -> io::Result<(ConsumeQueue, QueueRepairs)> {
         let disk = files_cache.disk();
-        migrate_legacy_file(disk, dir)?;
         let mut repairs = QueueRepairs::default();
-        if disk.kind(dir)?.is_none() {
-            disk.create_dir_all(dir)?;
-            repairs.created = true;
-        }
-        let mut bases: Vec<u64> = disk
-            .read_dir(dir)?
-            .into_iter()
-            .filter(|e| !e.is_dir)
-            .filter_map(|e| {
-                e.name
-                    .as_deref()
-                    .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|n| n.parse::<u64>().ok())
-            })
-            .collect();
-        bases.sort_unstable();
-        let mut files: Vec<Arc<CqFile>> = Vec::with_capacity(bases.len().max(1));
-        let mut expected_base = None;
-        for base in bases {
-            let path = dir.join(queue_file_name(base));
-            if expected_base.is_some_and(|b| b != base) {
-                // Past a gap nothing can be trusted (a crash mid-reset); recovery re-indexes.
-                disk.remove_file(&path)?;
-                repairs.dropped_files += 1;
-                continue;
+        let (files, min, count) = match disk.kind(dir)? {
+            None if !legacy_file_aside(disk, dir)? => {
+                // A queue never seen: nothing to list, measure or repair.
+                disk.create_dir_all(dir)?;
+                repairs.created = true;
+                let file = files_cache.open(dir.join(queue_file_name(0)), OpenMode::Create)?;
+                (vec![Arc::new(CqFile { base: 0, file })], 0, 0)
             }
-            let len = disk.file_len(&path)?;
-            expected_base = Some(base + len / ENTRY_SIZE as u64);
-            files.push(Arc::new(CqFile {
-                base,
-                file: files_cache.existing(path),
-            }));
-        }
-        if repairs.dropped_files > 0 {
-            disk.sync_dir(dir).map_err(store_to_io)?;
-        }
-        if files.is_empty() {
-            let path = dir.join(queue_file_name(0));
-            let file = files_cache.open(path, OpenMode::Create)?;
-            if !repairs.created {
-                // An existing directory that had lost its files: the new one must outlive a crash.
-                disk.sync_dir(dir).map_err(store_to_io)?;
-                repairs.refilled = true;
+            _ => {
+                migrate_legacy_file(disk, dir)?;
+                existing_files(files_cache, dir, &mut repairs)?
             }
-            files.push(Arc::new(CqFile { base: 0, file }));
-        }
-        // Only the last file can end in a partial entry: every earlier one was full when the
-        // next was started.
-        let last = files
-            .last()
-            .cloned()
-            .ok_or_else(|| invalid("no file".into()))?;
-        let len = disk.file_len(last.path())?;
-        let whole = len - len % ENTRY_SIZE as u64;
-        if whole != len {
-            last.file.handle()?.set_len(whole)?;
-            repairs.cut_bytes = len - whole;
-        }
-        let min = files.first().map_or(0, |f| f.base);
-        let count = last.base + whole / ENTRY_SIZE as u64;
+        };
         Ok((
             ConsumeQueue {
                 topic: topic.to_string(),
@@ -688,6 +640,90 @@ fn store_to_io(e: crate::error::StoreError) -> io::Error {
     }
 }
 
+/// The files of a queue directory that exists, in order, with the queue's first and next
+/// offsets; a gap or a partial last entry is repaired and counted in `repairs`.
+fn existing_files(
+    files_cache: &Arc<FileCache>,
+    dir: &Path,
+    repairs: &mut QueueRepairs,
+) -> io::Result<(Vec<Arc<CqFile>>, u64, u64)> {
+    let disk = files_cache.disk();
+    let mut bases: Vec<u64> = disk
+        .read_dir(dir)?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| {
+            e.name
+                .as_deref()
+                .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .collect();
+    bases.sort_unstable();
+    let mut files: Vec<Arc<CqFile>> = Vec::with_capacity(bases.len().max(1));
+    let mut expected_base = None;
+    for base in bases {
+        let path = dir.join(queue_file_name(base));
+        if expected_base.is_some_and(|b| b != base) {
+            // Past a gap nothing can be trusted (a crash mid-reset); recovery re-indexes.
+            disk.remove_file(&path)?;
+            repairs.dropped_files += 1;
+            continue;
+        }
+        let len = disk.file_len(&path)?;
+        expected_base = Some(base + len / ENTRY_SIZE as u64);
+        files.push(Arc::new(CqFile {
+            base,
+            file: files_cache.existing(path),
+        }));
+    }
+    if repairs.dropped_files > 0 {
+        disk.sync_dir(dir).map_err(store_to_io)?;
+    }
+    if files.is_empty() {
+        let path = dir.join(queue_file_name(0));
+        let file = files_cache.open(path, OpenMode::Create)?;
+        // An existing directory that had lost its files: the new one must outlive a crash.
+        disk.sync_dir(dir).map_err(store_to_io)?;
+        repairs.refilled = true;
+        files.push(Arc::new(CqFile { base: 0, file }));
+    }
+    // Only the last file can end in a partial entry: every earlier one was full when the
+    // next was started.
+    let last = files
+        .last()
+        .cloned()
+        .ok_or_else(|| invalid("no file".into()))?;
+    let len = disk.file_len(last.path())?;
+    let whole = len - len % ENTRY_SIZE as u64;
+    if whole != len {
+        last.file.handle()?.set_len(whole)?;
+        repairs.cut_bytes = len - whole;
+    }
+    let min = files.first().map_or(0, |f| f.base);
+    let count = last.base + whole / ENTRY_SIZE as u64;
+    Ok((files, min, count))
+}
+
+/// Where a legacy single-file queue at `dir` is moved while it becomes a directory.
+fn legacy_aside_path(dir: &Path) -> PathBuf {
+    let mut aside = dir.as_os_str().to_owned();
+    aside.push(MIGRATING_SUFFIX);
+    PathBuf::from(aside)
+}
+
+/// Whether the queue at `dir` has anything on disk: its directory, a legacy single file, or
+/// such a file set aside by a migration cut short.
+pub(crate) fn queue_on_disk(disk: &Disk, dir: &Path) -> io::Result<bool> {
+    Ok(disk.kind(dir)?.is_some() || legacy_file_aside(disk, dir)?)
+}
+
+/// Whether a migration of a legacy single-file queue at `dir` was cut short, leaving the file
+/// aside and no directory.
+fn legacy_file_aside(disk: &Disk, dir: &Path) -> io::Result<bool> {
+    Ok(disk.kind(&legacy_aside_path(dir))? == Some(false))
+}
+
 /// Moves a legacy single-file queue at `dir` into the directory layout, as `dir/<0>`. Resumable:
 /// the file is first renamed aside, so a crash leaves either the legacy file or the aside copy,
 /// which the next open moves on.
@@ -695,9 +731,7 @@ fn migrate_legacy_file(disk: &Disk, dir: &Path) -> io::Result<()> {
     let Some(parent) = dir.parent() else {
         return Ok(());
     };
-    let mut aside = dir.as_os_str().to_owned();
-    aside.push(MIGRATING_SUFFIX);
-    let aside = PathBuf::from(aside);
+    let aside = legacy_aside_path(dir);
     if disk.kind(dir)? == Some(false) {
         disk.rename(dir, &aside)?;
         disk.sync_dir(parent).map_err(store_to_io)?;

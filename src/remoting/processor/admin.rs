@@ -88,10 +88,8 @@ impl Processor {
         let offset = offset.filter(|o| *o != -1);
         let config = self
             .broker
-            .topics()
+            .topic(&topic)
             .map_err(broker_failure)?
-            .into_iter()
-            .find(|t| t.name == topic)
             .ok_or_else(|| {
                 Failure::new(
                     code::TOPIC_NOT_EXIST,

@@ -106,10 +106,10 @@ impl Processor {
         if let Ok(queue_id) = u32::try_from(header.queue_id) {
             return Ok(queue_id);
         }
-        let topics = self.broker.topics().map_err(broker_failure)?;
-        let queues = topics
-            .iter()
-            .find(|t| t.name == header.topic)
+        let queues = self
+            .broker
+            .topic(&header.topic)
+            .map_err(broker_failure)?
             .map(|t| t.write_queue_nums)
             .or_else(|| u32::try_from(header.default_topic_queue_nums).ok())
             .unwrap_or(1)

@@ -49,7 +49,7 @@ pub use retention::{DeletedSegment, RetentionOutcome, RetentionRequest};
 
 use crate::clock::epoch_millis;
 use crate::commit_log::{CommitLog, Segment, MIN_RECORD_SIZE};
-use crate::consume_queue::{ConsumeQueue, CqEntry, DEFAULT_FILE_ENTRIES};
+use crate::consume_queue::{queue_on_disk, ConsumeQueue, CqEntry, DEFAULT_FILE_ENTRIES};
 use crate::disk::{DirLock, Disk};
 use crate::error::io_err;
 use crate::file_cache::FileCache;
@@ -221,17 +221,8 @@ impl QueueOpener<'_> {
         let root = queue_dir(&self.config.dir);
         let tdir = root.join(topic);
         let path = tdir.join(queue_id.to_string());
-        if !create {
-            let mut aside = path.clone().into_os_string();
-            aside.push(".migrating");
-            let on_disk = disk.kind(&path).map_err(|e| io_err(&path, e))?.is_some()
-                || disk
-                    .kind(Path::new(&aside))
-                    .map_err(|e| io_err(&path, e))?
-                    .is_some();
-            if !on_disk {
-                return Ok(None);
-            }
+        if !create && !queue_on_disk(disk, &path).map_err(|e| io_err(&path, e))? {
+            return Ok(None);
         }
         let mut new_dirs = Vec::new();
         if disk.kind(&tdir).map_err(|e| io_err(&tdir, e))?.is_none() {
