@@ -88,6 +88,9 @@ pub struct NodeConfig {
     /// Consume-queue files the store holds open at once; the others are opened when used
     /// (0: the store's share of the open-file limit under `skiff serve`, 256 embedded).
     pub open_queue_files: usize,
+    /// When a listener binds beyond loopback and no users are configured, serve only loopback
+    /// peers and refuse the others with a remark saying how to opt out (`false`).
+    pub protected_mode: bool,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
     pub key_index: bool,
@@ -135,6 +138,7 @@ impl Default for NodeConfig {
             max_connections: 1000,
             max_open_files: 0,
             open_queue_files: 0,
+            protected_mode: true,
             key_index: true,
             transaction_timeout: Duration::from_secs(6),
             transaction_check_interval: Duration::from_secs(5),

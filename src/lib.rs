@@ -70,6 +70,7 @@ pub mod descriptors;
 pub mod grpc;
 pub mod metrics_endpoint;
 pub mod node;
+pub mod protected;
 pub mod remoting;
 pub mod serve;
 #[cfg(any(test, feature = "testsuite"))]

@@ -89,6 +89,19 @@ struct ServeArgs {
     /// max_connections, whichever is lower), so connections can never starve the store.
     #[arg(long, value_name = "N")]
     max_open_files: Option<u64>,
+    /// When a listener binds beyond loopback (e.g. --listen 0.0.0.0:9876) and no users are
+    /// configured, only loopback clients are served; the others are refused with a remark
+    /// saying so. `off` serves every client that can reach the port.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    protected_mode: Option<bool>,
+}
+
+fn parse_on_off(value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -168,6 +181,9 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(n) = args.max_open_files {
         config.max_open_files = n;
+    }
+    if let Some(on) = args.protected_mode {
+        config.protected_mode = on;
     }
     config.validate().context("checking configuration")?;
     for name in NodeConfig::unknown_environment() {

@@ -17,6 +17,8 @@ use tracing::{debug, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
+use crate::protected::{self, PeerPolicy};
+
 /// Longest request head read; a scraper's is a few hundred bytes.
 const MAX_HEAD: usize = 8 * 1024;
 /// A client that has not sent its request head by then is dropped.
@@ -36,11 +38,16 @@ pub struct MetricsEndpoint {
 
 impl MetricsEndpoint {
     /// Binds `addr` and serves on the current arbiter (inside an actix system / `LocalSet`).
-    pub async fn start(addr: SocketAddr, broker: BrokerHandle) -> std::io::Result<Self> {
+    /// Peers `peers` does not serve are answered 403 (protected mode).
+    pub async fn start(
+        addr: SocketAddr,
+        broker: BrokerHandle,
+        peers: PeerPolicy,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::task::spawn_local(accept_loop(listener, broker, stopped));
+        let task = tokio::task::spawn_local(accept_loop(listener, broker, peers, stopped));
         Ok(MetricsEndpoint {
             local_addr,
             stop,
@@ -68,7 +75,12 @@ impl Drop for MetricsEndpoint {
     }
 }
 
-async fn accept_loop(listener: TcpListener, broker: BrokerHandle, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    broker: BrokerHandle,
+    peers: PeerPolicy,
+    mut stop: watch::Receiver<bool>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
@@ -82,7 +94,8 @@ async fn accept_loop(listener: TcpListener, broker: BrokerHandle, mut stop: watc
                     };
                     let broker = broker.clone();
                     tokio::task::spawn_local(async move {
-                        let answered = tokio::time::timeout(IO_TIMEOUT, answer(stream, &broker)).await;
+                        let served = peers.serves(peer.ip());
+                        let answered = tokio::time::timeout(IO_TIMEOUT, answer(stream, &broker, served)).await;
                         match answered {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => debug!(peer = %peer, error = %e, "metrics request failed"),
@@ -101,7 +114,7 @@ async fn accept_loop(listener: TcpListener, broker: BrokerHandle, mut stop: watc
 }
 
 /// Reads one request head and answers it.
-async fn answer(mut stream: TcpStream, broker: &BrokerHandle) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, broker: &BrokerHandle, served: bool) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let complete = tokio::time::timeout(READ_TIMEOUT, async {
         let mut chunk = [0u8; 1024];
@@ -120,6 +133,11 @@ async fn answer(mut stream: TcpStream, broker: &BrokerHandle) -> std::io::Result
         return Ok(());
     }
     let response = match route(&head) {
+        _ if !served => response(
+            "403 Forbidden",
+            "text/plain",
+            &format!("{}\n", protected::REFUSAL),
+        ),
         Route::Metrics => match broker.metrics().await {
             Ok(snapshot) => response(
                 "200 OK",

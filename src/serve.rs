@@ -16,6 +16,7 @@ use crate::descriptors;
 use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
 use crate::metrics_endpoint::MetricsEndpoint;
 use crate::node::{Node, NodeError};
+use crate::protected::PeerPolicy;
 use crate::remoting::processor::{self, Processor, ProcessorTask};
 use crate::remoting::server::ConnectionSlots;
 use crate::remoting::{RemotingServer, ServerConfig, ServerError};
@@ -99,7 +100,25 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     // One cap for the connections of both protocols on every port.
     let slots = ConnectionSlots::new(config.max_connections);
     let grpc_inbox = grpc::handoff(slots.clone());
+    // Validated by `NodeConfig::validate`; a config built in code gets the same check here.
+    let metrics_addr = config.metrics_addr().unwrap_or_else(|e| {
+        warn!(error = &e as &dyn std::error::Error, "metrics endpoint off");
+        None
+    });
+    let listeners: Vec<SocketAddr> = [Some(config.listen), grpc_addr, metrics_addr]
+        .into_iter()
+        .flatten()
+        .collect();
+    let peers = PeerPolicy::for_listeners(config.protected_mode, &listeners);
+    if peers == PeerPolicy::LoopbackOnly {
+        warn!(
+            listen = %config.listen,
+            "protected mode: a listener binds beyond loopback and no users are configured, so \
+             only loopback clients are served; start with --protected-mode off to serve every client"
+        );
+    }
     let server_config = ServerConfig {
+        peers,
         handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
         connection_slots: Some(slots),
         max_frame_len: config.max_frame_bytes,
@@ -120,7 +139,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     // Like the metrics port, a taken gRPC port is reported, not fatal: a dev machine may run
     // several nodes, and the main port serves gRPC too.
     let grpc_listener = match grpc_addr {
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+        Some(addr) => match crate::remoting::server::listen(addr).await {
             Ok(listener) => Some(listener),
             Err(e) => {
                 warn!(addr = %addr, error = %e, "grpc listener not started; gRPC is served on the main port only");
@@ -133,11 +152,6 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         config.advertised_address = Some(local_addr.to_string());
     }
     let data_dir = config.data_dir.display().to_string();
-    // Validated by `NodeConfig::validate`; a config built in code gets the same check here.
-    let metrics_addr = config.metrics_addr().unwrap_or_else(|e| {
-        warn!(error = &e as &dyn std::error::Error, "metrics endpoint off");
-        None
-    });
     let node = match Node::open(config) {
         Ok(node) => node,
         Err(source) => {
@@ -155,6 +169,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         },
         // A send of the largest body, with room for its properties and the batch around it.
         max_request_bytes: node.config().max_message_size + (1 << 20),
+        peers,
     };
     let grpc = match GrpcServer::start(
         grpc_config(grpc_listener),
@@ -173,7 +188,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     };
     // A dev machine may run several nodes: a taken metrics port is reported, not fatal.
     let metrics = match metrics_addr {
-        Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone()).await {
+        Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone(), peers).await {
             Ok(endpoint) => {
                 info!(addr = %endpoint.local_addr(), "metrics at http://{}/metrics", endpoint.local_addr());
                 Some(endpoint)

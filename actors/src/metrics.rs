@@ -69,6 +69,10 @@ pub struct MetricsSnapshot {
     pub connections_accepted: u64,
     /// Connections closed on accept because the open ones were at the cap.
     pub connections_refused: u64,
+    /// Idle connections closed at the cap to make room for a newcomer.
+    pub connections_evicted: u64,
+    /// Connections closed for completing no request, or no frame, in time.
+    pub connections_timed_out: u64,
     /// Accepts that failed (out of descriptors, most of the time).
     pub accept_failures: u64,
     /// Consume-queue files holding a descriptor now, and the cap on them.
@@ -91,6 +95,8 @@ struct Counters {
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
     connections_refused: AtomicU64,
+    connections_evicted: AtomicU64,
+    connections_timed_out: AtomicU64,
     accept_failures: AtomicU64,
 }
 
@@ -172,6 +178,20 @@ impl Metrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// An idle connection closed at the cap to make room for a newcomer.
+    pub fn connection_evicted(&self) {
+        self.counters
+            .connections_evicted
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection closed for completing no request, or no frame, in time.
+    pub fn connection_timed_out(&self) {
+        self.counters
+            .connections_timed_out
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// An accept failed (the listener backs off and tries again).
     pub fn accept_failed(&self) {
         self.counters
@@ -206,6 +226,8 @@ impl Metrics {
             connections_open: self.counters.connections_open.load(Ordering::Relaxed),
             connections_accepted: self.counters.connections_accepted.load(Ordering::Relaxed),
             connections_refused: self.counters.connections_refused.load(Ordering::Relaxed),
+            connections_evicted: self.counters.connections_evicted.load(Ordering::Relaxed),
+            connections_timed_out: self.counters.connections_timed_out.load(Ordering::Relaxed),
             accept_failures: self.counters.accept_failures.load(Ordering::Relaxed),
             queue_files_open: 0,
             queue_files_open_max: 0,
@@ -381,6 +403,28 @@ impl MetricsSnapshot {
             out,
             "skiff_connections_refused_total {}",
             self.connections_refused
+        );
+        header(
+            &mut out,
+            "skiff_connections_evicted_total",
+            "counter",
+            "Idle connections closed at the cap to make room for a newcomer.",
+        );
+        let _ = writeln!(
+            out,
+            "skiff_connections_evicted_total {}",
+            self.connections_evicted
+        );
+        header(
+            &mut out,
+            "skiff_connections_timed_out_total",
+            "counter",
+            "Connections closed for completing no request, or no frame, in time.",
+        );
+        let _ = writeln!(
+            out,
+            "skiff_connections_timed_out_total {}",
+            self.connections_timed_out
         );
         header(
             &mut out,

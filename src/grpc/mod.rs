@@ -54,6 +54,9 @@ use crate::remoting::server::{ConnectionHandoff, ConnectionSlot, ConnectionSlots
 
 use link::LinkTask;
 use pb::messaging_service_server::MessagingServiceServer;
+use tonic::service::interceptor::InterceptedService;
+
+use crate::protected::{self, PeerPolicy};
 pub use service::{GrpcService, ServiceConfig};
 
 /// The first byte of a TLS record carrying a handshake (a ClientHello).
@@ -88,6 +91,8 @@ pub struct GrpcConfig {
     pub service: ServiceConfig,
     /// The largest request a client may send (a send of `max_body_size` plus its metadata).
     pub max_request_bytes: usize,
+    /// Which peers' requests are served; the others get PERMISSION_DENIED (protected mode).
+    pub peers: PeerPolicy,
 }
 
 /// A connection as the gRPC server reads it, with its place under the node's connection cap
@@ -123,10 +128,29 @@ impl AsyncRead for GrpcIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
+        let io = self.get_mut();
+        let slot = match io {
+            GrpcIo::Plain(_, slot) | GrpcIo::Tls(_, slot) => slot,
+        };
+        if slot.poll_evicted(cx).is_ready() {
+            // Chosen to make room at the connection cap; hyper closes the connection.
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "closed to make room for a newcomer at the connection cap",
+            )));
+        }
+        let before = buf.filled().len();
+        let read = match io {
             GrpcIo::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
             GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        };
+        if buf.filled().len() > before {
+            // HTTP/2 has no request boundary at this level: any bytes count as activity.
+            match io {
+                GrpcIo::Plain(_, slot) | GrpcIo::Tls(_, slot) => slot.mark_active(),
+            }
         }
+        read
     }
 }
 
@@ -246,15 +270,17 @@ impl GrpcServer {
             stopped.clone(),
         )));
         let max = config.max_request_bytes;
+        let peers = config.peers;
         let mut shutdown = stopped.clone();
         tasks.push(tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
-                .add_service(
+                .add_service(InterceptedService::new(
                     MessagingServiceServer::new(service)
                         .max_decoding_message_size(max)
                         .max_encoding_message_size(usize::MAX),
-                )
+                    move |request: tonic::Request<()>| refuse_unserved_peer(peers, request),
+                ))
                 .serve_with_incoming_shutdown(ReceiverStream::new(ready_rx), async move {
                     until_stopped(&mut shutdown).await;
                 })
@@ -377,7 +403,46 @@ async fn negotiate(
     Ok(GrpcIo::Tls(Box::new(tls), slot))
 }
 
+/// Protected mode: a request from a peer `peers` does not serve is refused before the service
+/// sees it.
+fn refuse_unserved_peer(
+    peers: PeerPolicy,
+    request: tonic::Request<()>,
+) -> Result<tonic::Request<()>, tonic::Status> {
+    match request.remote_addr() {
+        Some(peer) if !peers.serves(peer.ip()) => {
+            debug!(peer = %peer, "grpc request refused: protected mode serves loopback peers only");
+            Err(tonic::Status::permission_denied(protected::REFUSAL))
+        }
+        _ => Ok(request),
+    }
+}
+
 /// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.
 pub(crate) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(peer: &str) -> tonic::Request<()> {
+        let mut request = tonic::Request::new(());
+        request.extensions_mut().insert(TcpConnectInfo {
+            local_addr: None,
+            remote_addr: Some(peer.parse().expect("address")),
+        });
+        request
+    }
+
+    #[test]
+    fn protected_mode_refuses_a_grpc_request_from_beyond_loopback_with_the_way_out() {
+        let refused = refuse_unserved_peer(PeerPolicy::LoopbackOnly, from("192.0.2.2:40000"))
+            .expect_err("a non-loopback peer is refused");
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        assert!(refused.message().contains("--protected-mode off"));
+        assert!(refuse_unserved_peer(PeerPolicy::LoopbackOnly, from("127.0.0.1:40000")).is_ok());
+        assert!(refuse_unserved_peer(PeerPolicy::Everyone, from("192.0.2.2:40000")).is_ok());
+    }
 }

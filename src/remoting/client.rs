@@ -284,6 +284,9 @@ impl RemotingClient {
             write_queue_capacity: self.inner.config.write_queue_capacity,
             // The server side closes idle connections; a client keeps its own.
             idle_timeout: None,
+            handshake_timeout: None,
+            frame_timeout: None,
+            partial_frame_budget: None,
         };
         let conn = Connection::start(stream, peer, &opts);
         let handle = conn.handle.clone();
@@ -295,7 +298,7 @@ impl RemotingClient {
         let stop = self.inner.stop.subscribe();
         tokio::spawn(async move {
             let id = conn.handle.id();
-            conn.run(&mut sink, stop).await;
+            conn.run(&mut sink, stop, None).await;
             debug!(conn = %id, addr = %sink.addr, "connection closed");
         });
         *guard = Some(handle.clone());

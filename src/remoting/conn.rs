@@ -12,10 +12,12 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
+use super::slots::ConnectionSlot;
 
 /// Identifies one connection for the lifetime of the process; the broker's registry of
 /// client connections knows a remoting connection by it.
@@ -226,6 +228,31 @@ pub(crate) struct ConnOptions {
     pub write_queue_capacity: usize,
     /// Close the connection when the peer sent nothing for this long (server side).
     pub idle_timeout: Option<Duration>,
+    /// Close the connection when it has completed no request this long after opening (server
+    /// side): a flood of silent or trickling connections does not stay.
+    pub handshake_timeout: Option<Duration>,
+    /// Close the connection when a frame takes longer than this to arrive whole (server side):
+    /// a peer trickling bytes keeps the idle timer away but not this one.
+    pub frame_timeout: Option<Duration>,
+    /// Bytes of unfinished frames the server's connections may buffer together beyond
+    /// [`FREE_PARTIAL_FRAME`] each, in KiB permits (server side); a connection that needs more
+    /// stops reading until some is given back.
+    pub partial_frame_budget: Option<Arc<Semaphore>>,
+}
+
+/// What each connection may buffer of an unfinished frame without drawing on the shared budget:
+/// every ordinary request fits.
+pub(crate) const FREE_PARTIAL_FRAME: usize = 32 * 1024;
+
+/// Why a connection's reader stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadEnd {
+    /// The peer closed, a read failed, a fatal decode error, a local close or shutdown.
+    Closed,
+    /// Idle, no request completed in time, or a frame too slow.
+    TimedOut,
+    /// Chosen to make room for a newcomer at the connection cap.
+    Evicted,
 }
 
 /// Creates the handle and the writer task of a new connection; the caller then drives
@@ -234,8 +261,7 @@ pub(crate) struct Connection {
     pub handle: ConnectionHandle,
     read: OwnedReadHalf,
     writer: tokio::task::JoinHandle<()>,
-    max_frame_len: usize,
-    idle_timeout: Option<Duration>,
+    opts: ConnOptions,
 }
 
 impl Connection {
@@ -261,27 +287,40 @@ impl Connection {
             handle,
             read,
             writer,
-            max_frame_len: opts.max_frame_len,
-            idle_timeout: opts.idle_timeout,
+            opts: opts.clone(),
         }
     }
 
-    /// Reads until the peer closes, a fatal decode error, a close of the handle or `stop`;
-    /// then closes the connection, fails pending requests and waits for the writer.
-    pub async fn run<S: RequestSink>(self, sink: &mut S, mut stop: watch::Receiver<bool>) {
+    /// Reads until the peer closes, a fatal decode error, a close of the handle, `stop`, a
+    /// deadline or (with a `slot`) an eviction; then closes the connection, fails pending
+    /// requests and waits for the writer.
+    pub async fn run<S: RequestSink>(
+        self,
+        sink: &mut S,
+        mut stop: watch::Receiver<bool>,
+        slot: Option<&ConnectionSlot>,
+    ) -> ReadEnd {
         let Connection {
             handle,
             read,
             writer,
-            max_frame_len,
-            idle_timeout,
+            opts,
         } = self;
-        read_loop(read, &handle, sink, &mut stop, max_frame_len, idle_timeout).await;
+        let end = read_loop(read, &handle, sink, &mut stop, &opts, slot).await;
         handle.close();
         handle.fail_all_pending();
         if let Err(e) = writer.await {
             warn!(conn = %handle.id(), error = %e, "connection writer task failed");
         }
+        end
+    }
+}
+
+/// A timer branch that stays pending while `deadline` is `None`.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -290,48 +329,122 @@ async fn read_loop<S: RequestSink>(
     conn: &ConnectionHandle,
     sink: &mut S,
     stop: &mut watch::Receiver<bool>,
-    max_frame_len: usize,
-    idle_timeout: Option<Duration>,
-) {
+    opts: &ConnOptions,
+    slot: Option<&ConnectionSlot>,
+) -> ReadEnd {
     let mut closed = conn.shared.closed.subscribe();
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    // Without a timeout the branch below is disabled and this timer never polled.
-    let idle = tokio::time::sleep(idle_timeout.unwrap_or(Duration::from_secs(86_400)));
-    tokio::pin!(idle);
+    let opened = Instant::now();
+    let mut idle_deadline = opts.idle_timeout.map(|t| opened + t);
+    let handshake_deadline = opts.handshake_timeout.map(|t| opened + t);
+    let mut frame_deadline: Option<Instant> = None;
+    // KiB of the shared budget this connection's unfinished frame holds.
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut completed_any = false;
     loop {
+        let mut decoded = false;
         loop {
-            match frame::decode_frame(&mut buf, max_frame_len) {
-                Ok(Some(cmd)) => dispatch(conn, sink, cmd),
+            match frame::decode_frame(&mut buf, opts.max_frame_len) {
+                Ok(Some(cmd)) => {
+                    decoded = true;
+                    completed_any = true;
+                    dispatch(conn, sink, cmd);
+                }
                 Ok(None) => break,
                 Err(e) => {
                     if !on_decode_error(conn, &e) {
-                        return;
+                        return ReadEnd::Closed;
                     }
                 }
             }
         }
-        if buf.capacity() - buf.len() < 4096 {
+        if buf.is_empty() {
+            frame_deadline = None;
+        } else if decoded || frame_deadline.is_none() {
+            frame_deadline = opts.frame_timeout.map(|t| Instant::now() + t);
+        }
+        // A frame larger than the free allowance is read only once the shared budget holds its
+        // whole declared length, into a buffer of exactly that size: what unfinished frames
+        // occupy stays within the budget however many peers announce large ones.
+        let need_kib = match (&opts.partial_frame_budget, declared_frame_len(&buf)) {
+            (Some(_), Some(total)) if total > FREE_PARTIAL_FRAME && total <= opts.max_frame_len => {
+                total.div_ceil(1024)
+            }
+            _ => 0,
+        };
+        if need_kib == 0 && held.is_some() {
+            // The large frame went by: let its buffer go (the frame lives on in its handler)
+            // and give its share back.
+            let mut smaller = BytesMut::with_capacity(8 * 1024);
+            smaller.extend_from_slice(&buf);
+            buf = smaller;
+            held = None;
+        }
+        let held_kib = held.as_ref().map_or(0, |p| p.num_permits());
+        let more_kib = u32::try_from(need_kib.saturating_sub(held_kib)).unwrap_or(u32::MAX);
+        let budget = opts
+            .partial_frame_budget
+            .as_ref()
+            .filter(|_| more_kib > 0)
+            .cloned();
+        let waiting_for_budget = budget.is_some();
+        if need_kib > 0 && !waiting_for_budget {
+            buf.reserve((need_kib * 1024).saturating_sub(buf.len()));
+        } else if buf.capacity() - buf.len() < 4096 {
             buf.reserve(8 * 1024);
         }
+        let handshake = handshake_deadline.filter(|_| !completed_any);
         tokio::select! {
             _ = flag_set(&mut closed) => {
                 debug!(conn = %conn.id(), "connection closed locally");
-                return;
+                return ReadEnd::Closed;
             }
             _ = flag_set(stop) => {
                 debug!(conn = %conn.id(), "connection closed by shutdown");
-                return;
+                return ReadEnd::Closed;
             }
-            _ = &mut idle, if idle_timeout.is_some() => {
+            _ = async { slot?.evicted().await; Some(()) }, if slot.is_some() => {
+                debug!(conn = %conn.id(), peer = %conn.peer_addr(), "closing an idle connection to make room for a newcomer");
+                return ReadEnd::Evicted;
+            }
+            _ = until(idle_deadline) => {
                 info!(
                     conn = %conn.id(),
                     peer = %conn.peer_addr(),
-                    idle_secs = idle_timeout.unwrap_or_default().as_secs(),
+                    idle_secs = opts.idle_timeout.unwrap_or_default().as_secs(),
                     "closing an idle connection"
                 );
-                return;
+                return ReadEnd::TimedOut;
             }
-            res = read.read_buf(&mut buf) => match res {
+            _ = until(handshake) => {
+                debug!(
+                    conn = %conn.id(),
+                    peer = %conn.peer_addr(),
+                    secs = opts.handshake_timeout.unwrap_or_default().as_secs(),
+                    "closing a connection that completed no request in time"
+                );
+                return ReadEnd::TimedOut;
+            }
+            _ = until(frame_deadline) => {
+                debug!(
+                    conn = %conn.id(),
+                    peer = %conn.peer_addr(),
+                    buffered = buf.len(),
+                    secs = opts.frame_timeout.unwrap_or_default().as_secs(),
+                    "closing a connection whose frame did not arrive in time"
+                );
+                return ReadEnd::TimedOut;
+            }
+            permit = async { budget?.acquire_many_owned(more_kib).await.ok() }, if waiting_for_budget => {
+                let Some(permit) = permit else {
+                    return ReadEnd::Closed;
+                };
+                match held.as_mut() {
+                    Some(held) => held.merge(permit),
+                    None => held = Some(permit),
+                }
+            }
+            res = read.read_buf(&mut buf), if !waiting_for_budget => match res {
                 Ok(0) => {
                     if buf.is_empty() {
                         debug!(conn = %conn.id(), peer = %conn.peer_addr(), "peer closed the connection");
@@ -343,21 +456,32 @@ async fn read_loop<S: RequestSink>(
                             "peer closed the connection in the middle of a frame"
                         );
                     }
-                    return;
+                    return ReadEnd::Closed;
                 }
                 Ok(n) => {
                     trace!(conn = %conn.id(), bytes = n, "read");
-                    if let Some(timeout) = idle_timeout {
-                        idle.as_mut().reset(tokio::time::Instant::now() + timeout);
+                    if let Some(timeout) = opts.idle_timeout {
+                        idle_deadline = Some(Instant::now() + timeout);
+                    }
+                    if let Some(slot) = slot {
+                        slot.mark_read();
                     }
                 }
                 Err(e) => {
                     debug!(conn = %conn.id(), peer = %conn.peer_addr(), error = %e, "read failed");
-                    return;
+                    return ReadEnd::Closed;
                 }
             }
         }
     }
+}
+
+/// The whole length (length field included) of the frame starting `buf`, once its length field
+/// is there.
+fn declared_frame_len(buf: &[u8]) -> Option<usize> {
+    let field: [u8; 4] = buf.get(..4)?.try_into().ok()?;
+    let len = usize::try_from(i32::from_be_bytes(field)).ok()?;
+    len.checked_add(4)
 }
 
 fn dispatch<S: RequestSink>(conn: &ConnectionHandle, sink: &mut S, cmd: RemotingCommand) {

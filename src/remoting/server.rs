@@ -13,19 +13,20 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 
 use super::codes::response;
-use super::conn::{flag_set, ConnOptions, Connection, RequestSink};
+use super::conn::{flag_set, ConnOptions, Connection, ReadEnd, RequestSink};
 pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
 use super::frame::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+pub use super::slots::{ConnectionSlot, ConnectionSlots};
+use crate::protected::{self, PeerPolicy};
 
 /// The future a handler returns: the response, or `None` for no response now (oneway
 /// requests, or a long poll answered later with [`ConnectionHandle::send`]).
@@ -49,6 +50,12 @@ pub trait RequestHandler: Send + Sync + 'static {
 
     /// An accept failed; the server backs off before the next.
     fn on_accept_failed(&self) {}
+
+    /// An idle connection was closed at the cap to make room for a newcomer.
+    fn on_evicted(&self) {}
+
+    /// A connection was closed for completing no request, or no frame, in time.
+    fn on_timed_out(&self) {}
 }
 
 /// Takes the connections of another protocol that arrive on the remoting port, told apart by
@@ -61,91 +68,12 @@ pub trait ConnectionHandoff: Send + Sync + std::fmt::Debug {
     fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
 }
 
-/// The connections a node has open on all its listeners (remoting and gRPC), against one cap:
-/// each descriptor a connection holds is one the store cannot use.
-#[derive(Clone, Debug)]
-pub struct ConnectionSlots {
-    open: Arc<AtomicUsize>,
-    max: usize,
-    refusals: Arc<Mutex<RefusalLog>>,
-}
+/// A new connection must complete a request within this (every RocketMQ client sends one as
+/// soon as it connects).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One connection's place under the cap, given back when dropped (with the connection).
-#[derive(Debug)]
-pub struct ConnectionSlot {
-    open: Arc<AtomicUsize>,
-}
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl ConnectionSlots {
-    pub fn new(max: usize) -> ConnectionSlots {
-        ConnectionSlots {
-            open: Arc::new(AtomicUsize::new(0)),
-            max: max.max(1),
-            refusals: Arc::new(Mutex::new(RefusalLog::default())),
-        }
-    }
-
-    /// A place for one more connection; `None` at the cap, which is logged (the first
-    /// refusal, then one line per [`REFUSAL_LOG_EVERY`] with the count, so a flood of
-    /// connections does not flood the log too).
-    pub fn take(&self, peer: SocketAddr) -> Option<ConnectionSlot> {
-        let taken = self
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
-                (open < self.max).then_some(open + 1)
-            });
-        match taken {
-            Ok(_) => Some(ConnectionSlot {
-                open: self.open.clone(),
-            }),
-            Err(open) => {
-                let mut log = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
-                log.refused(peer, open, self.max);
-                None
-            }
-        }
-    }
-
-    /// Connections open now.
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Acquire)
-    }
-
-    pub fn max(&self) -> usize {
-        self.max
-    }
-}
-
-/// How often refusals at the cap are logged while they last.
-pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-
-#[derive(Debug, Default)]
-struct RefusalLog {
-    last: Option<std::time::Instant>,
-    unlogged: u64,
-}
-
-impl RefusalLog {
-    fn refused(&mut self, peer: SocketAddr, open: usize, max: usize) {
-        let now = std::time::Instant::now();
-        if self
-            .last
-            .is_some_and(|last| now.duration_since(last) < REFUSAL_LOG_EVERY)
-        {
-            self.unlogged += 1;
-            return;
-        }
-        warn!(peer = %peer, open_connections = open, max_connections = max, refused_since_last_line = self.unlogged, "connection refused: open connections at the cap");
-        self.last = Some(now);
-        self.unlogged = 0;
-    }
-}
+/// A frame must arrive whole within this once its first bytes have.
+pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -160,11 +88,21 @@ pub struct ServerConfig {
     /// A connection that sends nothing for this long is closed (RocketMQ
     /// `serverChannelMaxIdleTimeSeconds`, 120 s); `None` keeps idle connections.
     pub idle_timeout: Option<Duration>,
-    /// Connections open at once; one more is closed as soon as it is accepted, with a log line.
+    /// A connection that has completed no request this long after opening is closed.
+    pub handshake_timeout: Option<Duration>,
+    /// A connection whose frame takes longer than this to arrive whole is closed.
+    pub frame_timeout: Option<Duration>,
+    /// Bytes that unfinished frames of all connections may buffer together beyond 32 KiB each
+    /// (default twice `max_frame_len`); a connection that needs more waits for its share.
+    pub partial_frame_budget: usize,
+    /// Connections open at once. At the cap a newcomer takes the place of an idle connection
+    /// (see [`ConnectionSlots`]), or is closed as soon as it is accepted, with a log line.
     pub max_connections: usize,
     /// The cap shared with other listeners (the gRPC one); `None`: this server's own, of
     /// `max_connections`.
     pub connection_slots: Option<ConnectionSlots>,
+    /// Which peers' requests are served; the others are answered NO_PERMISSION (protected mode).
+    pub peers: PeerPolicy,
     /// Where connections of another protocol go (gRPC on the main port); `None`: every
     /// connection is remoting.
     pub handoff: Option<Arc<dyn ConnectionHandoff>>,
@@ -177,8 +115,12 @@ impl Default for ServerConfig {
             write_queue_capacity: 1024,
             max_in_flight_per_connection: 1024,
             idle_timeout: Some(Duration::from_secs(120)),
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            frame_timeout: Some(DEFAULT_FRAME_TIMEOUT),
+            partial_frame_budget: 2 * DEFAULT_MAX_FRAME_LEN,
             max_connections: 1000,
             connection_slots: None,
+            peers: PeerPolicy::Everyone,
             handoff: None,
         }
     }
@@ -201,6 +143,36 @@ pub struct RemotingServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Pending connections the kernel queues for a listener (capped by `net.core.somaxconn`). Above
+/// tokio's 1,024: under a flood of connections a full queue drops a newcomer's SYN, and its
+/// client waits a second to try again.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a listener on the first address of `addr` that binds, with [`LISTEN_BACKLOG`].
+pub async fn listen(addr: impl ToSocketAddrs) -> std::io::Result<TcpListener> {
+    let mut last_error = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(addr)
+            .and_then(|()| socket.listen(LISTEN_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolved to nothing",
+        )
+    }))
+}
+
 impl RemotingServer {
     /// Binds `addr` and starts accepting. Must be called inside a tokio runtime.
     pub async fn bind(
@@ -208,7 +180,7 @@ impl RemotingServer {
         config: ServerConfig,
         handler: Arc<dyn RequestHandler>,
     ) -> Result<RemotingServer, ServerError> {
-        let listener = TcpListener::bind(addr).await.map_err(ServerError::Bind)?;
+        let listener = listen(addr).await.map_err(ServerError::Bind)?;
         let local_addr = listener.local_addr().map_err(ServerError::LocalAddr)?;
         let (stop, stop_rx) = watch::channel(false);
         info!(addr = %local_addr, "remoting server listening");
@@ -257,6 +229,11 @@ async fn accept_loop(
         max_frame_len: config.max_frame_len,
         write_queue_capacity: config.write_queue_capacity,
         idle_timeout: config.idle_timeout,
+        handshake_timeout: config.handshake_timeout,
+        frame_timeout: config.frame_timeout,
+        partial_frame_budget: Some(Arc::new(Semaphore::new(
+            config.partial_frame_budget.div_ceil(1024),
+        ))),
     };
     let mut conns = JoinSet::new();
     let conn_stop = stop.clone();
@@ -282,19 +259,26 @@ async fn accept_loop(
                         handler.on_refused();
                         continue;
                     };
+                    if slot.made_room() {
+                        handler.on_evicted();
+                    }
                     accept_backoff = ACCEPT_BACKOFF_MIN;
                     let handler = handler.clone();
                     let stop = conn_stop.clone();
                     let handoff = config.handoff.clone();
                     let opts = opts.clone();
-                    let in_flight = config.max_in_flight_per_connection;
+                    let requests = RequestLimits {
+                        max_in_flight: config.max_in_flight_per_connection,
+                        peers: config.peers,
+                    };
                     conns.spawn(async move {
                         if let Some(handoff) = handoff {
                             // A silent connection must not hold up the server's shutdown.
                             let mut stopping = stop.clone();
                             let first = tokio::select! {
                                 _ = flag_set(&mut stopping) => return,
-                                first = first_byte(&stream, opts.idle_timeout) => first,
+                                _ = slot.evicted() => return,
+                                first = first_byte(&stream, opts.handshake_timeout.or(opts.idle_timeout)) => first,
                             };
                             match first {
                                 Some(first) if handoff.wants(first) => {
@@ -303,14 +287,16 @@ async fn accept_loop(
                                 }
                                 Some(_) => {}
                                 None => {
-                                    debug!(peer = %peer, "connection closed before its first byte");
+                                    debug!(peer = %peer, "connection closed or silent before its first byte");
                                     return;
                                 }
                             }
                         }
-                        serve_connection(stream, peer, &opts, handler, in_flight, stop).await;
-                        drop(slot);
+                        serve_connection(stream, peer, &opts, handler, requests, stop, slot).await;
                     });
+                    // Under a flood of connections, let the ones accepted read their first
+                    // request before more arrive to compete for their places.
+                    tokio::task::yield_now().await;
                 }
                 Err(e) => {
                     // Typically out of file descriptors: back off instead of spinning, longer
@@ -350,24 +336,38 @@ async fn first_byte(stream: &TcpStream, within: Option<Duration>) -> Option<u8> 
     }
 }
 
+/// What the server allows each connection's requests.
+#[derive(Debug, Clone, Copy)]
+struct RequestLimits {
+    max_in_flight: usize,
+    peers: PeerPolicy,
+}
+
 /// Serves one remoting connection until it closes or the server stops.
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     opts: &ConnOptions,
     handler: Arc<dyn RequestHandler>,
-    max_in_flight: usize,
+    requests: RequestLimits,
     stop: watch::Receiver<bool>,
+    slot: ConnectionSlot,
 ) {
     let conn = Connection::start(stream, peer, opts);
     debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");
     handler.on_open(&conn.handle);
+    let slot = Arc::new(slot);
     let mut sink = ServerSink {
         handler: handler.clone(),
-        permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+        permits: Arc::new(Semaphore::new(requests.max_in_flight.max(1))),
+        slot: slot.clone(),
+        served: requests.peers.serves(peer.ip()),
     };
     let id = conn.handle.id();
-    conn.run(&mut sink, stop).await;
+    let end = conn.run(&mut sink, stop, Some(&slot)).await;
+    if end == ReadEnd::TimedOut {
+        handler.on_timed_out();
+    }
     debug!(conn = %id, "connection closed");
     handler.on_close(id);
 }
@@ -375,6 +375,10 @@ async fn serve_connection(
 struct ServerSink {
     handler: Arc<dyn RequestHandler>,
     permits: Arc<Semaphore>,
+    /// The connection's place under the cap: busy while a request runs.
+    slot: Arc<ConnectionSlot>,
+    /// False for a peer protected mode does not serve: each request is refused unprocessed.
+    served: bool,
 }
 
 impl RequestSink for ServerSink {
@@ -382,6 +386,18 @@ impl RequestSink for ServerSink {
         let oneway = request.is_oneway();
         let opaque = request.opaque;
         let code = request.code;
+        if !self.served {
+            debug!(conn = %conn.id(), peer = %conn.peer_addr(), code, "request refused: protected mode serves loopback peers only");
+            if !oneway {
+                let refused = RemotingCommand::response_to(
+                    &request,
+                    response::NO_PERMISSION,
+                    Some(protected::REFUSAL.to_owned()),
+                );
+                let _ = conn.try_send(refused);
+            }
+            return;
+        }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             warn!(conn = %conn.id(), code, opaque, "too many requests in flight on one connection");
             if !oneway {
@@ -396,10 +412,12 @@ impl RequestSink for ServerSink {
         };
         let fut = self.handler.handle(conn.clone(), request);
         let conn = conn.clone();
+        let busy = self.slot.request_started();
         tokio::spawn(async move {
             // The handler runs in its own task so that a panic is contained and answered.
             let outcome = tokio::spawn(fut).await;
             drop(permit);
+            drop(busy);
             let response = match outcome {
                 Ok(resp) => resp,
                 Err(e) => {
@@ -423,26 +441,5 @@ impl RequestSink for ServerSink {
                 debug!(conn = %conn.id(), code, opaque, error = %e, "response not sent");
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_are_shared_by_every_clone_and_given_back_when_a_connection_ends() {
-        let peer = SocketAddr::from(([127, 0, 0, 1], 1));
-        let remoting = ConnectionSlots::new(2);
-        let grpc = remoting.clone();
-        let first = remoting.take(peer);
-        let second = grpc.take(peer);
-        assert!(first.is_some() && second.is_some());
-        assert!(remoting.take(peer).is_none(), "over the cap");
-        assert!(grpc.take(peer).is_none(), "the cap is shared");
-        assert_eq!(remoting.open(), 2);
-        drop(second);
-        assert_eq!(grpc.open(), 1);
-        assert!(remoting.take(peer).is_some());
     }
 }

@@ -726,14 +726,38 @@ async fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_talking_one_
 }
 
 #[tokio::test]
-async fn connections_past_the_cap_are_closed_on_accept_and_the_others_served() {
+async fn at_the_cap_a_newcomer_takes_the_place_of_a_connection_that_never_sent_a_request() {
+    let mut f = start(ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::default()
+    })
+    .await;
+    let (mut active, _) = Raw::connect(&mut f).await;
+    active.send(&echo_frame(1)).await;
+    assert_eq!(active.next().await.map(|a| a.opaque), Some(1));
+    let (mut silent, silent_id) = Raw::connect(&mut f).await;
+    let (mut newcomer, _) = Raw::connect(&mut f).await;
+    silent.expect_closed().await;
+    f.closed(silent_id).await;
+    newcomer.send(&echo_frame(2)).await;
+    assert_eq!(newcomer.next().await.map(|a| a.opaque), Some(2));
+    active.send(&echo_frame(3)).await;
+    assert_eq!(active.next().await.map(|a| a.opaque), Some(3));
+}
+
+#[tokio::test]
+async fn at_the_cap_with_every_connection_just_active_a_newcomer_is_closed_on_accept() {
     let mut f = start(ServerConfig {
         max_connections: 2,
         ..ServerConfig::default()
     })
     .await;
     let (mut first, _) = Raw::connect(&mut f).await;
-    let (_second, _) = Raw::connect(&mut f).await;
+    let (mut second, _) = Raw::connect(&mut f).await;
+    for (raw, opaque) in [(&mut first, 1), (&mut second, 2)] {
+        raw.send(&echo_frame(opaque)).await;
+        assert_eq!(raw.next().await.map(|a| a.opaque), Some(opaque));
+    }
     let mut third = TcpStream::connect(&f.addr).await.expect("connect");
     let mut byte = [0u8; 1];
     let read = tokio::time::timeout(BOUND, third.read(&mut byte))
@@ -745,4 +769,59 @@ async fn connections_past_the_cap_are_closed_on_accept_and_the_others_served() {
     );
     first.send(&echo_frame(7)).await;
     assert_eq!(first.next().await.map(|a| a.opaque), Some(7));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_sends_no_request_is_closed_at_the_handshake_deadline() {
+    let mut f = start(ServerConfig {
+        handshake_timeout: Some(Duration::from_secs(3)),
+        ..ServerConfig::default()
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let (mut silent, id) = Raw::connect(&mut f).await;
+    silent.expect_closed().await;
+    f.closed(id).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3) && waited < Duration::from_secs(4),
+        "closed after {waited:?}"
+    );
+    f.assert_echo_works("after").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_frame_trickled_a_byte_at_a_time_is_cut_at_the_frame_deadline() {
+    let mut f = start(ServerConfig {
+        frame_timeout: Some(Duration::from_secs(5)),
+        ..ServerConfig::default()
+    })
+    .await;
+    let (mut slow, id) = Raw::connect(&mut f).await;
+    slow.send(&echo_frame(1)).await;
+    assert_eq!(slow.next().await.map(|a| a.opaque), Some(1));
+    // A byte a second: the connection is never idle, and its frame never ends.
+    let started = tokio::time::Instant::now();
+    slow.send(&1024i32.to_be_bytes()).await;
+    let mut closed_after = None;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if slow.stream.write_all(b"x").await.is_err() {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(1), slow.stream.read(&mut byte)).await
+        {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+    }
+    f.closed(id).await;
+    let closed_after = closed_after.expect("the trickling connection was never closed");
+    assert!(
+        closed_after >= Duration::from_secs(5) && closed_after < Duration::from_secs(7),
+        "closed after {closed_after:?}"
+    );
 }

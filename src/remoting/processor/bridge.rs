@@ -43,6 +43,8 @@ enum ConnEvent {
     Closed(ConnectionId),
     Refused,
     AcceptFailed,
+    Evicted,
+    TimedOut,
 }
 
 /// The `Send + Sync` half given to the remoting server: forwards requests to the arbiter.
@@ -127,6 +129,14 @@ impl RequestHandler for RequestBridge {
     fn on_accept_failed(&self) {
         let _ = self.conn_events.send(ConnEvent::AcceptFailed);
     }
+
+    fn on_evicted(&self) {
+        let _ = self.conn_events.send(ConnEvent::Evicted);
+    }
+
+    fn on_timed_out(&self) {
+        let _ = self.conn_events.send(ConnEvent::TimedOut);
+    }
 }
 
 /// The running processor loop (see [`spawn`]).
@@ -173,6 +183,8 @@ async fn run(processor: Rc<Processor>, inbox: ProcessorInbox, mut stop: oneshot:
                 ConnEvent::Opened => metrics.connection_opened(),
                 ConnEvent::Refused => metrics.connection_refused(),
                 ConnEvent::AcceptFailed => metrics.accept_failed(),
+                ConnEvent::Evicted => metrics.connection_evicted(),
+                ConnEvent::TimedOut => metrics.connection_timed_out(),
                 ConnEvent::Closed(id) => {
                     metrics.connection_closed();
                     let processor = processor.clone();
