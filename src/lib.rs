@@ -47,6 +47,7 @@
 //! * [`serve`]: `skiff serve`, a node behind a remoting listener and a gRPC listener.
 //! * [`descriptors`]: the open-file limit `skiff serve` raises, shared between connections and
 //!   the store's queue files.
+//! * [`protected`]: protected mode, which peers a node beyond loopback serves.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
 //! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
 //! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting
