@@ -75,6 +75,9 @@ pub struct NodeConfig {
     pub tls_cert_file: Option<PathBuf>,
     /// PEM private key for TLS; with `tls_cert_file`.
     pub tls_key_file: Option<PathBuf>,
+    /// Which connections every port serves: `disabled` (plaintext only), `permissive` (TLS and
+    /// plaintext) or `enforcing` (TLS only), as RocketMQ's `tls.server.mode`.
+    pub tls_mode: crate::tls::TlsMode,
     /// A connection that sends nothing for this long is closed (zero: never; key
     /// `channel_idle_timeout_ms`, in ms).
     #[serde(rename = "channel_idle_timeout_ms", with = "millis")]
@@ -134,6 +137,7 @@ impl Default for NodeConfig {
             grpc_listen: "127.0.0.1:8081".to_string(),
             tls_cert_file: None,
             tls_key_file: None,
+            tls_mode: crate::tls::TlsMode::Permissive,
             channel_idle_timeout: Duration::from_secs(120),
             max_connections: 1000,
             max_open_files: 0,
@@ -177,8 +181,8 @@ impl NodeConfig {
     }
 
     /// The TLS identity: the configured PEM files, or a self-signed certificate.
-    pub fn tls_identity(&self) -> Result<crate::grpc::tls::TlsIdentity, ConfigError> {
-        use crate::grpc::tls::TlsIdentity;
+    pub fn tls_identity(&self) -> Result<crate::tls::TlsIdentity, ConfigError> {
+        use crate::tls::TlsIdentity;
         match (&self.tls_cert_file, &self.tls_key_file) {
             (None, None) => Ok(TlsIdentity::SelfSigned),
             (Some(cert), Some(key)) => Ok(TlsIdentity::Files {

@@ -48,6 +48,7 @@
 //! * [`descriptors`]: the open-file limit `skiff serve` raises, shared between connections and
 //!   the store's queue files.
 //! * [`protected`]: protected mode, which peers a node beyond loopback serves.
+//! * [`tls`]: the TLS acceptor both protocols share, and the TLS mode.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
 //! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
 //! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting
@@ -76,6 +77,7 @@ pub mod remoting;
 pub mod serve;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod testsuite;
+pub mod tls;
 
 pub use config::NodeConfig;
 pub use node::{Node, NodeError};

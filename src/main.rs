@@ -83,6 +83,11 @@ struct ServeArgs {
     /// PEM private key for TLS (with --tls-cert-file).
     #[arg(long, value_name = "FILE")]
     tls_key_file: Option<PathBuf>,
+    /// Which connections every port serves: TLS and plaintext (permissive), TLS only
+    /// (enforcing) or plaintext only (disabled). Over TLS, ALPN h2 is gRPC; no ALPN is remoting
+    /// (the Java client's tls.enable).
+    #[arg(long, value_enum)]
+    tls_mode: Option<TlsModeArg>,
     /// Raise the open-file limit (soft RLIMIT_NOFILE) to this at start; default: the hard
     /// limit. 64 descriptors are kept for the node itself, a quarter of the rest (16 to 4,096)
     /// for the store's open queue files, and the remainder caps connections (with
@@ -101,6 +106,23 @@ fn parse_on_off(value: &str) -> Result<bool, String> {
         "on" | "true" => Ok(true),
         "off" | "false" => Ok(false),
         other => Err(format!("expected on or off, got {other:?}")),
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TlsModeArg {
+    Disabled,
+    Permissive,
+    Enforcing,
+}
+
+impl From<TlsModeArg> for skiff::tls::TlsMode {
+    fn from(mode: TlsModeArg) -> Self {
+        match mode {
+            TlsModeArg::Disabled => skiff::tls::TlsMode::Disabled,
+            TlsModeArg::Permissive => skiff::tls::TlsMode::Permissive,
+            TlsModeArg::Enforcing => skiff::tls::TlsMode::Enforcing,
+        }
     }
 }
 
@@ -178,6 +200,9 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(key) = &args.tls_key_file {
         config.tls_key_file = Some(key.clone());
+    }
+    if let Some(mode) = args.tls_mode {
+        config.tls_mode = mode.into();
     }
     if let Some(n) = args.max_open_files {
         config.max_open_files = n;

@@ -39,8 +39,8 @@ pub enum ServeError {
     Shutdown(#[source] NodeError),
     #[error("the configuration cannot be served")]
     Config(#[from] ConfigError),
-    #[error("cannot start the gRPC front door")]
-    Grpc(#[source] grpc::GrpcError),
+    #[error("cannot set up TLS")]
+    Tls(#[source] crate::tls::TlsError),
 }
 
 /// Raises the open-file limit and shares it out (see [`crate::descriptors`]): the connection
@@ -94,7 +94,8 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     apply_descriptor_budget(&mut config);
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
     let grpc_addr = config.grpc_addr()?;
-    let tls = config.tls_identity()?;
+    // One acceptor, one certificate, for TLS on every port and both protocols.
+    let tls = crate::tls::acceptor(&config.tls_identity()?).map_err(ServeError::Tls)?;
     // Made before the main port binds: gRPC connections arriving there wait in it until the
     // node is open and the gRPC server serves them.
     // One cap for the connections of both protocols on every port.
@@ -119,6 +120,8 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     }
     let server_config = ServerConfig {
         peers,
+        tls: Some(tls.clone()),
+        tls_mode: config.tls_mode,
         handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
         connection_slots: Some(slots),
         max_frame_len: config.max_frame_bytes,
@@ -163,6 +166,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let grpc_config = |listener| GrpcConfig {
         listener,
         tls: tls.clone(),
+        tls_mode: node.config().tls_mode,
         service: ServiceConfig {
             broker_name: node.config().broker_name.clone(),
             max_body_size: node.config().max_message_size,
@@ -171,21 +175,12 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         max_request_bytes: node.config().max_message_size + (1 << 20),
         peers,
     };
-    let grpc = match GrpcServer::start(
+    let grpc = GrpcServer::start(
         grpc_config(grpc_listener),
         node.broker().clone(),
         grpc_inbox,
     )
-    .await
-    {
-        Ok(server) => server,
-        Err(e) => {
-            processor.shutdown().await;
-            server.shutdown().await;
-            let _ = node.shutdown().await;
-            return Err(ServeError::Grpc(e));
-        }
-    };
+    .await;
     // A dev machine may run several nodes: a taken metrics port is reported, not fatal.
     let metrics = match metrics_addr {
         Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone(), peers).await {

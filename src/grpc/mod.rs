@@ -13,16 +13,16 @@
 //! * [`status`]: the one table from broker errors and refusals to gRPC codes.
 //! * [`transaction_id`]: the transaction id a producer holds for a half message.
 //! * [`link`]: the hop from tonic's tasks onto the broker's arbiter.
-//! * [`tls`]: the TLS acceptor (configured or self-signed certificate).
 //! * This module: [`GrpcServer`], which serves connections from its own listener
 //!   (`grpc_listen`) and those the main port hands over after reading their first bytes.
 //!
 //! # Connections
 //!
-//! A connection's first byte tells what it is: `0x16` a TLS ClientHello (TLS, then gRPC over
-//! ALPN `h2`), `P` the HTTP/2 preface (plaintext gRPC). The main port hands such connections here
-//! and serves the rest as remoting frames (whose first byte is the high byte of a length, 0 for
-//! any frame under 16 MiB).
+//! A connection's first byte tells what it is: `0x16` a TLS ClientHello, `P` the HTTP/2 preface
+//! (plaintext gRPC); the rest are remoting frames (whose first byte is the high byte of a length,
+//! 0 for any frame under 16 MiB). The main port completes TLS handshakes itself and hands over
+//! the connections that agreed on ALPN `h2`, and the plaintext ones starting with `P`; its own
+//! listener's connections are all gRPC.
 
 pub mod clients;
 pub mod convert;
@@ -31,7 +31,6 @@ pub mod pb;
 pub mod resource;
 pub mod service;
 pub mod status;
-pub mod tls;
 pub mod transaction_id;
 
 use std::net::SocketAddr;
@@ -57,10 +56,9 @@ use pb::messaging_service_server::MessagingServiceServer;
 use tonic::service::interceptor::InterceptedService;
 
 use crate::protected::{self, PeerPolicy};
+use crate::tls::{TlsMode, HANDSHAKE_RECORD};
 pub use service::{GrpcService, ServiceConfig};
 
-/// The first byte of a TLS record carrying a handshake (a ClientHello).
-pub const TLS_HANDSHAKE: u8 = 0x16;
 /// The first byte of the HTTP/2 connection preface (`PRI * HTTP/2.0`).
 pub const HTTP2_PREFACE: u8 = b'P';
 /// How long a connection may take to send its first byte, and then its TLS handshake.
@@ -70,24 +68,14 @@ const HANDOFF_QUEUE: usize = 256;
 /// How long shutdown waits for open calls (a long poll, a Telemetry stream) to end.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Whether a connection whose first byte is `first` speaks gRPC (plaintext or over TLS).
-pub fn is_grpc_first_byte(first: u8) -> bool {
-    first == TLS_HANDSHAKE || first == HTTP2_PREFACE
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum GrpcError {
-    #[error("cannot set up TLS for gRPC")]
-    Tls(#[from] tls::TlsError),
-}
-
 /// The gRPC server's settings.
-#[derive(Debug)]
 pub struct GrpcConfig {
     /// Its own listener (`grpc_listen`), bound by the caller; `None` serves only what the main
     /// port hands over.
     pub listener: Option<TcpListener>,
-    pub tls: tls::TlsIdentity,
+    /// The acceptor the main port shares, for TLS on the gRPC listener.
+    pub tls: TlsAcceptor,
+    pub tls_mode: TlsMode,
     pub service: ServiceConfig,
     /// The largest request a client may send (a send of `max_body_size` plus its metadata).
     pub max_request_bytes: usize,
@@ -202,14 +190,22 @@ impl AsyncWrite for GrpcIo {
 /// Where the main port (and the gRPC listener) send the connections that speak gRPC.
 #[derive(Clone, Debug)]
 pub struct Handoff {
-    streams: mpsc::Sender<(TcpStream, ConnectionSlot)>,
+    streams: mpsc::Sender<(Arrival, ConnectionSlot)>,
     /// The node's connection cap, which the gRPC listener's connections count against too.
     slots: ConnectionSlots,
 }
 
 /// The receiving end of a [`Handoff`], which [`GrpcServer::start`] serves.
 pub struct HandoffInbox {
-    streams: mpsc::Receiver<(TcpStream, ConnectionSlot)>,
+    streams: mpsc::Receiver<(Arrival, ConnectionSlot)>,
+}
+
+/// A connection as it reaches the gRPC server: as accepted, or after the main port's TLS
+/// handshake agreed on `h2`.
+#[derive(Debug)]
+enum Arrival {
+    Accepted(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
 }
 
 /// A handoff and its inbox: made before the main port binds, served once the node is open.
@@ -221,12 +217,22 @@ pub fn handoff(slots: ConnectionSlots) -> (Handoff, HandoffInbox) {
 
 impl ConnectionHandoff for Handoff {
     fn wants(&self, first_byte: u8) -> bool {
-        is_grpc_first_byte(first_byte)
+        first_byte == HTTP2_PREFACE
     }
 
     /// A full queue closes the connection (the client retries).
     fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) {
-        if self.streams.try_send((stream, slot)).is_err() {
+        self.send(Arrival::Accepted(stream), peer, slot);
+    }
+
+    fn hand_over_tls(&self, stream: TlsStream<TcpStream>, peer: SocketAddr, slot: ConnectionSlot) {
+        self.send(Arrival::Tls(Box::new(stream)), peer, slot);
+    }
+}
+
+impl Handoff {
+    fn send(&self, arrival: Arrival, peer: SocketAddr, slot: ConnectionSlot) {
+        if self.streams.try_send((arrival, slot)).is_err() {
             warn!(peer = %peer, "grpc connection refused: too many connections negotiating");
         }
     }
@@ -247,8 +253,9 @@ impl GrpcServer {
         config: GrpcConfig,
         broker: BrokerHandle,
         (handoff, inbox): (Handoff, HandoffInbox),
-    ) -> Result<GrpcServer, GrpcError> {
-        let acceptor = tls::acceptor(&config.tls)?;
+    ) -> GrpcServer {
+        let acceptor = config.tls;
+        let tls_mode = config.tls_mode;
         let listener = config.listener;
         let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let (link, link_task) = link::spawn(broker, link::DEFAULT_QUEUE_CAPACITY);
@@ -266,7 +273,7 @@ impl GrpcServer {
         tasks.push(tokio::spawn(negotiate_loop(
             inbox.streams,
             ready_tx,
-            acceptor,
+            (acceptor, tls_mode),
             stopped.clone(),
         )));
         let max = config.max_request_bytes;
@@ -292,12 +299,12 @@ impl GrpcServer {
         if let Some(addr) = local_addr {
             info!(addr = %addr, "grpc server listening");
         }
-        Ok(GrpcServer {
+        GrpcServer {
             local_addr,
             stop,
             link: Some(link_task),
             tasks,
-        })
+        }
     }
 
     /// The dedicated listener's address, when there is one.
@@ -333,7 +340,7 @@ async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch
             _ = until_stopped(&mut stopped) => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => match handoff.slots.take(peer) {
-                    Some(slot) => handoff.hand_over(stream, peer, slot),
+                    Some(slot) => handoff.send(Arrival::Accepted(stream), peer, slot),
                     // Closed at once; the cap logs it.
                     None => drop(stream),
                 },
@@ -349,13 +356,13 @@ async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch
 /// Reads each connection's first byte and, for TLS, completes the handshake, then hands it to
 /// tonic. Each connection negotiates in its own task, so a slow one delays no other.
 async fn negotiate_loop(
-    mut streams: mpsc::Receiver<(TcpStream, ConnectionSlot)>,
+    mut streams: mpsc::Receiver<(Arrival, ConnectionSlot)>,
     ready: mpsc::Sender<Result<GrpcIo, std::io::Error>>,
-    acceptor: TlsAcceptor,
+    (acceptor, tls_mode): (TlsAcceptor, TlsMode),
     mut stopped: watch::Receiver<bool>,
 ) {
     loop {
-        let (stream, slot) = tokio::select! {
+        let (arrival, slot) = tokio::select! {
             _ = until_stopped(&mut stopped) => return,
             stream = streams.recv() => match stream {
                 Some(s) => s,
@@ -365,8 +372,15 @@ async fn negotiate_loop(
         let ready = ready.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let stream = match arrival {
+                Arrival::Tls(tls) => {
+                    let _ = ready.send(Ok(GrpcIo::Tls(tls, slot))).await;
+                    return;
+                }
+                Arrival::Accepted(stream) => stream,
+            };
             let peer = stream.peer_addr().ok();
-            match negotiate(stream, slot, &acceptor).await {
+            match negotiate(stream, slot, &acceptor, tls_mode).await {
                 Ok(io) => {
                     let _ = ready.send(Ok(io)).await;
                 }
@@ -382,6 +396,7 @@ async fn negotiate(
     stream: TcpStream,
     slot: ConnectionSlot,
     acceptor: &TlsAcceptor,
+    tls_mode: TlsMode,
 ) -> std::io::Result<GrpcIo> {
     let _ = stream.set_nodelay(true);
     let mut first = [0u8; 1];
@@ -394,7 +409,20 @@ async fn negotiate(
             "closed before its first byte",
         ));
     }
-    if first[0] != TLS_HANDSHAKE {
+    let tls = first[0] == HANDSHAKE_RECORD;
+    if tls && !tls_mode.serves_tls() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "a TLS handshake while tls_mode is disabled",
+        ));
+    }
+    if !tls {
+        if !tls_mode.serves_plaintext() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "a plaintext connection while tls_mode is enforcing",
+            ));
+        }
         return Ok(GrpcIo::Plain(stream, slot));
     }
     let tls = tokio::time::timeout(FIRST_BYTES_TIMEOUT, acceptor.accept(stream))

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -259,10 +259,15 @@ pub(crate) enum ReadEnd {
 /// [`read_loop`] and, when it returns, awaits [`Connection::finish`].
 pub(crate) struct Connection {
     pub handle: ConnectionHandle,
-    read: OwnedReadHalf,
+    read: ConnReader,
     writer: tokio::task::JoinHandle<()>,
     opts: ConnOptions,
 }
+
+/// The read half of a connection: a TCP stream's, or a TLS stream's.
+pub(crate) type ConnReader = Box<dyn AsyncRead + Send + Unpin>;
+/// The write half of a connection.
+pub(crate) type ConnWriter = Box<dyn AsyncWrite + Send + Unpin>;
 
 impl Connection {
     pub fn start(stream: TcpStream, peer: SocketAddr, opts: &ConnOptions) -> Connection {
@@ -270,6 +275,16 @@ impl Connection {
             debug!(peer = %peer, error = %e, "set_nodelay failed");
         }
         let (read, write) = stream.into_split();
+        Connection::start_halves(Box::new(read), Box::new(write), peer, opts)
+    }
+
+    /// A connection over any byte stream (TLS), split into its halves.
+    pub fn start_halves(
+        read: ConnReader,
+        write: ConnWriter,
+        peer: SocketAddr,
+        opts: &ConnOptions,
+    ) -> Connection {
         let (tx, rx) = mpsc::channel(opts.write_queue_capacity.max(1));
         let (closed, _) = watch::channel(false);
         let id = ConnectionId::next();
@@ -325,7 +340,7 @@ async fn until(deadline: Option<Instant>) {
 }
 
 async fn read_loop<S: RequestSink>(
-    mut read: OwnedReadHalf,
+    mut read: ConnReader,
     conn: &ConnectionHandle,
     sink: &mut S,
     stop: &mut watch::Receiver<bool>,
@@ -541,7 +556,7 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 async fn write_loop(
-    mut write: OwnedWriteHalf,
+    mut write: ConnWriter,
     mut rx: mpsc::Receiver<RemotingCommand>,
     conn: ConnectionHandle,
     max_frame_len: usize,

@@ -27,6 +27,9 @@ pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
 use super::frame::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
 pub use super::slots::{ConnectionSlot, ConnectionSlots};
 use crate::protected::{self, PeerPolicy};
+use crate::tls::{speaks_grpc, TlsMode, HANDSHAKE_RECORD};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 
 /// The future a handler returns: the response, or `None` for no response now (oneway
 /// requests, or a long poll answered later with [`ConnectionHandle::send`]).
@@ -66,6 +69,8 @@ pub trait ConnectionHandoff: Send + Sync + std::fmt::Debug {
     fn wants(&self, first_byte: u8) -> bool;
     /// Takes the connection, its first bytes still unread, with its place under the cap.
     fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
+    /// Takes a connection whose TLS handshake agreed on this protocol (ALPN).
+    fn hand_over_tls(&self, stream: TlsStream<TcpStream>, peer: SocketAddr, slot: ConnectionSlot);
 }
 
 /// A new connection must complete a request within this (every RocketMQ client sends one as
@@ -76,7 +81,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Server settings.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerConfig {
     /// Cap on a whole frame, length field included (default 16 MiB).
     pub max_frame_len: usize,
@@ -103,9 +108,26 @@ pub struct ServerConfig {
     pub connection_slots: Option<ConnectionSlots>,
     /// Which peers' requests are served; the others are answered NO_PERMISSION (protected mode).
     pub peers: PeerPolicy,
+    /// TLS on this port: the acceptor (`None`: plaintext only) and which connections are served.
+    pub tls: Option<TlsAcceptor>,
+    pub tls_mode: TlsMode,
     /// Where connections of another protocol go (gRPC on the main port); `None`: every
     /// connection is remoting.
     pub handoff: Option<Arc<dyn ConnectionHandoff>>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("max_frame_len", &self.max_frame_len)
+            .field("max_connections", &self.max_connections)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("frame_timeout", &self.frame_timeout)
+            .field("peers", &self.peers)
+            .field("tls", &self.tls.as_ref().map(|_| self.tls_mode))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ServerConfig {
@@ -121,6 +143,8 @@ impl Default for ServerConfig {
             max_connections: 1000,
             connection_slots: None,
             peers: PeerPolicy::Everyone,
+            tls: None,
+            tls_mode: TlsMode::Permissive,
             handoff: None,
         }
     }
@@ -271,27 +295,11 @@ async fn accept_loop(
                         max_in_flight: config.max_in_flight_per_connection,
                         peers: config.peers,
                     };
+                    let tls = (config.tls.clone(), config.tls_mode);
                     conns.spawn(async move {
-                        if let Some(handoff) = handoff {
-                            // A silent connection must not hold up the server's shutdown.
-                            let mut stopping = stop.clone();
-                            let first = tokio::select! {
-                                _ = flag_set(&mut stopping) => return,
-                                _ = slot.evicted() => return,
-                                first = first_byte(&stream, opts.handshake_timeout.or(opts.idle_timeout)) => first,
-                            };
-                            match first {
-                                Some(first) if handoff.wants(first) => {
-                                    handoff.hand_over(stream, peer, slot);
-                                    return;
-                                }
-                                Some(_) => {}
-                                None => {
-                                    debug!(peer = %peer, "connection closed or silent before its first byte");
-                                    return;
-                                }
-                            }
-                        }
+                        let Some((stream, slot)) = admit(stream, peer, &opts, handoff, tls, &stop, slot).await else {
+                            return;
+                        };
                         serve_connection(stream, peer, &opts, handler, requests, stop, slot).await;
                     });
                     // Under a flood of connections, let the ones accepted read their first
@@ -321,6 +329,87 @@ async fn accept_loop(
     }
 }
 
+/// A connection the main port serves as remoting, plaintext or after its TLS handshake.
+enum RemotingStream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// Reads a connection's first byte when there is a choice to make: TLS or not (by the TLS mode),
+/// and whose protocol it is. Answers the connection to serve as remoting, or `None` when it went
+/// elsewhere (the handoff), closed, or was refused.
+async fn admit(
+    stream: TcpStream,
+    peer: SocketAddr,
+    opts: &ConnOptions,
+    handoff: Option<Arc<dyn ConnectionHandoff>>,
+    (acceptor, tls_mode): (Option<TlsAcceptor>, TlsMode),
+    stop: &watch::Receiver<bool>,
+    slot: ConnectionSlot,
+) -> Option<(RemotingStream, ConnectionSlot)> {
+    if handoff.is_none() && acceptor.is_none() {
+        return Some((RemotingStream::Plain(stream), slot));
+    }
+    // A silent connection must not hold up the server's shutdown.
+    let mut stopping = stop.clone();
+    let within = opts.handshake_timeout.or(opts.idle_timeout);
+    let first = tokio::select! {
+        _ = flag_set(&mut stopping) => return None,
+        _ = slot.evicted() => return None,
+        first = first_byte(&stream, within) => first,
+    };
+    let Some(first) = first else {
+        debug!(peer = %peer, "connection closed or silent before its first byte");
+        return None;
+    };
+    if first != HANDSHAKE_RECORD {
+        if !tls_mode.serves_plaintext() {
+            warn!(peer = %peer, "plaintext connection closed: tls_mode is enforcing");
+            return None;
+        }
+        return match handoff {
+            Some(handoff) if handoff.wants(first) => {
+                handoff.hand_over(stream, peer, slot);
+                None
+            }
+            _ => Some((RemotingStream::Plain(stream), slot)),
+        };
+    }
+    let Some(acceptor) = acceptor.filter(|_| tls_mode.serves_tls()) else {
+        debug!(peer = %peer, "TLS connection closed: tls_mode is disabled");
+        return None;
+    };
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!(peer = %peer, error = %e, "set_nodelay failed");
+    }
+    let handshake = tokio::time::timeout(
+        within.unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
+        acceptor.accept(stream),
+    );
+    let tls = tokio::select! {
+        _ = flag_set(&mut stopping) => return None,
+        _ = slot.evicted() => return None,
+        tls = handshake => match tls {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                debug!(peer = %peer, error = %e, "TLS handshake failed");
+                return None;
+            }
+            Err(_) => {
+                debug!(peer = %peer, "TLS handshake did not finish in time");
+                return None;
+            }
+        },
+    };
+    match handoff {
+        Some(handoff) if speaks_grpc(&tls) => {
+            handoff.hand_over_tls(tls, peer, slot);
+            None
+        }
+        _ => Some((RemotingStream::Tls(Box::new(tls)), slot)),
+    }
+}
+
 /// The first byte a connection sends, without reading it; `None` if it closes (or sends
 /// nothing within `within`) first.
 async fn first_byte(stream: &TcpStream, within: Option<Duration>) -> Option<u8> {
@@ -345,7 +434,7 @@ struct RequestLimits {
 
 /// Serves one remoting connection until it closes or the server stops.
 async fn serve_connection(
-    stream: TcpStream,
+    stream: RemotingStream,
     peer: SocketAddr,
     opts: &ConnOptions,
     handler: Arc<dyn RequestHandler>,
@@ -353,7 +442,13 @@ async fn serve_connection(
     stop: watch::Receiver<bool>,
     slot: ConnectionSlot,
 ) {
-    let conn = Connection::start(stream, peer, opts);
+    let conn = match stream {
+        RemotingStream::Plain(stream) => Connection::start(stream, peer, opts),
+        RemotingStream::Tls(tls) => {
+            let (read, write) = tokio::io::split(*tls);
+            Connection::start_halves(Box::new(read), Box::new(write), peer, opts)
+        }
+    };
     debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");
     handler.on_open(&conn.handle);
     let slot = Arc::new(slot);

@@ -37,4 +37,5 @@ mod serve_protected;
 mod serve_protocol;
 mod serve_reply;
 mod serve_timer_crash;
+mod serve_tls;
 mod serve_transaction_crash;

@@ -1,14 +1,19 @@
-//! TLS for the gRPC front door: a configured certificate chain and key (PEM files), or, with
-//! none, a self-signed certificate made at start for `localhost` and the loopback addresses,
-//! as the proxy's test mode does (RocketMQ 5 clients enable TLS by default and trust any
-//! certificate). ALPN offers `h2` only: what arrives over TLS is gRPC.
+//! TLS for both protocols: a configured certificate chain and key (PEM files), or, with none, a
+//! self-signed certificate made at start for `localhost` and the loopback addresses, as the
+//! proxy's test mode does (RocketMQ 5 clients enable TLS by default and trust any certificate).
+//!
+//! ALPN offers `h2`. A client that agrees on it speaks gRPC; one that offers no ALPN (the Java
+//! remoting client with `tls.enable`) speaks remoting. [`TlsMode`] says whether plaintext, TLS
+//! or both are served, as RocketMQ's `tls.server.mode`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +46,38 @@ pub enum TlsIdentity {
     SelfSigned,
     /// PEM files: the certificate chain, then the private key.
     Files { cert: PathBuf, key: PathBuf },
+}
+
+/// The first byte of a TLS record carrying a handshake (a ClientHello): how a port tells a
+/// TLS connection from a plaintext one.
+pub const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Which connections the listeners serve, as RocketMQ's `tls.server.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// Plaintext only; a TLS ClientHello is closed.
+    Disabled,
+    /// TLS and plaintext both (the default).
+    #[default]
+    Permissive,
+    /// TLS only; a plaintext connection is closed, with a log line.
+    Enforcing,
+}
+
+impl TlsMode {
+    pub fn serves_tls(self) -> bool {
+        self != TlsMode::Disabled
+    }
+
+    pub fn serves_plaintext(self) -> bool {
+        self != TlsMode::Enforcing
+    }
+}
+
+/// Whether a TLS connection agreed on gRPC (ALPN `h2`); otherwise it speaks remoting.
+pub fn speaks_grpc(stream: &TlsStream<TcpStream>) -> bool {
+    stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice())
 }
 
 /// The acceptor for `identity`.
