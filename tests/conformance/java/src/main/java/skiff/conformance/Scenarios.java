@@ -84,6 +84,7 @@ final class Scenarios {
         m.put("send_sync", new Def(60, Scenarios::sendSync));
         m.put("stored_properties", new Def(60, Scenarios::storedProperties));
         m.put("send_async", new Def(60, Scenarios::sendAsync));
+        m.put("tls_send_and_consume", new Def(90, Scenarios::tlsSendAndConsume));
         m.put("send_oneway", new Def(60, Scenarios::sendOneway));
         m.put("send_batch", new Def(60, Scenarios::sendBatch));
         m.put("body_4mib", new Def(90, Scenarios::body4MiB));
@@ -432,6 +433,42 @@ final class Scenarios {
     }
 
     // ---- push consumers ------------------------------------------------------------------------
+
+    /**
+     * The remoting protocol over TLS, as a client with useTLS (the `tls.enable` property) speaks
+     * it to the name server and the broker: TLS without ALPN, the client trusting any
+     * certificate (its test mode, the default). The broker serves TLS beside plaintext (Apache's
+     * default tls.server.mode is permissive, as is skiff's tls_mode).
+     */
+    static void tlsSendAndConsume(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = new DefaultMQProducer(ctx.name("pg"), WireLog.forScenario(ctx.scenario));
+        p.setNamesrvAddr(ctx.namesrv);
+        p.setInstanceName(Util.instance());
+        p.setUseTLS(true);
+        p.setSendMsgTimeout(10_000);
+        p.setRetryTimesWhenSendFailed(0);
+        p.start();
+        ctx.closeLater(p::shutdown);
+        List<Message> sent = sample(topic, "tls", 4);
+        for (Message m : sent) {
+            ctx.eq("send status over TLS of " + str(m.getBody()), SendStatus.SEND_OK, p.send(m).getSendStatus());
+        }
+        Util.Collector got = new Util.Collector();
+        DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
+        c.setUseTLS(true);
+        c.subscribe(topic, "*");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, cc) -> {
+            msgs.forEach(m -> got.add(m, "c"));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        got.awaitDistinct(sent.size(), 30_000);
+        Set<String> want = new TreeSet<>();
+        sent.forEach(m -> want.add(str(m.getBody())));
+        ctx.eq("bodies consumed over TLS", want, new TreeSet<>(got.bodies()));
+    }
 
     static void pushTags(Ctx ctx) throws Exception {
         String topic = ctx.name("t");
