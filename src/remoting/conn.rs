@@ -331,13 +331,8 @@ impl Connection {
     }
 }
 
-/// A timer branch that stays pending while `deadline` is `None`.
-async fn until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
+/// Far enough ahead to stand for "never" in a timer whose branch is disabled.
+const NEVER: Duration = Duration::from_secs(86_400 * 365);
 
 async fn read_loop<S: RequestSink>(
     mut read: ConnReader,
@@ -350,9 +345,12 @@ async fn read_loop<S: RequestSink>(
     let mut closed = conn.shared.closed.subscribe();
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let opened = Instant::now();
-    let mut idle_deadline = opts.idle_timeout.map(|t| opened + t);
-    let handshake_deadline = opts.handshake_timeout.map(|t| opened + t);
-    let mut frame_deadline: Option<Instant> = None;
+    // Timers are made once and reset, not made per read: the loop runs for every read.
+    let idle = tokio::time::sleep_until(opened + opts.idle_timeout.unwrap_or(NEVER));
+    let handshake = tokio::time::sleep_until(opened + opts.handshake_timeout.unwrap_or(NEVER));
+    let frame_timer = tokio::time::sleep_until(opened + NEVER);
+    tokio::pin!(idle, handshake, frame_timer);
+    let mut frame_started = false;
     // KiB of the shared budget this connection's unfinished frame holds.
     let mut held: Option<OwnedSemaphorePermit> = None;
     let mut completed_any = false;
@@ -374,9 +372,12 @@ async fn read_loop<S: RequestSink>(
             }
         }
         if buf.is_empty() {
-            frame_deadline = None;
-        } else if decoded || frame_deadline.is_none() {
-            frame_deadline = opts.frame_timeout.map(|t| Instant::now() + t);
+            frame_started = false;
+        } else if decoded || !frame_started {
+            frame_started = true;
+            if let Some(timeout) = opts.frame_timeout {
+                frame_timer.as_mut().reset(Instant::now() + timeout);
+            }
         }
         // A frame larger than the free allowance is read only once the shared budget holds its
         // whole declared length, into a buffer of exactly that size: what unfinished frames
@@ -408,7 +409,8 @@ async fn read_loop<S: RequestSink>(
         } else if buf.capacity() - buf.len() < 4096 {
             buf.reserve(8 * 1024);
         }
-        let handshake = handshake_deadline.filter(|_| !completed_any);
+        let awaiting_first_request = opts.handshake_timeout.is_some() && !completed_any;
+        let timing_frame = opts.frame_timeout.is_some() && frame_started;
         tokio::select! {
             _ = flag_set(&mut closed) => {
                 debug!(conn = %conn.id(), "connection closed locally");
@@ -422,7 +424,7 @@ async fn read_loop<S: RequestSink>(
                 debug!(conn = %conn.id(), peer = %conn.peer_addr(), "closing an idle connection to make room for a newcomer");
                 return ReadEnd::Evicted;
             }
-            _ = until(idle_deadline) => {
+            _ = &mut idle, if opts.idle_timeout.is_some() => {
                 info!(
                     conn = %conn.id(),
                     peer = %conn.peer_addr(),
@@ -431,7 +433,7 @@ async fn read_loop<S: RequestSink>(
                 );
                 return ReadEnd::TimedOut;
             }
-            _ = until(handshake) => {
+            _ = &mut handshake, if awaiting_first_request => {
                 debug!(
                     conn = %conn.id(),
                     peer = %conn.peer_addr(),
@@ -440,7 +442,7 @@ async fn read_loop<S: RequestSink>(
                 );
                 return ReadEnd::TimedOut;
             }
-            _ = until(frame_deadline) => {
+            _ = &mut frame_timer, if timing_frame => {
                 debug!(
                     conn = %conn.id(),
                     peer = %conn.peer_addr(),
@@ -476,7 +478,7 @@ async fn read_loop<S: RequestSink>(
                 Ok(n) => {
                     trace!(conn = %conn.id(), bytes = n, "read");
                     if let Some(timeout) = opts.idle_timeout {
-                        idle_deadline = Some(Instant::now() + timeout);
+                        idle.as_mut().reset(Instant::now() + timeout);
                     }
                     if let Some(slot) = slot {
                         slot.mark_read();
