@@ -327,14 +327,10 @@ impl Admin {
     async fn topic_summaries(&self) -> BTreeMap<String, TopicSummary> {
         let mut summaries: BTreeMap<String, TopicSummary> = BTreeMap::new();
         for (broker, addr) in self.masters_by_name().await.unwrap_or_default() {
-            let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_CONFIG);
-            let Ok(response) = self.call(&addr, request).await else {
+            let Ok(configs) = self.all_topic_configs(&addr).await else {
                 continue;
             };
-            let Ok(wrapper) = body::TopicConfigWrapper::decode(&response.body) else {
-                continue;
-            };
-            for (topic, mut config) in wrapper.topic_config_table {
+            for (topic, mut config) in configs {
                 let summary = summaries.entry(topic).or_insert_with(|| TopicSummary {
                     perm: config.perm,
                     ..TopicSummary::default()
@@ -348,6 +344,49 @@ impl Admin {
             }
         }
         summaries
+    }
+
+    /// Every topic config of the broker at `addr`, read in pages as the Java client does (a
+    /// broker that does not page answers them all at once, without `totalTopicNum`). When the
+    /// topics change between pages, the broker's data version moves and the reading starts over.
+    async fn all_topic_configs(
+        &self,
+        addr: &str,
+    ) -> Result<BTreeMap<String, body::TopicConfigBody>, AdminError> {
+        let mut configs = BTreeMap::new();
+        let mut version: Option<body::DataVersion> = None;
+        let mut seq = 0usize;
+        loop {
+            let version_json = version
+                .map(|v| serde_json::to_string(&v).unwrap_or_default())
+                .unwrap_or_default();
+            let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_CONFIG)
+                .with_ext("topicSeq", seq.to_string())
+                .with_ext("maxTopicNum", TOPIC_PAGE.to_string())
+                .with_ext("dataVersion", version_json);
+            let response = self.call(addr, request).await?;
+            let page = body::TopicConfigWrapper::decode(&response.body)
+                .map_err(|e| bad(addr, "topic configs", e))?;
+            let Some(total) = response
+                .ext("totalTopicNum")
+                .and_then(|t| t.parse::<usize>().ok())
+            else {
+                return Ok(page.topic_config_table);
+            };
+            if version.is_some_and(|v| v != page.data_version) {
+                configs.clear();
+                seq = 0;
+                version = Some(page.data_version);
+                continue;
+            }
+            version = Some(page.data_version);
+            let got = page.topic_config_table.len();
+            seq += got;
+            configs.extend(page.topic_config_table);
+            if got == 0 || seq >= total {
+                return Ok(configs);
+            }
+        }
     }
 
     /// Master addresses of every broker: cluster info, else the group's retry topic route,
@@ -557,6 +596,9 @@ fn masters(route: &TopicRouteData) -> BTreeSet<String> {
         .filter_map(|b| b.broker_addrs.get(&0).cloned())
         .collect()
 }
+
+/// Topics asked for per GET_ALL_TOPIC_CONFIG page (the Java client's `maxPageSizeInGetMetadata`).
+const TOPIC_PAGE: usize = 2000;
 
 /// What `skiff admin topics` shows of one topic, over every master that keeps it.
 #[derive(Debug, Default)]

@@ -605,6 +605,20 @@ fn encode_into(conn: &ConnectionHandle, cmd: &RemotingCommand, buf: &mut BytesMu
             if len > max {
                 warn!(conn = %conn.id(), code = cmd.code, opaque = cmd.opaque, len, max, "outgoing frame over the frame cap dropped");
                 buf.truncate(start);
+                if cmd.is_response() {
+                    // The peer waits for this answer: it gets an error it can act on instead.
+                    let mut refused = RemotingCommand::new_response(
+                        super::codes::response::SYSTEM_ERROR,
+                        Some(format!(
+                            "the answer is {len} bytes, over the frame cap of {max} bytes; ask for less (GET_ALL_TOPIC_CONFIG in pages: topicSeq, maxTopicNum)"
+                        )),
+                    );
+                    refused.opaque = cmd.opaque;
+                    refused.mark_response();
+                    if let Err(e) = frame::encode(&refused, buf) {
+                        warn!(conn = %conn.id(), error = %error_chain(&e), "refusal could not be encoded");
+                    }
+                }
             }
         }
         Err(e) => {

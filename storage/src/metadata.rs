@@ -354,6 +354,31 @@ impl MetadataStore {
         self.list(&self.topics)
     }
 
+    /// The topics from the `skip`-th in name order, at most `take` of them, and how many
+    /// topics there are: a page of [`Self::list_topics`] that decodes only what it returns.
+    pub fn topics_page(
+        &self,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<TopicConfig>, usize), MetadataError> {
+        let mut page = Vec::new();
+        let mut total = 0;
+        for item in self.topics.iter() {
+            let (raw_key, raw_value) = item.map_err(|e| self.sled_error::<TopicConfig>(e))?;
+            if total >= skip && page.len() < take {
+                let name =
+                    std::str::from_utf8(&raw_key).map_err(|_| MetadataError::MalformedKey {
+                        tree: TopicConfig::TREE,
+                        key: String::from_utf8_lossy(&raw_key).into_owned(),
+                        file: self.path.clone(),
+                    })?;
+                page.push(self.decode(name, &raw_value)?);
+            }
+            total += 1;
+        }
+        Ok((page, total))
+    }
+
     /// Stores `config` under its name, replacing any previous one.
     pub fn put_subscription_group(
         &self,

@@ -38,4 +38,5 @@ mod serve_protocol;
 mod serve_reply;
 mod serve_timer_crash;
 mod serve_tls;
+mod serve_topic_pages;
 mod serve_transaction_crash;

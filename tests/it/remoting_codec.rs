@@ -27,6 +27,8 @@ const RPC: Duration = Duration::from_secs(5);
 const ECHO: i32 = 1001;
 const HOLD: i32 = 1002;
 const CLOSE_ME: i32 = 1003;
+/// Answered with a 128 KiB body.
+const BIG_ANSWER: i32 = 1004;
 const PARK: i32 = request::PULL_MESSAGE;
 const NOTIFY_THEN_ANSWER: i32 = request::HEART_BEAT;
 const ONEWAY_SINK: i32 = request::UPDATE_CONSUMER_OFFSET;
@@ -51,6 +53,9 @@ impl RequestHandler for TestHandler {
         let release = self.release.clone();
         Box::pin(async move {
             match req.code {
+                BIG_ANSWER => {
+                    Some(RemotingCommand::success_to(&req).with_body(vec![b'x'; 128 * 1024]))
+                }
                 ECHO => Some(
                     RemotingCommand::success_to(&req)
                         .with_ext_fields(req.ext_fields.clone())
@@ -279,6 +284,27 @@ async fn truncated_frame_then_close() {
     raw.send(&full[..full.len() / 2]).await;
     drop(raw);
     f.closed(id).await;
+    f.assert_echo_works("after").await;
+}
+
+#[tokio::test]
+async fn an_answer_over_the_frame_cap_becomes_an_error_the_client_can_read() {
+    let f = start(ServerConfig {
+        max_frame_len: 64 * 1024,
+        ..ServerConfig::default()
+    })
+    .await;
+    let answer = f
+        .client
+        .invoke(&f.addr, RemotingCommand::new_request(BIG_ANSWER), RPC)
+        .await
+        .expect("an answer, not a timeout");
+    assert_eq!(answer.code, response::SYSTEM_ERROR);
+    let remark = answer.remark.unwrap_or_default();
+    assert!(
+        remark.contains("over the frame cap of 65536 bytes"),
+        "{remark}"
+    );
     f.assert_echo_works("after").await;
 }
 

@@ -6,6 +6,7 @@ use crate::broker::consumer_offsets::{
 };
 use crate::broker::handle::{mailbox, refuse_broker_cursor, BrokerHandle};
 use crate::broker::membership::{DescribeGroup, GroupView};
+use crate::broker::registry::TopicsVersion;
 use crate::broker_api::BrokerError;
 use crate::logic::queue::GroupQueue;
 use crate::metrics::{GroupLag, Metrics, MetricsSnapshot};
@@ -83,6 +84,21 @@ impl BrokerHandle {
     /// Admin: every topic config, sorted by name.
     pub fn topics(&self) -> Result<Vec<TopicConfig>, BrokerError> {
         self.inner.registry.topics()
+    }
+
+    /// Admin: the topics from the `skip`-th in name order, at most `take`, and how many there
+    /// are (GET_ALL_TOPIC_CONFIG in pages).
+    pub fn topics_page(
+        &self,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<TopicConfig>, usize), BrokerError> {
+        self.inner.registry.topics_page(skip, take)
+    }
+
+    /// Admin: when the topics last changed, and how many changes since the broker started.
+    pub fn topics_version(&self) -> TopicsVersion {
+        self.inner.registry.topics_version()
     }
 
     /// Admin: one topic's config, `None` when it does not exist.

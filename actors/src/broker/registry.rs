@@ -13,7 +13,7 @@ use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use crate::refused::Refused;
 use skiff_storage::metadata::{MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -26,8 +26,18 @@ pub(crate) struct Registry {
     // Every send looks its topic up; a sled read plus a checksummed decode per message was a
     // quarter of the send path. Topics only change through this registry, so the cache is exact.
     topics: Rc<RefCell<HashMap<String, TopicConfig>>>,
+    /// Moves on every change to the set of topics or their configs (RocketMQ's `DataVersion`):
+    /// a client reading the topics in pages starts over when it changes.
+    topics_version: Rc<Cell<TopicsVersion>>,
     auto_create_topic: bool,
     auto_create_group: bool,
+}
+
+/// When the topics last changed and how many changes there have been since the registry opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicsVersion {
+    pub changed_at_ms: i64,
+    pub changes: i64,
 }
 
 impl Registry {
@@ -39,6 +49,10 @@ impl Registry {
         Registry {
             store: Rc::new(RefCell::new(Some(store))),
             topics: Rc::default(),
+            topics_version: Rc::new(Cell::new(TopicsVersion {
+                changed_at_ms: skiff_storage::clock::epoch_millis(),
+                changes: 0,
+            })),
             auto_create_topic,
             auto_create_group,
         }
@@ -72,6 +86,27 @@ impl Registry {
         self.with(|s| s.list_topics())
     }
 
+    /// A page of the topics in name order, and how many there are.
+    pub(crate) fn topics_page(
+        &self,
+        skip: usize,
+        take: usize,
+    ) -> Result<(Vec<TopicConfig>, usize), BrokerError> {
+        self.with(|s| s.topics_page(skip, take))
+    }
+
+    pub(crate) fn topics_version(&self) -> TopicsVersion {
+        self.topics_version.get()
+    }
+
+    fn topics_changed(&self) {
+        let version = self.topics_version.get();
+        self.topics_version.set(TopicsVersion {
+            changed_at_ms: skiff_storage::clock::epoch_millis().max(version.changed_at_ms),
+            changes: version.changes + 1,
+        });
+    }
+
     fn create_topic(&self, name: &str, queues: u32) -> Result<TopicConfig, BrokerError> {
         // No message type: an auto-created topic takes every kind of message.
         let config = TopicConfig::new(name, queues);
@@ -79,6 +114,7 @@ impl Registry {
         self.topics
             .borrow_mut()
             .insert(name.to_string(), config.clone());
+        self.topics_changed();
         tracing::info!(topic = %name, queues, "topic created");
         Ok(config)
     }
@@ -184,6 +220,7 @@ impl Registry {
         self.topics
             .borrow_mut()
             .insert(config.name.clone(), config.clone());
+        self.topics_changed();
         tracing::info!(topic = %config.name, read_queues = config.read_queue_nums, write_queues = config.write_queue_nums, perm = config.perm, "topic configured by admin request");
         Ok(())
     }
@@ -193,6 +230,7 @@ impl Registry {
     pub(crate) fn remove_topic(&self, name: &str) -> Result<bool, BrokerError> {
         self.topics.borrow_mut().remove(name);
         let removed = self.with(|s| s.remove_topic(name))?;
+        self.topics_changed();
         tracing::info!(topic = %name, existed = removed, "topic deleted by admin request");
         Ok(removed)
     }

@@ -175,18 +175,50 @@ impl Processor {
         Ok(success())
     }
 
-    /// GET_ALL_TOPIC_CONFIG (21): every topic's config.
-    pub(super) fn all_topic_config(&self) -> Outcome {
-        let topics = self.broker.topics().map_err(broker_failure)?;
+    /// GET_ALL_TOPIC_CONFIG (21): every topic's config, or, when the request asks for a page
+    /// (`topicSeq`, `maxTopicNum`, `dataVersion`, as 5.x clients and tools send), the topics
+    /// from the `topicSeq`-th in name order, at most [`TOPIC_CONFIG_PAGE`] or `maxTopicNum`,
+    /// with `totalTopicNum` in the answer's header. A `dataVersion` other than the current one
+    /// (the topics changed between pages) starts again from the first, as the Java broker does:
+    /// one frame of every topic passes the 16 MiB frame cap at about 100,000 topics.
+    pub(super) fn all_topic_config(&self, request: &RemotingCommand) -> Outcome {
+        let version = self.broker.topics_version();
+        let data_version = DataVersion {
+            state_version: 0,
+            timestamp: version.changed_at_ms,
+            counter: version.changes,
+        };
+        let page = TopicPageRequest::from_command(request);
+        let (topics, total) = match &page {
+            None => {
+                let topics = self.broker.topics().map_err(broker_failure)?;
+                let total = topics.len();
+                (topics, total)
+            }
+            Some(page) => {
+                let from = if page.data_version == Some(data_version) {
+                    page.topic_seq
+                } else {
+                    0
+                };
+                self.broker
+                    .topics_page(from, page.max_topics.min(TOPIC_CONFIG_PAGE))
+                    .map_err(broker_failure)?
+            }
+        };
         let wrapper = TopicConfigWrapper {
-            data_version: self.data_version(topics.len()),
+            data_version,
             topic_config_table: topics
                 .iter()
                 .map(|t| (t.name.clone(), topic_body(t)))
                 .collect(),
             ..TopicConfigWrapper::default()
         };
-        Ok(success().with_body(wrapper.encode()))
+        let answer = success().with_body(wrapper.encode());
+        Ok(match page {
+            Some(_) => answer.with_ext("totalTopicNum", total.to_string()),
+            None => answer,
+        })
     }
 
     /// GET_TOPIC_CONFIG (351): one topic's config; TOPIC_NOT_EXIST when unknown (which 5.x tools
@@ -288,6 +320,40 @@ impl Processor {
             .await
             .map_err(broker_failure)?;
         Ok(success())
+    }
+}
+
+/// Topics in one page of GET_ALL_TOPIC_CONFIG at most (the Java broker's `splitMetadataSize`).
+pub(super) const TOPIC_CONFIG_PAGE: usize = 2000;
+
+/// The page a GET_ALL_TOPIC_CONFIG request asks for; `None` when it asks for every topic (no
+/// paging field at all, as older clients send).
+#[derive(Debug, PartialEq, Eq)]
+struct TopicPageRequest {
+    topic_seq: usize,
+    max_topics: usize,
+    /// The version the client read its earlier pages at; `None` when blank or unreadable.
+    data_version: Option<DataVersion>,
+}
+
+impl TopicPageRequest {
+    fn from_command(request: &RemotingCommand) -> Option<TopicPageRequest> {
+        let seq = request.ext("topicSeq");
+        let max = request.ext("maxTopicNum");
+        let version = request.ext("dataVersion");
+        if seq.is_none() && max.is_none() && version.is_none() {
+            return None;
+        }
+        Some(TopicPageRequest {
+            topic_seq: seq.and_then(|s| s.parse().ok()).unwrap_or(0),
+            max_topics: max
+                .and_then(|m| m.parse().ok())
+                .filter(|m| *m > 0)
+                .unwrap_or(TOPIC_CONFIG_PAGE),
+            data_version: version
+                .filter(|v| !v.trim().is_empty())
+                .and_then(|v| serde_json::from_str(v).ok()),
+        })
     }
 }
 

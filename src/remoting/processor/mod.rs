@@ -218,7 +218,7 @@ impl Processor {
             rc::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
             rc::DELETE_TOPIC_IN_BROKER => self.delete_topic(&request).await,
             rc::DELETE_TOPIC_IN_NAMESRV => name_server::delete_topic_route(&request),
-            rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(),
+            rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(&request),
             rc::GET_TOPIC_CONFIG => self.topic_config(&request),
             rc::GET_TOPIC_STATS_INFO => self.topic_stats(&request),
             rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.create_group(&request),
