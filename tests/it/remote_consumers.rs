@@ -52,17 +52,15 @@ struct Serve {
     log: PathBuf,
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 impl Serve {
     /// Starts `skiff serve` on a free port with its data in `data_dir` and waits until the port
     /// accepts connections (bounded; fails at once if the child exits).
     fn start(data_dir: &Path, log: &Path) -> anyhow::Result<Serve> {
-        Serve::start_on(data_dir, log, &format!("127.0.0.1:{}", free_port()?))
+        Serve::start_on(
+            data_dir,
+            log,
+            &format!("127.0.0.1:{}", common::free_port()?),
+        )
     }
 
     /// As [`Serve::start`], on `addr`.

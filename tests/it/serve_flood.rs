@@ -25,30 +25,6 @@ const DECLARED_FRAME: usize = 16 * 1024 * 1024;
 const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 const RSS_LIMIT_KIB: u64 = 128 * 1024;
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// The flood needs more descriptors than a common soft limit allows.
-fn raise_open_file_limit() -> anyhow::Result<u64> {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit write and read only the struct passed.
-    unsafe {
-        ensure!(
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0,
-            "getrlimit"
-        );
-        rl.rlim_cur = rl.rlim_max;
-        ensure!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl) == 0, "setrlimit");
-    }
-    Ok(rl.rlim_cur)
-}
-
 fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
@@ -139,15 +115,16 @@ async fn flood(addr: String, held: Arc<tokio::sync::Mutex<Vec<tokio::task::JoinH
 
 #[test]
 fn a_connection_flood_does_not_lock_a_client_out() -> anyhow::Result<()> {
-    let limit = raise_open_file_limit()?;
+    // The flood needs more descriptors than a common soft limit allows.
+    let limit = skiff::descriptors::raise_open_file_limit(0)?.soft;
     ensure!(
         limit > (IDLE + SLOWLORIS + HALF_FRAMES + 512) as u64,
         "the flood needs {} descriptors; the hard limit is {limit}",
         IDLE + SLOWLORIS + HALF_FRAMES + 512
     );
     let dir = tempfile::tempdir()?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+    let addr = format!("127.0.0.1:{}", common::free_port()?);
+    let metrics_addr = format!("127.0.0.1:{}", common::free_port()?);
     let serve = spawn_serve(
         dir.path(),
         &addr,
@@ -186,7 +163,7 @@ fn a_connection_flood_does_not_lock_a_client_out() -> anyhow::Result<()> {
             attackers == IDLE + SLOWLORIS + HALF_FRAMES,
             "only {attackers} flood connections were made"
         );
-        let metrics = get_metrics(&metrics_addr).await?;
+        let metrics = common::http_get(&metrics_addr, "/metrics").await?;
         for task in held.lock().await.drain(..) {
             task.abort();
         }
@@ -220,18 +197,6 @@ fn a_connection_flood_does_not_lock_a_client_out() -> anyhow::Result<()> {
         "only {evicted} connections were closed to make room"
     );
     Ok(())
-}
-
-/// GET /metrics over a bare TCP connection (no HTTP client in the dev-dependencies).
-async fn get_metrics(addr: &str) -> anyhow::Result<String> {
-    use tokio::io::AsyncReadExt;
-    let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: skiff\r\nConnection: close\r\n\r\n")
-        .await?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await?;
-    Ok(body)
 }
 
 fn metric(text: &str, name: &str) -> anyhow::Result<u64> {

@@ -139,11 +139,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
 fn terminate(server: &Server) -> anyhow::Result<()> {
     let pid = libc::pid_t::try_from(server.child.id())?;
     // SAFETY: sending a signal to our own child process.
@@ -204,7 +199,7 @@ fn serve_binary_answers_routes_refuses_conflicts_and_flushes_on_sigterm() -> any
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data)?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
+    let addr = format!("127.0.0.1:{}", common::free_port()?);
     let mut server = Server::spawn(&data, &addr)?;
     server.wait_ready()?;
 
@@ -214,7 +209,7 @@ fn serve_binary_answers_routes_refuses_conflicts_and_flushes_on_sigterm() -> any
     runtime.block_on(exercise(&addr))?;
 
     // Same data directory, another port: the store lock refuses it.
-    let mut locked = Server::spawn(&data, &format!("127.0.0.1:{}", free_port()?))?;
+    let mut locked = Server::spawn(&data, &format!("127.0.0.1:{}", common::free_port()?))?;
     let status = locked.wait_exit(STARTUP)?;
     ensure!(
         !status.success(),

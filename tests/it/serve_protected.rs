@@ -13,14 +13,6 @@ use anyhow::{ensure, Context};
 use common::{request, spawn_serve, wait_serving};
 use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::{ClientConfig, RemotingClient};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("0.0.0.0:0")?
-        .local_addr()?
-        .port())
-}
 
 /// An IPv4 address of this host that is not loopback (a test network namespace has one too).
 fn non_loopback_ipv4() -> anyhow::Result<Ipv4Addr> {
@@ -58,12 +50,7 @@ async fn route_answer(client: &RemotingClient, addr: &str) -> anyhow::Result<(i3
 }
 
 async fn metrics_status(addr: &str) -> anyhow::Result<String> {
-    let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: skiff\r\nConnection: close\r\n\r\n")
-        .await?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await?;
+    let answer = common::http_get(addr, "/metrics").await?;
     Ok(answer.lines().next().unwrap_or_default().to_string())
 }
 
@@ -77,8 +64,8 @@ fn serve_on_every_address(
     protected: bool,
 ) -> anyhow::Result<(common::ServeChild, Ports)> {
     let ports = Ports {
-        main: free_port()?,
-        metrics: free_port()?,
+        main: common::free_port_on("0.0.0.0")?,
+        metrics: common::free_port_on("0.0.0.0")?,
     };
     let child = spawn_serve(
         dir,

@@ -18,12 +18,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// A certificate for `localhost` in `dir` (cert.pem, key.pem); answers its DER form.
 fn certificate(dir: &std::path::Path) -> anyhow::Result<CertificateDer<'static>> {
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
@@ -80,7 +74,7 @@ fn serve_with_certificate(
     dir: &std::path::Path,
     mode: &str,
 ) -> anyhow::Result<(common::ServeChild, String)> {
-    let addr = format!("127.0.0.1:{}", free_port()?);
+    let addr = format!("127.0.0.1:{}", common::free_port()?);
     let child = spawn_serve(
         dir,
         &addr,

@@ -262,6 +262,28 @@ pub fn expect_code(cmd: &RemotingCommand, expected: i32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A port free on 127.0.0.1 when asked (for a child process to bind).
+pub fn free_port() -> anyhow::Result<u16> {
+    free_port_on("127.0.0.1")
+}
+
+/// A port free on `host` when asked (`0.0.0.0` for a child that binds every address).
+pub fn free_port_on(host: &str) -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind((host, 0))?.local_addr()?.port())
+}
+
+/// `GET path` over a bare HTTP/1.1 connection to `addr` (no HTTP client in the
+/// dev-dependencies); the whole response, status line first.
+pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!("GET {path} HTTP/1.1\r\nHost: skiff\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok(response)
+}
+
 /// A child `skiff serve`, SIGKILLed on drop if still running.
 pub struct ServeChild(pub Child);
 
