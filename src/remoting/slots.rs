@@ -171,11 +171,6 @@ impl ConnectionSlot {
         self.mark_read();
     }
 
-    /// Whether the connection has completed a request (or, for gRPC, sent anything).
-    pub fn has_been_active(&self) -> bool {
-        self.state.requests_done.load(Ordering::Relaxed) > 0
-    }
-
     /// A request arrived whole; the connection is busy until the guard drops.
     pub fn request_started(&self) -> RequestInProgress {
         self.state.in_flight.fetch_add(1, Ordering::AcqRel);
