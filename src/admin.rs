@@ -35,6 +35,7 @@ use skiff_actors::logic::delay::retry_topic;
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
 
+use crate::acl::signature::Credentials;
 use crate::remoting::body::{
     self, BodyError, BrokerData, ConsumeStats, JsonBody, MessageQueue, ResetOffsetBody,
     TopicRouteData,
@@ -67,6 +68,13 @@ pub struct AdminArgs {
     /// message, query).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Sign requests with this account's access key (a broker with ACL on needs it; admin
+    /// commands that change state need an admin account).
+    #[arg(long, global = true, env = "SKIFF_ACCESS_KEY", requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// The account's secret key; prefer the environment variable, which `ps` does not show.
+    #[arg(long, global = true, env = "SKIFF_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
     #[command(subcommand)]
     pub command: AdminCommand,
 }
@@ -184,7 +192,15 @@ pub enum AnswerError {
 pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
     let admin = Admin {
         namesrv: args.namesrv,
-        client: RemotingClient::new(ClientConfig::default()),
+        client: RemotingClient::new(ClientConfig {
+            credentials: args.access_key.clone().zip(args.secret_key.clone()).map(
+                |(access_key, secret_key)| Credentials {
+                    access_key,
+                    secret_key,
+                },
+            ),
+            ..ClientConfig::default()
+        }),
     };
     let result = match args.command {
         AdminCommand::Topics => admin.topics().await,
@@ -989,6 +1005,8 @@ mod tests {
             let text = run(AdminArgs {
                 namesrv: addr,
                 json: false,
+                access_key: None,
+                secret_key: None,
                 command: AdminCommand::ResetOffset {
                     group: "g".into(),
                     topic: "T".into(),

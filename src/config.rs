@@ -16,6 +16,11 @@ pub enum ConfigError {
     },
     #[error("configuration value {field} is invalid: {reason}")]
     Invalid { field: &'static str, reason: String },
+    #[error("the ACL configuration is invalid")]
+    Acl {
+        #[source]
+        source: crate::acl::AclError,
+    },
 }
 
 /// Everything a node needs; every field has a default, so an empty `skiff.toml` (or none) runs.
@@ -94,6 +99,12 @@ pub struct NodeConfig {
     /// When a listener binds beyond loopback and no users are configured, serve only loopback
     /// peers and refuse the others with a remark saying how to opt out (`false`).
     pub protected_mode: bool,
+    /// Users and their permissions (RocketMQ's `plain_acl.yml` in TOML: `[[acl.accounts]]`);
+    /// with any account configured, every request must be signed. See `docs/security.md`.
+    pub acl: crate::acl::AclConfig,
+    /// A `plain_acl.yml`-format file whose accounts join `[acl]`'s; re-read when it changes
+    /// and on SIGHUP.
+    pub acl_file: Option<PathBuf>,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
     pub key_index: bool,
@@ -143,6 +154,8 @@ impl Default for NodeConfig {
             max_open_files: 0,
             open_queue_files: 0,
             protected_mode: true,
+            acl: crate::acl::AclConfig::default(),
+            acl_file: None,
             key_index: true,
             transaction_timeout: Duration::from_secs(6),
             transaction_check_interval: Duration::from_secs(5),
@@ -178,6 +191,17 @@ impl NodeConfig {
                 field: "grpc_listen",
                 reason: format!("{e}: expected ip:port or off"),
             })
+    }
+
+    /// The ACL: `[acl]`'s accounts and those of `acl_file`, checked.
+    pub fn acl(&self) -> Result<crate::acl::Acl, ConfigError> {
+        let mut written = self.acl.clone();
+        if let Some(path) = &self.acl_file {
+            let file = crate::acl::AclConfig::from_yaml_file(path)
+                .map_err(|source| ConfigError::Acl { source })?;
+            written = written.merged(file);
+        }
+        crate::acl::Acl::new(&written).map_err(|source| ConfigError::Acl { source })
     }
 
     /// The TLS identity: the configured PEM files, or a self-signed certificate.

@@ -47,6 +47,7 @@
 //! * [`serve`]: `skiff serve`, a node behind a remoting listener and a gRPC listener.
 //! * [`descriptors`]: the open-file limit `skiff serve` raises, shared between connections and
 //!   the store's queue files.
+//! * [`acl`]: users, their permissions and the request signatures both protocols check.
 //! * [`protected`]: protected mode, which peers a node beyond loopback serves.
 //! * [`tls`]: the TLS acceptor both protocols share, and the TLS mode.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
@@ -66,6 +67,7 @@
 //! * `mimalloc` (default): the binary's global allocator.
 //! * `testsuite`: the `testsuite` module.
 
+pub mod acl;
 pub mod admin;
 pub mod config;
 pub mod descriptors;

@@ -225,7 +225,27 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut interrupt =
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        skiff::serve::serve(config, shutdown_signal(&mut terminate, &mut interrupt)).await?;
+        let watched = [
+            Some(
+                args.config
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("skiff.toml")),
+            ),
+            config.acl_file.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let acl = skiff::serve::AclSource {
+            watched,
+            load: Box::new(move || Ok(serve_config(&args)?.acl()?)),
+        };
+        skiff::serve::serve_reloading_acl(
+            config,
+            acl,
+            shutdown_signal(&mut terminate, &mut interrupt),
+        )
+        .await?;
         Ok(())
     })
 }

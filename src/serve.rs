@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 
 use tracing::{info, warn};
 
+use crate::acl::{Acl, AclHandle};
 use crate::config::{ConfigError, NodeConfig};
 use crate::descriptors;
 use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
@@ -20,6 +21,9 @@ use crate::protected::PeerPolicy;
 use crate::remoting::processor::{self, Processor, ProcessorTask};
 use crate::remoting::server::ConnectionSlots;
 use crate::remoting::{RemotingServer, ServerConfig, ServerError};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -86,6 +90,7 @@ pub struct Serving {
     local_addr: SocketAddr,
     metrics: Option<MetricsEndpoint>,
     grpc: Option<GrpcServer>,
+    acl: AclHandle,
 }
 
 /// Binds `config.listen`, opens the node and starts serving. Must run inside an actix system.
@@ -111,7 +116,13 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         .flatten()
         .collect();
     let peers = PeerPolicy::for_listeners(config.protected_mode, &listeners);
-    if peers == PeerPolicy::LoopbackOnly {
+    let acl = AclHandle::new(config.acl()?);
+    if acl.current().is_on() {
+        info!(
+            accounts = acl.current().account_count(),
+            "acl on: every request must be signed by a configured account"
+        );
+    } else if peers == PeerPolicy::LoopbackOnly {
         warn!(
             listen = %config.listen,
             "protected mode: a listener binds beyond loopback and no users are configured, so \
@@ -120,6 +131,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     }
     let server_config = ServerConfig {
         peers,
+        acl: acl.clone(),
         tls: Some(tls.clone()),
         tls_mode: config.tls_mode,
         handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
@@ -174,6 +186,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         // A send of the largest body, with room for its properties and the batch around it.
         max_request_bytes: node.config().max_message_size + (1 << 20),
         peers,
+        acl: acl.clone(),
     };
     let grpc = GrpcServer::start(
         grpc_config(grpc_listener),
@@ -206,6 +219,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         local_addr,
         metrics,
         grpc: Some(grpc),
+        acl,
     })
 }
 
@@ -222,6 +236,12 @@ impl Serving {
     /// Where the dedicated gRPC listener listens, when it runs (the main port serves gRPC too).
     pub fn grpc_addr(&self) -> Option<SocketAddr> {
         self.grpc.as_ref().and_then(GrpcServer::local_addr)
+    }
+
+    /// The users and permissions every listener checks; [`AclHandle::replace`] changes them
+    /// for the next request without touching connections.
+    pub fn acl(&self) -> &AclHandle {
+        &self.acl
     }
 
     /// Where the Prometheus endpoint listens, when it runs.
@@ -244,6 +264,83 @@ impl Serving {
         self.node.shutdown().await.map_err(ServeError::Shutdown)?;
         info!("skiff stopped");
         Ok(())
+    }
+}
+
+/// Where a running node's ACL comes from: re-read on SIGHUP and when one of `watched` changes.
+pub struct AclSource {
+    /// Files whose change (modification time or length) reloads the ACL.
+    pub watched: Vec<PathBuf>,
+    /// Reads the configuration again and builds the ACL from it.
+    pub load: Box<dyn Fn() -> Result<Acl, Box<dyn std::error::Error + Send + Sync>>>,
+}
+
+/// How often [`AclSource::watched`] files are looked at.
+const ACL_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Serves until `shutdown` completes, reloading the ACL from `source` meanwhile, then shuts
+/// down cleanly. A configuration that does not load is reported and the ACL in force stays.
+pub async fn serve_reloading_acl(
+    config: NodeConfig,
+    source: AclSource,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let serving = start(config).await?;
+    tokio::select! {
+        () = shutdown => {}
+        () = reload_acl(serving.acl().clone(), source) => {}
+    }
+    serving.shutdown().await
+}
+
+async fn reload_acl(acl: AclHandle, source: AclSource) {
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(e) => {
+            warn!(error = %e, "no SIGHUP handler: the acl reloads only when its files change");
+            None
+        }
+    };
+    let fingerprint = |paths: &[PathBuf]| -> Vec<Option<(SystemTime, u64)>> {
+        paths
+            .iter()
+            .map(|p| {
+                let meta = std::fs::metadata(p).ok()?;
+                Some((meta.modified().ok()?, meta.len()))
+            })
+            .collect()
+    };
+    let mut seen = fingerprint(&source.watched);
+    let mut poll = tokio::time::interval(ACL_POLL_INTERVAL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let cause = tokio::select! {
+            Some(()) = hung_up(&mut hangup) => "sighup",
+            _ = poll.tick() => {
+                let now = fingerprint(&source.watched);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                "file changed"
+            }
+        };
+        match (source.load)() {
+            Ok(new) => {
+                info!(cause, accounts = new.account_count(), "acl reloaded");
+                acl.replace(new);
+            }
+            Err(e) => {
+                warn!(cause, error = %e, "acl not reloaded: the configuration does not load; the acl in force stays")
+            }
+        }
+    }
+}
+
+async fn hung_up(hangup: &mut Option<Signal>) -> Option<()> {
+    match hangup {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -33,10 +33,10 @@ pub mod service;
 pub mod status;
 pub mod transaction_id;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -55,6 +55,7 @@ use link::LinkTask;
 use pb::messaging_service_server::MessagingServiceServer;
 use tonic::service::interceptor::InterceptedService;
 
+use crate::acl::{signature, Acl, AclHandle, Identity, Refusal};
 use crate::protected::{self, PeerPolicy};
 use crate::tls::{TlsMode, HANDSHAKE_RECORD};
 pub use service::{GrpcService, ServiceConfig};
@@ -81,6 +82,9 @@ pub struct GrpcConfig {
     pub max_request_bytes: usize,
     /// Which peers' requests are served; the others get PERMISSION_DENIED (protected mode).
     pub peers: PeerPolicy,
+    /// Users and permissions; with any account configured, each call's `authorization` is
+    /// checked (and protected mode no longer applies).
+    pub acl: AclHandle,
 }
 
 /// A connection as the gRPC server reads it, with its place under the node's connection cap
@@ -278,6 +282,7 @@ impl GrpcServer {
         )));
         let max = config.max_request_bytes;
         let peers = config.peers;
+        let acl = config.acl;
         let mut shutdown = stopped.clone();
         tasks.push(tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
@@ -286,7 +291,7 @@ impl GrpcServer {
                     MessagingServiceServer::new(service)
                         .max_decoding_message_size(max)
                         .max_encoding_message_size(usize::MAX),
-                    move |request: tonic::Request<()>| refuse_unserved_peer(peers, request),
+                    move |request: tonic::Request<()>| admit_call(peers, &acl, request),
                 ))
                 .serve_with_incoming_shutdown(ReceiverStream::new(ready_rx), async move {
                     until_stopped(&mut shutdown).await;
@@ -431,20 +436,73 @@ async fn negotiate(
     Ok(GrpcIo::Tls(Box::new(tls), slot))
 }
 
-/// Protected mode: a request from a peer `peers` does not serve is refused before the service
-/// sees it.
-fn refuse_unserved_peer(
+/// Before the service sees a call: with no users configured, protected mode refuses a peer
+/// beyond loopback; with users, the caller is authenticated and the outcome left in the
+/// call's extensions as a [`CallerIdentity`], for the service to answer in-band (a refused
+/// call gets the RPC's own response with UNAUTHORIZED, as RocketMQ's proxy answers).
+fn admit_call(
     peers: PeerPolicy,
-    request: tonic::Request<()>,
+    acl: &AclHandle,
+    mut request: tonic::Request<()>,
 ) -> Result<tonic::Request<()>, tonic::Status> {
-    match request.remote_addr() {
-        Some(peer) if !peers.serves(peer.ip()) => {
-            debug!(peer = %peer, "grpc request refused: protected mode serves loopback peers only");
-            Err(tonic::Status::permission_denied(protected::REFUSAL))
-        }
-        _ => Ok(request),
+    let acl = acl.current();
+    let peer = request.remote_addr();
+    if !acl.is_on() {
+        return match peer {
+            Some(peer) if !peers.serves(peer.ip()) => {
+                debug!(peer = %peer, "grpc request refused: protected mode serves loopback peers only");
+                Err(tonic::Status::permission_denied(protected::REFUSAL))
+            }
+            _ => Ok(request),
+        };
     }
+    let peer_ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.ip());
+    let identity = authenticate_call(&acl, request.metadata(), peer_ip, SystemTime::now());
+    if let Err(refusal) = &identity {
+        debug!(peer = ?peer, reason = %refusal, "grpc call refused by the acl");
+    }
+    request.extensions_mut().insert(CallerIdentity(identity));
+    Ok(request)
 }
+
+/// Who a call comes from, by its `authorization` and `x-mq-date-time` metadata.
+fn authenticate_call(
+    acl: &Acl,
+    metadata: &tonic::metadata::MetadataMap,
+    peer: IpAddr,
+    now: SystemTime,
+) -> Result<Identity, Refusal> {
+    let text = |key: &str| metadata.get(key).and_then(|v| v.to_str().ok());
+    let Some(authorization) = text("authorization").filter(|a| !a.trim().is_empty()) else {
+        return acl.authenticate(None, peer, |_| false);
+    };
+    let date_time = text(signature::GRPC_DATE_TIME)
+        .filter(|d| !d.trim().is_empty())
+        .ok_or_else(|| Refusal::MalformedCredentials("datetime is null.".to_string()))?;
+    let when = signature::parse_date_time(date_time).ok_or_else(|| {
+        Refusal::MalformedCredentials(format!(
+            "{}: {date_time:?} is not yyyyMMddTHHmmssZ.",
+            signature::GRPC_DATE_TIME
+        ))
+    })?;
+    if !signature::date_time_is_current(when, now) {
+        return Err(Refusal::MalformedCredentials(format!(
+            "{}: {date_time} is more than {} minutes from the broker's clock ({}).",
+            signature::GRPC_DATE_TIME,
+            signature::GRPC_ALLOWED_SKEW.as_secs() / 60,
+            signature::format_date_time(now)
+        )));
+    }
+    let parsed = signature::GrpcAuthorization::parse(authorization)
+        .map_err(Refusal::MalformedCredentials)?;
+    acl.authenticate(Some(&parsed.access_key), peer, |secret| {
+        parsed.verify(secret, date_time)
+    })
+}
+
+/// A call's authentication outcome, present when ACL is on.
+#[derive(Debug, Clone)]
+pub(crate) struct CallerIdentity(pub(crate) Result<Identity, Refusal>);
 
 /// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.
 pub(crate) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
@@ -466,11 +524,89 @@ mod tests {
 
     #[test]
     fn protected_mode_refuses_a_grpc_request_from_beyond_loopback_with_the_way_out() {
-        let refused = refuse_unserved_peer(PeerPolicy::LoopbackOnly, from("192.0.2.2:40000"))
+        let off = AclHandle::default();
+        let refused = admit_call(PeerPolicy::LoopbackOnly, &off, from("192.0.2.2:40000"))
             .expect_err("a non-loopback peer is refused");
         assert_eq!(refused.code(), tonic::Code::PermissionDenied);
         assert!(refused.message().contains("--protected-mode off"));
-        assert!(refuse_unserved_peer(PeerPolicy::LoopbackOnly, from("127.0.0.1:40000")).is_ok());
-        assert!(refuse_unserved_peer(PeerPolicy::Everyone, from("192.0.2.2:40000")).is_ok());
+        assert!(admit_call(PeerPolicy::LoopbackOnly, &off, from("127.0.0.1:40000")).is_ok());
+        assert!(admit_call(PeerPolicy::Everyone, &off, from("192.0.2.2:40000")).is_ok());
+    }
+
+    fn alice_acl() -> Acl {
+        Acl::new(&crate::acl::AclConfig {
+            accounts: vec![crate::acl::AccountConfig {
+                access_key: "alice".into(),
+                secret_key: "alice-secret".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .expect("valid acl")
+    }
+
+    fn signed(
+        authorization: Option<&str>,
+        date_time: Option<&str>,
+    ) -> tonic::metadata::MetadataMap {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        if let Some(a) = authorization {
+            metadata.insert("authorization", a.parse().expect("ascii"));
+        }
+        if let Some(d) = date_time {
+            metadata.insert(signature::GRPC_DATE_TIME, d.parse().expect("ascii"));
+        }
+        metadata
+    }
+
+    #[test]
+    fn with_users_a_grpc_call_is_authenticated_by_its_signed_date_time() {
+        let acl = alice_acl();
+        let peer = IpAddr::from([127, 0, 0, 1]);
+        let now = signature::parse_date_time("20261205T080000Z").expect("time");
+        let good = signature::grpc("alice", "alice-secret", "20261205T075930Z");
+        let outcome = |metadata| authenticate_call(&acl, &metadata, peer, now);
+        assert!(matches!(
+            outcome(signed(Some(&good), Some("20261205T075930Z"))),
+            Ok(Identity::User(_))
+        ));
+        let wrong_secret = signature::grpc("alice", "guess", "20261205T075930Z");
+        assert_eq!(
+            outcome(signed(Some(&wrong_secret), Some("20261205T075930Z"))).err(),
+            Some(Refusal::BadSignature)
+        );
+        assert_eq!(outcome(signed(None, None)).err(), Some(Refusal::Unsigned));
+        let stale = signature::grpc("alice", "alice-secret", "20261205T073000Z");
+        let refused = outcome(signed(Some(&stale), Some("20261205T073000Z")))
+            .expect_err("a half-hour-old signature is refused");
+        assert!(refused.to_string().contains("15 minutes"), "{refused}");
+        assert!(matches!(
+            outcome(signed(Some(&good), None)),
+            Err(Refusal::MalformedCredentials(_))
+        ));
+        assert!(matches!(
+            outcome(signed(
+                Some("MQv2-HMAC-SHA1 nonsense"),
+                Some("20261205T075930Z")
+            )),
+            Err(Refusal::MalformedCredentials(_))
+        ));
+        let unknown = signature::grpc("bob", "x", "20261205T075930Z");
+        assert_eq!(
+            outcome(signed(Some(&unknown), Some("20261205T075930Z"))).err(),
+            Some(Refusal::UnknownUser("bob".into()))
+        );
+    }
+
+    #[test]
+    fn with_users_protected_mode_no_longer_refuses_and_the_outcome_goes_to_the_service() {
+        let acl = AclHandle::new(alice_acl());
+        let admitted = admit_call(PeerPolicy::LoopbackOnly, &acl, from("192.0.2.2:40000"))
+            .expect("reaches the service, which answers in-band");
+        let identity = admitted
+            .extensions()
+            .get::<CallerIdentity>()
+            .expect("outcome recorded");
+        assert!(matches!(identity.0, Err(Refusal::Unsigned)));
     }
 }

@@ -39,6 +39,8 @@ use super::pb::{self, Code};
 use super::resource;
 use super::status::{broker_status, ok, status};
 use super::transaction_id::TransactionId;
+use super::CallerIdentity;
+use crate::acl::{rules, Acl, Action, Check, Identity, Need};
 
 /// What the service needs to know of the node.
 #[derive(Debug, Clone)]
@@ -82,6 +84,21 @@ struct Caller {
     peer: SocketAddr,
     /// What is left of the call's deadline (`grpc-timeout`), when the client set one.
     deadline: Option<Duration>,
+    /// Who signed the call; `None` when ACL is off.
+    identity: Option<Identity>,
+}
+
+impl Caller {
+    /// Whether the caller may do all of `checks`; FORBIDDEN naming the first it may not.
+    fn authorize(&self, checks: Vec<Check>) -> Result<(), pb::Status> {
+        let Some(identity) = &self.identity else {
+            return Ok(());
+        };
+        Acl::authorize(identity, &Need::Access(checks), 0, self.peer.ip()).map_err(|refusal| {
+            debug!(client_id = %self.client_id, reason = %refusal, "grpc call refused by the acl");
+            status(Code::Forbidden, refusal.to_string())
+        })
+    }
 }
 
 fn caller<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
@@ -93,6 +110,13 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
             .map(str::trim)
             .unwrap_or("")
             .to_owned()
+    };
+    let identity = match request.extensions().get::<CallerIdentity>() {
+        None => None,
+        Some(CallerIdentity(Ok(identity))) => Some(identity.clone()),
+        Some(CallerIdentity(Err(refusal))) => {
+            return Err(status(Code::Unauthorized, refusal.to_string()))
+        }
     };
     let client_id = text("x-mq-client-id");
     if client_id.is_empty() {
@@ -112,6 +136,7 @@ fn caller<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
             .get("grpc-timeout")
             .and_then(|v| v.to_str().ok())
             .and_then(parse_grpc_timeout),
+        identity,
     })
 }
 
@@ -400,6 +425,7 @@ impl GrpcService {
         };
         let stored_group = resource::stored(group);
         let stored_topic = resource::stored(topic);
+        caller.authorize(rules::consume_checks(&stored_topic, &stored_group))?;
         let client = self.clients.get(&caller.client_id);
         let subscription = client
             .as_ref()
@@ -638,9 +664,10 @@ impl MessagingService for GrpcService {
             status: Some(status),
             message_queues: Vec::new(),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let Some(topic) = request.topic else {
             return reply(answer(status(
@@ -649,6 +676,9 @@ impl MessagingService for GrpcService {
             )));
         };
         let stored = resource::stored(&topic);
+        if let Err(s) = caller.authorize(rules::route_checks(&stored)) {
+            return reply(answer(s));
+        }
         let route = self
             .broker(move |broker| async move {
                 let route = broker.route(stored.clone()).await?;
@@ -704,6 +734,13 @@ impl MessagingService for GrpcService {
             Ok(c) => c,
             Err(s) => return reply(answer(s)),
         };
+        let request = request.into_inner();
+        if let Some(group) = request.group.as_ref().filter(|g| !g.name.is_empty()) {
+            let group = resource::stored(group);
+            if let Err(s) = caller.authorize(vec![Check::group(&group, Action::Sub)]) {
+                return reply(answer(s));
+            }
+        }
         let Some(client) = self.clients.get(&caller.client_id) else {
             return reply(answer(status(
                 Code::UnrecognizedClientType,
@@ -739,6 +776,15 @@ impl MessagingService for GrpcService {
             )));
         };
         let stored_topic = resource::stored(&topic);
+        let checks = request
+            .messages
+            .iter()
+            .filter_map(|m| m.topic.as_ref())
+            .flat_map(|t| rules::send_checks(&resource::stored(t), ""))
+            .collect();
+        if let Err(s) = caller.authorize(checks) {
+            return reply(answer(s));
+        }
         let route_topic = stored_topic.clone();
         let (write_queues, topic_type) = match self
             .broker(move |broker| async move {
@@ -872,9 +918,10 @@ impl MessagingService for GrpcService {
             status: Some(status),
             assignments: Vec::new(),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -883,6 +930,9 @@ impl MessagingService for GrpcService {
         };
         let stored_topic = resource::stored(topic);
         let stored_group = resource::stored(group);
+        if let Err(s) = caller.authorize(rules::consume_checks(&stored_topic, &stored_group)) {
+            return reply(answer(s));
+        }
         let found = self
             .broker(move |broker| async move {
                 let topic = broker.topic(&stored_topic)?.ok_or(Refused::TopicNotExist {
@@ -978,9 +1028,10 @@ impl MessagingService for GrpcService {
             status: Some(status),
             entries: Vec::new(),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -989,6 +1040,9 @@ impl MessagingService for GrpcService {
         };
         let stored_topic = resource::stored(topic);
         let stored_group = resource::stored(group);
+        if let Err(s) = caller.authorize(rules::consume_checks(&stored_topic, &stored_group)) {
+            return reply(answer(s));
+        }
         let mut entries = Vec::with_capacity(request.entries.len());
         for entry in request.entries {
             let result = match popped(&stored_group, &stored_topic, &entry.receipt_handle) {
@@ -1027,9 +1081,10 @@ impl MessagingService for GrpcService {
         let answer = |status| pb::ForwardMessageToDeadLetterQueueResponse {
             status: Some(status),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -1038,6 +1093,9 @@ impl MessagingService for GrpcService {
         };
         let stored_topic = resource::stored(topic);
         let stored_group = resource::stored(group);
+        if let Err(s) = caller.authorize(rules::consume_checks(&stored_topic, &stored_group)) {
+            return reply(answer(s));
+        }
         let (receipt, stored, offset) =
             match popped(&stored_group, &stored_topic, &request.receipt_handle) {
                 Ok(p) => p,
@@ -1113,9 +1171,10 @@ impl MessagingService for GrpcService {
         let answer = |status| pb::EndTransactionResponse {
             status: Some(status),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let Some(topic) = request.topic.as_ref() else {
             return reply(answer(status(
@@ -1123,6 +1182,9 @@ impl MessagingService for GrpcService {
                 "the request names no topic",
             )));
         };
+        if let Err(s) = caller.authorize(rules::send_checks(&resource::stored(topic), "")) {
+            return reply(answer(s));
+        }
         let id = match TransactionId::parse(&request.transaction_id) {
             Ok(id) => id,
             Err(e) => return reply(answer(status(Code::InvalidTransactionId, e.to_string()))),
@@ -1254,6 +1316,11 @@ impl MessagingService for GrpcService {
             .as_ref()
             .filter(|g| !g.name.is_empty())
             .map(resource::stored);
+        if let Some(group) = &group {
+            if let Err(s) = caller.authorize(vec![Check::group(group, Action::Sub)]) {
+                return reply(answer(s));
+            }
+        }
         let result = self
             .broker(move |broker| async move {
                 broker.unregister_producer(&client_id, None);
@@ -1275,9 +1342,10 @@ impl MessagingService for GrpcService {
             status: Some(status),
             receipt_handle: String::new(),
         };
-        if let Err(s) = caller(&request) {
-            return reply(answer(s));
-        }
+        let caller = match caller(&request) {
+            Ok(c) => c,
+            Err(s) => return reply(answer(s)),
+        };
         let request = request.into_inner();
         let (Some(topic), Some(group)) = (request.topic.as_ref(), request.group.as_ref()) else {
             return reply(answer(bad_request(
@@ -1286,6 +1354,9 @@ impl MessagingService for GrpcService {
         };
         let stored_topic = resource::stored(topic);
         let stored_group = resource::stored(group);
+        if let Err(s) = caller.authorize(rules::consume_checks(&stored_topic, &stored_group)) {
+            return reply(answer(s));
+        }
         let (receipt, stored, offset) =
             match popped(&stored_group, &stored_topic, &request.receipt_handle) {
                 Ok(p) => p,

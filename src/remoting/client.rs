@@ -5,6 +5,7 @@
 //!
 //! Plain tokio code, usable inside an actix system.
 
+use crate::acl::signature::{sign_remoting, Credentials};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -27,6 +28,8 @@ pub struct ClientConfig {
     pub write_queue_capacity: usize,
     /// Upper bound on connecting (the request timeout also bounds it).
     pub connect_timeout: Duration,
+    /// Signs every request with these keys (a broker with ACL on needs it).
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -35,6 +38,7 @@ impl Default for ClientConfig {
             max_frame_len: DEFAULT_MAX_FRAME_LEN,
             write_queue_capacity: 1024,
             connect_timeout: Duration::from_secs(3),
+            credentials: None,
         }
     }
 }
@@ -154,9 +158,12 @@ impl RemotingClient {
     pub async fn invoke(
         &self,
         addr: &str,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, ClientError> {
+        if let Some(credentials) = &self.inner.config.credentials {
+            sign_remoting(&mut request, credentials);
+        }
         let deadline = Instant::now() + timeout;
         let conn = self.connection(addr, deadline).await?;
         match conn.invoke(request, remaining(deadline)).await {
@@ -196,6 +203,9 @@ impl RemotingClient {
         request.opaque = frame::next_opaque();
         request.flag &= !frame::FLAG_RESPONSE;
         request.mark_oneway();
+        if let Some(credentials) = &self.inner.config.credentials {
+            sign_remoting(&mut request, credentials);
+        }
         let opaque = request.opaque;
         match tokio::time::timeout_at(deadline, conn.send(request)).await {
             Ok(Ok(())) => Ok(()),

@@ -26,6 +26,7 @@ use super::conn::{flag_set, ConnOptions, Connection, ReadEnd, RequestSink};
 pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
 use super::frame::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
 pub use super::slots::{ConnectionSlot, ConnectionSlots};
+use crate::acl::AclHandle;
 use crate::protected::{self, PeerPolicy};
 use crate::tls::{speaks_grpc, TlsMode, HANDSHAKE_RECORD};
 use tokio_rustls::server::TlsStream;
@@ -108,6 +109,9 @@ pub struct ServerConfig {
     pub connection_slots: Option<ConnectionSlots>,
     /// Which peers' requests are served; the others are answered NO_PERMISSION (protected mode).
     pub peers: PeerPolicy,
+    /// Users and permissions; with any account configured every request is checked (and
+    /// protected mode no longer applies), each failure answered NO_PERMISSION.
+    pub acl: AclHandle,
     /// TLS on this port: the acceptor (`None`: plaintext only) and which connections are served.
     pub tls: Option<TlsAcceptor>,
     pub tls_mode: TlsMode,
@@ -143,6 +147,7 @@ impl Default for ServerConfig {
             max_connections: 1000,
             connection_slots: None,
             peers: PeerPolicy::Everyone,
+            acl: AclHandle::default(),
             tls: None,
             tls_mode: TlsMode::Permissive,
             handoff: None,
@@ -294,6 +299,7 @@ async fn accept_loop(
                     let requests = RequestLimits {
                         max_in_flight: config.max_in_flight_per_connection,
                         peers: config.peers,
+                        acl: config.acl.clone(),
                     };
                     let tls = (config.tls.clone(), config.tls_mode);
                     conns.spawn(async move {
@@ -426,10 +432,11 @@ async fn first_byte(stream: &TcpStream, within: Option<Duration>) -> Option<u8> 
 }
 
 /// What the server allows each connection's requests.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RequestLimits {
     max_in_flight: usize,
     peers: PeerPolicy,
+    acl: AclHandle,
 }
 
 /// Serves one remoting connection until it closes or the server stops.
@@ -456,7 +463,8 @@ async fn serve_connection(
         handler: handler.clone(),
         permits: Arc::new(Semaphore::new(requests.max_in_flight.max(1))),
         slot: slot.clone(),
-        served: requests.peers.serves(peer.ip()),
+        in_protected_reach: requests.peers.serves(peer.ip()),
+        acl: requests.acl,
     };
     let id = conn.handle.id();
     let end = conn.run(&mut sink, stop, Some(&slot)).await;
@@ -472,8 +480,34 @@ struct ServerSink {
     permits: Arc<Semaphore>,
     /// The connection's place under the cap: busy while a request runs.
     slot: Arc<ConnectionSlot>,
-    /// False for a peer protected mode does not serve: each request is refused unprocessed.
-    served: bool,
+    /// False for a peer protected mode does not serve: with no users configured, each request
+    /// is refused unprocessed.
+    in_protected_reach: bool,
+    acl: AclHandle,
+}
+
+impl ServerSink {
+    /// Why `request` is not served, if it is not: protected mode, or the ACL.
+    fn refusal(&self, conn: &ConnectionHandle, request: &RemotingCommand) -> Option<String> {
+        let acl = self.acl.current();
+        if !acl.is_on() {
+            if self.in_protected_reach {
+                return None;
+            }
+            debug!(conn = %conn.id(), peer = %conn.peer_addr(), code = request.code, "request refused: protected mode serves loopback peers only");
+            return Some(protected::REFUSAL.to_owned());
+        }
+        let refusal = acl.check_remoting(request, conn.peer_addr().ip()).err()?;
+        debug!(
+            conn = %conn.id(),
+            peer = %conn.peer_addr(),
+            code = request.code,
+            access_key = request.ext(crate::acl::signature::ACCESS_KEY).unwrap_or(""),
+            reason = %refusal,
+            "request refused by the acl"
+        );
+        Some(refusal.to_string())
+    }
 }
 
 impl RequestSink for ServerSink {
@@ -481,14 +515,10 @@ impl RequestSink for ServerSink {
         let oneway = request.is_oneway();
         let opaque = request.opaque;
         let code = request.code;
-        if !self.served {
-            debug!(conn = %conn.id(), peer = %conn.peer_addr(), code, "request refused: protected mode serves loopback peers only");
+        if let Some(remark) = self.refusal(conn, &request) {
             if !oneway {
-                let refused = RemotingCommand::response_to(
-                    &request,
-                    response::NO_PERMISSION,
-                    Some(protected::REFUSAL.to_owned()),
-                );
+                let refused =
+                    RemotingCommand::response_to(&request, response::NO_PERMISSION, Some(remark));
                 let _ = conn.try_send(refused);
             }
             return;

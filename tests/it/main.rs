@@ -28,6 +28,7 @@ mod remote_consumers;
 mod remote_request_reply;
 mod remote_transactions;
 mod remoting_codec;
+mod serve_acl;
 mod serve_flood;
 mod serve_grpc;
 mod serve_pop;

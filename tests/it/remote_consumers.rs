@@ -255,6 +255,8 @@ async fn progress(addr: &str, group: &str) -> anyhow::Result<BTreeMap<u32, (u64,
     let text = skiff::admin::run(AdminArgs {
         namesrv: addr.to_owned(),
         json: false,
+        access_key: None,
+        secret_key: None,
         command: AdminCommand::Progress {
             group: group.to_owned(),
         },
@@ -879,6 +881,8 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
         let topics = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
             json: false,
+            access_key: None,
+            secret_key: None,
             command: AdminCommand::Topics,
         })
         .await?;
@@ -913,6 +917,8 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
         let reset = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
             json: false,
+            access_key: None,
+            secret_key: None,
             command: AdminCommand::ResetOffset {
                 group: group.to_owned(),
                 topic: TOPIC.to_owned(),
@@ -944,6 +950,8 @@ async fn admin_json(addr: &str, command: AdminCommand) -> anyhow::Result<serde_j
     let text = skiff::admin::run(AdminArgs {
         namesrv: addr.to_owned(),
         json: true,
+        access_key: None,
+        secret_key: None,
         command,
     })
     .await?;
@@ -973,6 +981,8 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
         let topics = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
             json: false,
+            access_key: None,
+            secret_key: None,
             command: AdminCommand::Topics,
         })
         .await?;
@@ -1107,6 +1117,8 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
         let after = skiff::admin::run(AdminArgs {
             namesrv: addr.clone(),
             json: false,
+            access_key: None,
+            secret_key: None,
             command: AdminCommand::Topics,
         })
         .await?;

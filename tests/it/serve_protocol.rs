@@ -1842,6 +1842,8 @@ async fn admin_finds_messages_by_offset_id_unique_key_and_key() -> anyhow::Resul
         skiff::admin::run(AdminArgs {
             namesrv: h.addr.clone(),
             json: true,
+            access_key: None,
+            secret_key: None,
             command,
         })
     };

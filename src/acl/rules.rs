@@ -1,0 +1,261 @@
+//! What each request needs (the gRPC service asks [`send_checks`], [`consume_checks`] and
+//! [`route_checks`] the same questions), and for remoting, what each request code needs, read from its header fields and, for the few requests that
+//! name their groups and topics only in the body, from the body: the facts of RocketMQ's
+//! authorization (a send needs PUB on its topic, a pull SUB on its topic and its group, and so
+//! on). A retry topic (`%RETRY%group`) stands for its group. Name-server lookups need nothing,
+//! as RocketMQ's name server checks no signature; every request not listed here changes or
+//! reveals the broker as a whole and needs an admin account.
+
+use super::{Action, Check, Need};
+use crate::remoting::body::{
+    BatchAckBody, HeartbeatData, JsonBody, LockBatchRequestBody, QueryAssignmentBody,
+    SetMessageRequestModeBody, UnlockBatchRequestBody,
+};
+use crate::remoting::codes::request as code;
+use crate::remoting::RemotingCommand;
+use skiff_actors::logic::delay::is_retry_topic;
+
+/// What serving `request` takes.
+pub fn remoting_need(request: &RemotingCommand) -> Need {
+    let field = |name: &str| request.ext(name).unwrap_or("");
+    let checks = match request.code {
+        code::GET_ROUTEINFO_BY_TOPIC
+        | code::GET_BROKER_CLUSTER_INFO
+        | code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+        | code::GET_KV_CONFIG
+        | code::GET_SYSTEM_TOPIC_LIST_FROM_NS => return Need::Nothing,
+        code::SEND_MESSAGE | code::SEND_REPLY_MESSAGE => {
+            send_checks(field("topic"), field("producerGroup"))
+        }
+        code::SEND_MESSAGE_V2 | code::SEND_BATCH_MESSAGE | code::SEND_REPLY_MESSAGE_V2 => {
+            send_checks(field("b"), field("a"))
+        }
+        code::END_TRANSACTION => optional_topic(field("topic"), Action::Pub),
+        code::CONSUMER_SEND_MSG_BACK => vec![Check::group(field("group"), Action::Sub)],
+        code::PULL_MESSAGE
+        | code::LITE_PULL_MESSAGE
+        | code::QUERY_CONSUMER_OFFSET
+        | code::UPDATE_CONSUMER_OFFSET
+        | code::POP_MESSAGE
+        | code::ACK_MESSAGE
+        | code::CHANGE_MESSAGE_INVISIBLETIME
+        | code::NOTIFICATION => consume_checks(field("topic"), field("consumerGroup")),
+        code::QUERY_MESSAGE
+        | code::SEARCH_OFFSET_BY_TIMESTAMP
+        | code::GET_MAX_OFFSET
+        | code::GET_MIN_OFFSET
+        | code::GET_EARLIEST_MSG_STORETIME
+        | code::GET_TOPIC_STATS_INFO
+        | code::GET_TOPIC_CONFIG
+        | code::QUERY_TOPIC_CONSUME_BY_WHO => vec![Check::topic(field("topic"), Action::Sub)],
+        code::VIEW_MESSAGE_BY_ID => optional_topic(field("topic"), Action::Sub),
+        code::GET_CONSUMER_LIST_BY_GROUP | code::GET_CONSUMER_CONNECTION_LIST => {
+            vec![Check::group(field("consumerGroup"), Action::Sub)]
+        }
+        code::GET_CONSUME_STATS => {
+            let mut checks = optional_topic(field("topic"), Action::Sub);
+            checks.push(Check::group(field("consumerGroup"), Action::Sub));
+            checks
+        }
+        code::UNREGISTER_CLIENT => optional_group(field("consumerGroup")),
+        // Checked against the broker's subscription rules; naming a group changes nothing.
+        code::CHECK_CLIENT_CONFIG => Vec::new(),
+        code::HEART_BEAT => match HeartbeatData::decode(&request.body) {
+            Ok(heartbeat) => heartbeat
+                .consumer_data_set
+                .iter()
+                .flat_map(|consumer| {
+                    let topics = consumer
+                        .subscription_data_set
+                        .iter()
+                        .filter(|s| !is_retry_topic(&s.topic))
+                        .map(|s| Check::topic(&s.topic, Action::Sub));
+                    std::iter::once(Check::group(&consumer.group_name, Action::Sub)).chain(topics)
+                })
+                .collect(),
+            // The processor answers an undecodable body; there is nothing to grant.
+            Err(_) => Vec::new(),
+        },
+        code::LOCK_BATCH_MQ => match LockBatchRequestBody::decode(&request.body) {
+            Ok(body) => queues_of_group(
+                &body.consumer_group,
+                body.mq_set.iter().map(|q| q.topic.as_str()),
+            ),
+            Err(_) => Vec::new(),
+        },
+        code::UNLOCK_BATCH_MQ => match UnlockBatchRequestBody::decode(&request.body) {
+            Ok(body) => queues_of_group(
+                &body.consumer_group,
+                body.mq_set.iter().map(|q| q.topic.as_str()),
+            ),
+            Err(_) => Vec::new(),
+        },
+        code::QUERY_ASSIGNMENT => match QueryAssignmentBody::decode(&request.body) {
+            Ok(body) => consume_checks(&body.topic, &body.consumer_group),
+            Err(_) => Vec::new(),
+        },
+        code::SET_MESSAGE_REQUEST_MODE => match SetMessageRequestModeBody::decode(&request.body) {
+            Ok(body) => consume_checks(&body.topic, &body.consumer_group),
+            Err(_) => Vec::new(),
+        },
+        code::BATCH_ACK_MESSAGE => match BatchAckBody::decode(&request.body) {
+            Ok(body) => body
+                .acks
+                .iter()
+                .flat_map(|ack| consume_checks(&ack.topic, &ack.consumer_group))
+                .collect(),
+            Err(_) => Vec::new(),
+        },
+        _ => return Need::Admin,
+    };
+    Need::Access(checks)
+}
+
+/// Looking a topic's route up: PUB or SUB on it, or for a retry topic SUB on its group.
+pub fn route_checks(topic: &str) -> Vec<Check> {
+    if is_retry_topic(topic) {
+        vec![Check::group(topic, Action::Sub)]
+    } else {
+        vec![Check::topic(topic, Action::PubOrSub)]
+    }
+}
+
+/// A send: PUB on the topic, or, for a message back to a retry topic, SUB on its group.
+pub fn send_checks(topic: &str, group: &str) -> Vec<Check> {
+    if is_retry_topic(topic) {
+        let group = if group.is_empty() { topic } else { group };
+        vec![Check::group(group, Action::Sub)]
+    } else {
+        vec![Check::topic(topic, Action::Pub)]
+    }
+}
+
+/// A read by a group: SUB on the group and on the topic, unless it is the group's retry topic.
+pub fn consume_checks(topic: &str, group: &str) -> Vec<Check> {
+    let mut checks = Vec::with_capacity(2);
+    if !is_retry_topic(topic) {
+        checks.push(Check::topic(topic, Action::Sub));
+    }
+    checks.push(Check::group(group, Action::Sub));
+    checks
+}
+
+fn queues_of_group<'a>(group: &str, topics: impl Iterator<Item = &'a str>) -> Vec<Check> {
+    std::iter::once(Check::group(group, Action::Sub))
+        .chain(
+            topics
+                .filter(|t| !is_retry_topic(t))
+                .map(|t| Check::topic(t, Action::Sub)),
+        )
+        .collect()
+}
+
+fn optional_topic(topic: &str, action: Action) -> Vec<Check> {
+    if topic.is_empty() {
+        Vec::new()
+    } else {
+        vec![Check::topic(topic, action)]
+    }
+}
+
+fn optional_group(group: &str) -> Vec<Check> {
+    if group.is_empty() {
+        Vec::new()
+    } else {
+        vec![Check::group(group, Action::Sub)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+        let mut r = RemotingCommand::new_request(code);
+        for (k, v) in fields {
+            r = r.with_ext(*k, *v);
+        }
+        r
+    }
+
+    #[test]
+    fn sends_need_pub_on_their_topic_and_retry_sends_sub_on_the_group() {
+        assert_eq!(
+            remoting_need(&request(
+                code::SEND_MESSAGE_V2,
+                &[("a", "PG"), ("b", "orders")]
+            )),
+            Need::Access(vec![Check::topic("orders", Action::Pub)])
+        );
+        assert_eq!(
+            remoting_need(&request(
+                code::SEND_MESSAGE,
+                &[("topic", "%RETRY%GID_a"), ("producerGroup", "")]
+            )),
+            Need::Access(vec![Check::group("GID_a", Action::Sub)])
+        );
+    }
+
+    #[test]
+    fn reads_need_sub_on_topic_and_group_but_a_retry_topic_only_its_group() {
+        assert_eq!(
+            remoting_need(&request(
+                code::PULL_MESSAGE,
+                &[("topic", "orders"), ("consumerGroup", "GID_a")]
+            )),
+            Need::Access(vec![
+                Check::topic("orders", Action::Sub),
+                Check::group("GID_a", Action::Sub)
+            ])
+        );
+        assert_eq!(
+            remoting_need(&request(
+                code::PULL_MESSAGE,
+                &[("topic", "%RETRY%GID_a"), ("consumerGroup", "GID_a")]
+            )),
+            Need::Access(vec![Check::group("GID_a", Action::Sub)])
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_needs_sub_on_each_consumer_group_and_its_topics() {
+        let mut r = request(code::HEART_BEAT, &[]);
+        r.body = bytes::Bytes::from_static(
+            br#"{"clientID":"c1","consumerDataSet":[{"groupName":"GID_a","subscriptionDataSet":[{"topic":"orders","subString":"*"},{"topic":"%RETRY%GID_a","subString":"*"}]}],"producerDataSet":[{"groupName":"PG"}]}"#,
+        );
+        assert_eq!(
+            remoting_need(&r),
+            Need::Access(vec![
+                Check::group("GID_a", Action::Sub),
+                Check::topic("orders", Action::Sub)
+            ])
+        );
+    }
+
+    #[test]
+    fn name_server_lookups_need_nothing_and_admin_requests_an_admin() {
+        assert_eq!(
+            remoting_need(&request(
+                code::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", "orders")]
+            )),
+            Need::Nothing
+        );
+        for admin in [
+            code::UPDATE_AND_CREATE_TOPIC,
+            code::DELETE_TOPIC_IN_BROKER,
+            code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            code::DELETE_SUBSCRIPTIONGROUP,
+            code::INVOKE_BROKER_TO_RESET_OFFSET,
+            code::GET_BROKER_CONFIG,
+            code::REGISTER_BROKER,
+            99_999,
+        ] {
+            assert_eq!(
+                remoting_need(&request(admin, &[])),
+                Need::Admin,
+                "code {admin}"
+            );
+        }
+    }
+}
