@@ -406,13 +406,24 @@ impl KeyIndex {
     }
 
     /// Hands buffered entries to the file, so lookups (which read the files) see them.
+    ///
+    /// A failed write (a full disk) drops the buffered entries and their count. They belong to
+    /// the pass that fails (every pass ends with a flush), whose watermark stays behind their
+    /// records, so the next pass indexes those records again. Kept, they would be written ahead
+    /// of that pass's entries at its first roll: into this file, while the new file is named
+    /// after an earlier record. This file would then hold entries at or past the next file's
+    /// name, the only copies once a crash takes the next file's unsynced ones, and
+    /// [`Self::prune_below`] would delete them while their records are still in the log. (A
+    /// short write may have put some of them on disk past `written`; the next write starts at
+    /// `written` again.)
     fn flush(&mut self) -> Result<(), KeyIndexError> {
         if let Some(active) = self.active.as_mut() {
             if !active.buffer.is_empty() {
-                active
-                    .handle
-                    .write_all_at(&active.buffer, active.written)
-                    .map_err(io_err(&active.file.path))?;
+                if let Err(source) = active.handle.write_all_at(&active.buffer, active.written) {
+                    active.buffer.clear();
+                    active.entries = active.written / ENTRY_SIZE;
+                    return Err(io_err(&active.file.path)(source));
+                }
                 active.written += active.buffer.len() as u64;
                 active.buffer.clear();
             }
@@ -612,7 +623,8 @@ impl KeyIndex {
     }
 
     /// Deletes the files all of whose entries point below `physical_offset` (the commit log's
-    /// new start after retention); answers how many entries went.
+    /// new start after retention); answers how many entries went. A file's entries are taken
+    /// to point below the next file's name, which [`Self::flush`] keeps true when a write fails.
     pub fn prune_below(&mut self, physical_offset: u64) -> Result<u64, KeyIndexError> {
         let mut removed = 0;
         // A file's entries end where the next file's begin; the last file is never complete.
@@ -643,7 +655,10 @@ fn read_at(file: &DiskFile, path: &Path, offset: u64, len: u64) -> Result<Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::sim::SimDisk;
     use crate::message::encode_properties;
+    use crate::store::{FlushPolicy, MessageStore, StoreConfig};
+    use crate::testsuite::{message, store_config};
 
     #[test]
     fn index_keys_splits_keys_and_adds_the_unique_key() {
@@ -683,5 +698,86 @@ mod tests {
                 }
             )
         );
+    }
+
+    fn sim_config(disk: &SimDisk) -> StoreConfig {
+        StoreConfig {
+            disk: Disk::Simulated(disk.clone()),
+            ..store_config(Path::new("/store"), 1 << 20, FlushPolicy::Sync)
+        }
+    }
+
+    /// Appends one message keyed `k{id}` and answers its batch for the index.
+    fn append_keyed(
+        store: &mut MessageStore,
+        id: u64,
+    ) -> Result<KeyBatch, Box<dyn std::error::Error>> {
+        let batch = [MessageToAppend {
+            properties: encode_properties(&[("KEYS", &format!("k{id}"))]),
+            ..message("T", 0, vec![0u8; 100])
+        }];
+        let results = store.append_batch(&batch)??;
+        Ok(KeyBatch::of(&batch, &results))
+    }
+
+    /// A write that fails (a full disk) must not leave its entries to be written later: the
+    /// next pass indexes the same records again, and the stale entries went into the older file
+    /// at its roll, past the new file's name. A power cut then took the new file's copies, and
+    /// pruning below the last record deleted the only entry of a record still in the log (found
+    /// by the power-loss test, seed 9367625021464641759).
+    #[test]
+    fn a_failed_write_leaves_no_entry_past_the_next_files_name(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let sim = SimDisk::new();
+        let disk = Disk::Simulated(sim.clone());
+        let dir = Path::new("/store").join(KEY_INDEX_DIR);
+        let mut store = MessageStore::open(sim_config(&sim))?;
+        let mut index = KeyIndex::open(&disk, &dir, &store.reader())?.with_entries_per_file(4);
+        disk.sync_dir(Path::new("/store"))?;
+        let mut offsets = Vec::new();
+        for id in 0..2 {
+            let batch = append_keyed(&mut store, id)?;
+            offsets.push(batch.start);
+            index.apply(&batch, &store.reader())?;
+        }
+        // Records 2..=4 in one batch: 2 and 3 fill the first file, 4 rolls, and the write the
+        // roll starts with fails.
+        let mut batches = Vec::new();
+        for id in 2..5 {
+            let batch = append_keyed(&mut store, id)?;
+            offsets.push(batch.start);
+            batches.push(batch);
+        }
+        let failing = KeyBatch {
+            start: batches[0].start,
+            end: batches[2].end,
+            records: 3,
+            entries: batches.iter().flat_map(|b| b.entries.clone()).collect(),
+        };
+        sim.fail_writes(Some(io::ErrorKind::StorageFull));
+        assert!(index.apply(&failing, &store.reader()).is_err());
+        sim.fail_writes(None);
+        // The next batch has the gap (records 2..=4) indexed again first.
+        let batch = append_keyed(&mut store, 5)?;
+        offsets.push(batch.start);
+        index.apply(&batch, &store.reader())?;
+
+        // The power goes before the second file (never full, never synced) reaches the disk.
+        sim.kill();
+        drop(index);
+        drop(store);
+        sim.power_cut(&mut |_| 0);
+        let store = MessageStore::open(sim_config(&sim))?;
+        let reader = store.reader();
+        let mut index = KeyIndex::open(&disk, &dir, &reader)?.with_entries_per_file(4);
+        index.catch_up_all(&reader)?;
+        assert_eq!(index.watermark(), reader.commit_log_end());
+        // Retention as if the log now began at record 3: its entry must outlive the pruning.
+        index.prune_below(offsets[3])?;
+        for id in 3..6 {
+            let found = index.query(&reader, "T", &format!("k{id}"), i64::MIN, i64::MAX, 4)?;
+            assert_eq!(found.len(), 1, "k{id} looked up after pruning: {found:?}");
+        }
+        Ok(())
     }
 }

@@ -576,6 +576,14 @@ fn sync_flush_keeps_every_acknowledged_message_through_power_cuts() {
     runs(FlushPolicy::Sync);
 }
 
+/// A run that once lost a key-index entry: a full disk failed an index write mid-batch, the
+/// retry put the stale entries into the older index file, a cut took the newer file's copies,
+/// and retention pruned the older file while its last record was still in the log.
+#[test]
+fn sync_flush_replays_a_failed_key_index_write_then_a_cut_and_retention() {
+    Run::new(9_367_625_021_464_641_759, FlushPolicy::Sync).go();
+}
+
 #[test]
 fn async_flush_loses_at_most_the_unflushed_tail_through_power_cuts() {
     runs(FlushPolicy::Async);
