@@ -278,21 +278,6 @@ pub enum Refusal {
     AdminRequired { user: String, code: i32 },
 }
 
-impl Refusal {
-    /// Whether this refusal is about who the caller is (UNAUTHORIZED on gRPC) rather than what
-    /// it may do (FORBIDDEN).
-    pub fn is_authentication(&self) -> bool {
-        matches!(
-            self,
-            Refusal::Unsigned
-                | Refusal::UnknownUser(_)
-                | Refusal::BadSignature
-                | Refusal::MalformedCredentials(_)
-                | Refusal::AddressNotAllowed { .. }
-        )
-    }
-}
-
 /// Who a request comes from, once its signature checked out.
 #[derive(Debug, Clone)]
 pub enum Identity {
@@ -667,7 +652,6 @@ mod tests {
             refused.to_string(),
             "User:alice has no permission to access Group:GID_denied from 127.0.0.1, no matched policies."
         );
-        assert!(!refused.is_authentication());
     }
 
     #[test]

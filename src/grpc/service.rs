@@ -89,14 +89,15 @@ struct Caller {
 }
 
 impl Caller {
-    /// Whether the caller may do all of `checks`; FORBIDDEN naming the first it may not.
+    /// Whether the caller may do all of `checks`; UNAUTHORIZED naming the first it may not (the
+    /// code RocketMQ's proxy answers for a permission refused, as for a signature).
     fn authorize(&self, checks: Vec<Check>) -> Result<(), pb::Status> {
         let Some(identity) = &self.identity else {
             return Ok(());
         };
         Acl::authorize(identity, &Need::Access(checks), 0, self.peer.ip()).map_err(|refusal| {
             debug!(client_id = %self.client_id, reason = %refusal, "grpc call refused by the acl");
-            status(Code::Forbidden, refusal.to_string())
+            status(Code::Unauthorized, refusal.to_string())
         })
     }
 }

@@ -707,7 +707,7 @@ async fn with_acl_on_grpc_calls_are_authenticated_and_authorized_and_a_reload_ap
         .await?
         .into_inner();
     ensure!(
-        code_of(&denied.status) == Some(Code::Forbidden)
+        code_of(&denied.status) == Some(Code::Unauthorized)
             && denied
                 .status
                 .as_ref()

@@ -4,6 +4,7 @@
 #
 #   tests/conformance/apache/start.sh [--cluster] [--dir DIR] [--max-lifetime SECS]
 #                                     [--profile conformance|bench] [--prepare-only] [--proxy]
+#                                     [--acl]
 #   tests/conformance/apache/stop.sh DIR
 #
 # --proxy: the RocketMQ 5 gRPC front door. broker-a runs inside an Apache proxy JVM in local
@@ -16,6 +17,15 @@
 #   its default) serves a self-signed certificate and accepts plaintext on the same port.
 #   Ready also means the gRPC port accepts connections. Extra lines on stdout, before NAMESRV=:
 #   GRPC=127.0.0.1:PORT and PROXY_REMOTING=127.0.0.1:PORT. Not with --cluster.
+#
+# --acl: ACL 2.0 on (for acl.sh). Every broker config gets authenticationEnabled and
+#   authorizationEnabled with the Default* providers and the Local* metadata providers (users and
+#   ACLs in RocksDB under the store's config/), initAuthenticationUser (the super user rocketmq /
+#   12345678, created at start) and innerClientAuthenticationCredentials (the same); with --proxy
+#   the proxy's JSON turns on authentication and authorization for gRPC too, with the
+#   Proxy*MetadataProvider classes (in local mode they read the embedded broker's users and
+#   ACLs). The readiness probe then skips its unsigned GET_BROKER_RUNTIME_INFO (the broker
+#   answers it with NO_PERMISSION); the name server does no ACL checks.
 #
 # The jars come from Maven Central through pom.xml beside this script, resolved once with
 # `mvn dependency:build-classpath` into ~/.m2 and a classpath file under
@@ -60,7 +70,8 @@ MAX_LIFETIME=1800
 PROFILE=conformance
 PREPARE_ONLY=0
 PROXY=0
-usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy]"
+ACL=0
+usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy] [--acl]"
 while (($#)); do
     case $1 in
         --cluster) CLUSTER=1 ;;
@@ -69,6 +80,7 @@ while (($#)); do
         --profile) PROFILE=$2; shift ;;
         --prepare-only) PREPARE_ONLY=1 ;;
         --proxy) PROXY=1 ;;
+        --acl) ACL=1 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
@@ -270,7 +282,28 @@ transactionTimeOut=3000
 transactionCheckInterval=2000
 EOF
     fi
+    if ((ACL)); then
+        cat >>"$DIR/$b.conf" <<'EOF'
+# ACL 2.0 (--acl)
+authenticationEnabled=true
+authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+authorizationEnabled=true
+authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+initAuthenticationUser={"username":"rocketmq","password":"12345678"}
+innerClientAuthenticationCredentials={"accessKey":"rocketmq","secretKey":"12345678"}
+EOF
+    fi
     if ((PROXY)); then
+        PROXY_ACL=""
+        ((ACL)) && PROXY_ACL='
+  "authenticationEnabled": true,
+  "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+  "authenticationMetadataProvider": "org.apache.rocketmq.proxy.auth.ProxyAuthenticationMetadataProvider",
+  "authorizationEnabled": true,
+  "authorizationProvider": "org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider",
+  "authorizationMetadataProvider": "org.apache.rocketmq.proxy.auth.ProxyAuthorizationMetadataProvider",'
         # The proxy's config is JSON (ProxyConfig's fields). Everything else at the proxy's
         # defaults, which the gRPC suite pins (tests/conformance/README.md, gRPC section).
         cat >"$DIR/rmq-proxy.json" <<EOF
@@ -281,7 +314,7 @@ EOF
   "brokerConfigPath": "$DIR/$b.conf",
   "grpcServerPort": $GRPC_PORT,
   "remotingListenPort": $PROXY_REMOTING_PORT,
-  "localServeAddr": "127.0.0.1",
+  "localServeAddr": "127.0.0.1",$PROXY_ACL
   "enablePrintJstack": false
 }
 EOF
@@ -321,9 +354,11 @@ if ((PREPARE_ONLY)); then
     exit 0
 fi
 log "name server $NAMESRV, brokers ${BROKERS[*]}, dir $DIR (watchdog: ${MAX_LIFETIME}s)"
+PROBE_ARGS=()
+((ACL)) && PROBE_ARGS=(--no-broker-check) # its unsigned request would get NO_PERMISSION
 IFS=,
 if ! "$PYTHON" "$HERE/probe.py" --namesrv "$NAMESRV" --brokers "${BROKERS[*]}" --timeout 120 \
-    --pids "${PIDS[*]}" >"$DIR/brokers.addr"; then
+    --pids "${PIDS[*]}" "${PROBE_ARGS[@]}" >"$DIR/brokers.addr"; then
     unset IFS
     log "FAIL: Apache RocketMQ did not become ready; logs in $DIR"
     for f in "$DIR"/*.out; do

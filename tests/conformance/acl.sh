@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# ACL conformance: authentication and authorization, written once with Apache's own clients and
+# run against Apache RocketMQ 5.5.0 with ACL 2.0 on (the oracle) or skiff with an [acl] config.
+#
+#   bash tests/conformance/acl.sh --broker apache|skiff [--only a,b] [--keep]
+#
+# Users and rights, the same on both brokers:
+#   rocketmq / 12345678        the super user (Apache: initAuthenticationUser; skiff: admin = true);
+#                              creates the topics and groups
+#   alice / alice-secret-1     Allow Pub,Sub on Topic AclTopic and Sub on Group GID_acl, nothing
+#                              else (Apache: mqadmin createUser + two createAcl signed as the super
+#                              user; skiff: an [[acl.accounts]] entry with DENY defaults)
+#   topics AclTopic, AclDenied (4 queues) and groups GID_acl, GID_acl_denied, made by the harness
+#   signed as the super user (DefaultMQAdminExt + AclClientRPCHook).
+#
+#   --broker apache   apache/start.sh --proxy --acl: name server + the Apache proxy 5.5.0 in local
+#                     mode (broker inside) with ACL 2.0 in the broker config and the proxy's JSON
+#   --broker skiff    ${SKIFF_BIN:-target/release/skiff} serve --config WORK/skiff.toml (the users
+#                     above as [acl] accounts) --listen 127.0.0.1:P --grpc-listen 127.0.0.1:G
+#                     --metrics-listen off --data-dir WORK/data (never builds skiff)
+#   --only a,b        run only these scenarios
+#   --keep            keep the work dir (logs; Apache's auth audit log is
+#                     WORK/apache/logs/rocketmqlogs/auth_audit.log) even when everything passed
+#
+# Scenarios: remoting (rocketmq-client 5.5.0 signed with AclClientRPCHook, acl/ harness)
+# acl_allowed_send_and_consume, acl_denied_topic, acl_denied_group, acl_wrong_secret,
+# acl_unsigned (each refusal must carry response code 16, NO_PERMISSION); mqadmin
+# (rocketmq-tools 5.5.0, credentials from ROCKETMQ_HOME/conf/tools.yml) mqadmin_admin_allowed,
+# mqadmin_admin_denied; gRPC (rocketmq-client-java 5.2.0 with StaticSessionCredentialsProvider)
+# grpc_acl_allowed, grpc_acl_denied_topic, grpc_acl_wrong_secret (UnauthorizedException 40100).
+# Details in tests/conformance/README.md. Ends with `N passed, M failed`; exit 0 iff M = 0.
+#
+# The harness (tests/conformance/acl, Maven) is built once and rebuilt when its sources change;
+# mqadmin's classpath is resolved once as mqadmin.sh does. Everything binds 127.0.0.1 (but the
+# Apache proxy's gRPC and remoting ports, which have no bind setting); every process started here
+# is stopped on exit, and the broker also has a watchdog.
+# Environment: SKIFF_BIN, CONFORMANCE_WORK_DIR (default: a new mktemp dir), PYTHON (python3).
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PYTHON=${PYTHON:-python3}
+BROKER="" KEEP=0 ONLY=""
+usage="usage: $0 --broker apache|skiff [--only a,b] [--keep]"
+while (($#)); do
+    case $1 in
+        --broker) BROKER=$2; shift ;;
+        --only) ONLY=$2; shift ;;
+        --keep) KEEP=1 ;;
+        *) echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
+[[ $BROKER == skiff || $BROKER == apache ]] || { echo "$usage" >&2; exit 2; }
+log() { printf '[acl %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+fail_setup() { log "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+MAX_LIFETIME=600
+ROOT_AK=rocketmq ROOT_SK=12345678 ALICE_AK=alice ALICE_SK=alice-secret-1
+ALL_SCENARIOS=(acl_allowed_send_and_consume acl_denied_topic acl_denied_group acl_wrong_secret
+    acl_unsigned mqadmin_admin_allowed mqadmin_admin_denied grpc_acl_allowed grpc_acl_denied_topic
+    grpc_acl_wrong_secret)
+selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
+
+# ---- mqadmin's classpath and the harness, built once -------------------------------------------
+VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/mqadmin/pom.xml")
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
+TOOLS_CP_FILE=$CACHE/rocketmq-tools-$VERSION.classpath
+mkdir -p "$CACHE"
+if [[ ! -s $TOOLS_CP_FILE || $HERE/mqadmin/pom.xml -nt $TOOLS_CP_FILE ]]; then
+    log "resolving rocketmq-tools $VERSION with Maven (once; cached in ~/.m2)"
+    nice -n 10 mvn -q -B -f "$HERE/mqadmin/pom.xml" dependency:build-classpath \
+        -Dmdep.outputFile="$TOOLS_CP_FILE.tmp" >"$CACHE/mvn-tools.log" 2>&1 \
+        || fail_setup "mvn dependency:build-classpath for rocketmq-tools (see $CACHE/mvn-tools.log)"
+    mv "$TOOLS_CP_FILE.tmp" "$TOOLS_CP_FILE"
+fi
+TOOLS_CP=$(cat "$TOOLS_CP_FILE")
+
+ACL_DIR=$HERE/acl
+CP_FILE=$ACL_DIR/target/classpath.txt
+if [[ ! -s $CP_FILE || ! -d $ACL_DIR/target/classes \
+    || -n $(find "$ACL_DIR/src" "$ACL_DIR/pom.xml" -newer "$CP_FILE" -print -quit) ]]; then
+    log "building the ACL harness (mvn compile)"
+    nice -n 10 mvn -q -B -f "$ACL_DIR/pom.xml" compile >"${TMPDIR:-/tmp}/skiff-acl-conformance-mvn.log" 2>&1 \
+        || { tail -20 "${TMPDIR:-/tmp}/skiff-acl-conformance-mvn.log" >&2
+             fail_setup "building the harness; see ${TMPDIR:-/tmp}/skiff-acl-conformance-mvn.log"; }
+    touch "$CP_FILE"
+fi
+HARNESS_CP=$ACL_DIR/target/classes:$(cat "$CP_FILE")
+
+WORK=${CONFORMANCE_WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/skiff-acl.XXXXXX")}
+mkdir -p "$WORK/client-home"
+WORK=$(cd "$WORK" && pwd)
+
+# ---- cleanup: every process started here, by its id --------------------------------------------
+SKIFF_PID="" WATCHDOG_PID="" APACHE_DIR="" HARNESS_PID="" BG_PIDS=()
+cleanup() {
+    local p
+    for p in "${BG_PIDS[@]}" $HARNESS_PID; do
+        if kill -0 "$p" 2>/dev/null; then
+            pkill -TERM -P "$p" 2>/dev/null # its `timeout` child, which passes TERM on to the JVM
+            kill -TERM "$p" 2>/dev/null
+        fi
+    done
+    BG_PIDS=() HARNESS_PID=""
+    if [[ -n $SKIFF_PID ]] && kill -0 "$SKIFF_PID" 2>/dev/null; then
+        kill -TERM "$SKIFF_PID" 2>/dev/null
+        for _ in $(seq 100); do kill -0 "$SKIFF_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SKIFF_PID" 2>/dev/null
+    fi
+    SKIFF_PID=""
+    if [[ -n $WATCHDOG_PID ]]; then
+        pkill -TERM -P "$WATCHDOG_PID" 2>/dev/null
+        kill -TERM "$WATCHDOG_PID" 2>/dev/null
+        WATCHDOG_PID=""
+    fi
+    if [[ -n $APACHE_DIR ]]; then
+        "$HERE/apache/stop.sh" "$APACHE_DIR" --keep >/dev/null 2>&1
+        APACHE_DIR=""
+    fi
+}
+trap cleanup EXIT
+# Further signals are ignored once interrupted: `timeout` sends its signal twice (to the child and to
+# its process group), and a second one would cut the cleanup short.
+trap 'trap "" INT TERM; log interrupted; exit 130' INT TERM
+
+free_port() {
+    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# ---- broker under test ---------------------------------------------------------------------------
+NAMESRV="" GRPC="" BROKER_ADDR=""
+t0=$SECONDS
+if [[ $BROKER == apache ]]; then
+    APACHE_DIR=$WORK/apache # set first: an interrupted start is stopped too (stop.sh reads DIR/pids)
+    out=$("$HERE/apache/start.sh" --proxy --acl --dir "$WORK/apache" --max-lifetime "$MAX_LIFETIME") \
+        || fail_setup "Apache RocketMQ did not start; logs in $WORK/apache"
+    NAMESRV=$(sed -n 's/^NAMESRV=//p' <<<"$out" | tail -1)
+    GRPC=$(sed -n 's/^GRPC=//p' <<<"$out" | tail -1)
+    BROKER_ADDR=$(sed -n 's/^broker-a=//p' "$WORK/apache/brokers.addr")
+else
+    SKIFF=${SKIFF_BIN:-$ROOT/target/release/skiff}
+    [[ -x $SKIFF ]] || fail_setup "no skiff binary at $SKIFF (set SKIFF_BIN or build it)"
+    port=$(free_port)
+    grpc_port=$(free_port)
+    while [[ $grpc_port == "$port" ]]; do grpc_port=$(free_port); done
+    NAMESRV=127.0.0.1:$port GRPC=127.0.0.1:$grpc_port BROKER_ADDR=127.0.0.1:$port
+    cat >"$WORK/skiff.toml" <<EOF
+[acl]
+global_white_remote_addresses = []
+[[acl.accounts]]
+access_key = "$ROOT_AK"
+secret_key = "$ROOT_SK"
+admin = true
+[[acl.accounts]]
+access_key = "$ALICE_AK"
+secret_key = "$ALICE_SK"
+default_topic_perm = "DENY"
+default_group_perm = "DENY"
+topic_perms = ["AclTopic=PUB|SUB"]
+group_perms = ["GID_acl=SUB"]
+EOF
+    mkdir -p "$WORK/data"
+    log "skiff $SKIFF: remoting $NAMESRV, gRPC $GRPC, data $WORK/data"
+    (cd "$WORK" && exec "$SKIFF" serve --config "$WORK/skiff.toml" --listen "$NAMESRV" --grpc-listen "$GRPC" \
+        --metrics-listen off --data-dir "$WORK/data") >>"$WORK/skiff.log" 2>&1 </dev/null &
+    SKIFF_PID=$!
+    setsid bash -c 'sleep "$1"; kill -TERM "$2" 2>/dev/null; sleep 10; kill -KILL "$2" 2>/dev/null' \
+        watchdog "$MAX_LIFETIME" "$SKIFF_PID" >/dev/null 2>&1 </dev/null &
+    WATCHDOG_PID=$!
+    waited=0
+    until grep -q 'skiff ready' "$WORK/skiff.log" 2>/dev/null; do
+        kill -0 "$SKIFF_PID" 2>/dev/null || fail_setup "skiff exited; see $WORK/skiff.log"
+        ((waited++ < 300)) || fail_setup "skiff not ready after 30 s; see $WORK/skiff.log"
+        sleep 0.1
+    done
+    "$PYTHON" - "$grpc_port" "$SKIFF_PID" <<'EOF' || fail_setup "skiff's gRPC port did not open; see $WORK/skiff.log"
+import os, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+deadline = time.time() + 30
+while time.time() < deadline:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit(2)
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+EOF
+fi
+[[ -n $NAMESRV && -n $GRPC && -n $BROKER_ADDR ]] || fail_setup "no addresses from the $BROKER broker"
+log "$BROKER ready after $((SECONDS - t0))s: name server $NAMESRV, broker $BROKER_ADDR, gRPC $GRPC; work dir $WORK"
+
+# ---- mqadmin, with the credentials of ROCKETMQ_HOME/conf/tools.yml --------------------------------
+for who in root alice; do
+    mkdir -p "$WORK/mqadmin-$who/conf"
+done
+printf 'accessKey: %s\nsecretKey: %s\n' "$ROOT_AK" "$ROOT_SK" >"$WORK/mqadmin-root/conf/tools.yml"
+printf 'accessKey: %s\nsecretKey: %s\n' "$ALICE_AK" "$ALICE_SK" >"$WORK/mqadmin-alice/conf/tools.yml"
+# mqadmin NAME WHO ARGS...: `mqadmin ARGS -n NAMESRV` signed as WHO (root|alice) into WORK/NAME.out;
+# its exit status (mqadmin exits 0 also when the command failed: the output tells).
+mqadmin() {
+    local name=$1 who=$2
+    shift 2
+    (cd "$WORK" && exec timeout --kill-after=5 90 java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        -Duser.home="$WORK/client-home" -Drocketmq.home.dir="$WORK/mqadmin-$who" -Drocketmq.client.logUseSlf4j=false \
+        -cp "$TOOLS_CP" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$NAMESRV") \
+        >"$WORK/$name.out" 2>&1
+    local rc=$?
+    echo "$rc" >"$WORK/$name.rc"
+    return $rc
+}
+ok_line() { grep -q 'success' "$WORK/$1.out" && ! grep -q 'CODE:' "$WORK/$1.out"; }
+
+# ---- the harness: topics and groups as the super user, then (once WORK/acl-ready exists) the
+# remoting and gRPC scenarios ------------------------------------------------------------------------
+HARNESS_ARGS=(--namesrv "$NAMESRV" --grpc "$GRPC" --wait-file "$WORK/acl-ready")
+harness_only=()
+for n in "${ALL_SCENARIOS[@]}"; do
+    [[ $n == mqadmin_* ]] || ! selected "$n" || harness_only+=("$n")
+done
+if ((${#harness_only[@]})); then
+    HARNESS_ARGS+=(--only "$(IFS=,; echo "${harness_only[*]}")")
+    timeout --kill-after=10 300 java -Xms64m -Xmx512m -XX:+UseSerialGC -Duser.home="$WORK/client-home" \
+        -cp "$HARNESS_CP" skiff.conformance.acl.Main "${HARNESS_ARGS[@]}" \
+        >"$WORK/harness.out" 2>"$WORK/harness.err" &
+    HARNESS_PID=$!
+fi
+
+# Users and ACLs (Apache; skiff has them from skiff.toml), beside mqadmin_admin_allowed. The
+# denied command runs once alice exists, so it is refused by authorization, not for an unknown user.
+SETUP_PROBLEMS=()
+if [[ $BROKER == apache ]]; then
+    (
+        mqadmin setup-createUser root createUser -b "$BROKER_ADDR" -u "$ALICE_AK" -p "$ALICE_SK"
+        ok_line setup-createUser && touch "$WORK/user-created"
+        mqadmin setup-createAcl-topic root createAcl -b "$BROKER_ADDR" -s "User:$ALICE_AK" -r Topic:AclTopic -a Pub,Sub -d Allow
+        mqadmin setup-createAcl-group root createAcl -b "$BROKER_ADDR" -s "User:$ALICE_AK" -r Group:GID_acl -a Sub -d Allow
+        touch "$WORK/user-created" "$WORK/acl-ready"
+    ) &
+    BG_PIDS+=($!)
+else
+    touch "$WORK/user-created" "$WORK/acl-ready"
+fi
+ADMIN_TOPIC=AclAdminByRoot DENIED_ADMIN_TOPIC=AclAdminByAlice
+(
+    selected mqadmin_admin_allowed && mqadmin mqadmin_admin_allowed root updateTopic -b "$BROKER_ADDR" -t "$ADMIN_TOPIC" -r 4 -w 4
+    for _ in $(seq 1200); do [[ -e $WORK/user-created ]] && break; sleep 0.1; done
+    selected mqadmin_admin_denied && mqadmin mqadmin_admin_denied alice updateTopic -b "$BROKER_ADDR" -t "$DENIED_ADMIN_TOPIC" -r 4 -w 4
+) &
+BG_PIDS+=($!)
+for p in "${BG_PIDS[@]}"; do wait "$p"; done
+BG_PIDS=()
+if [[ $BROKER == apache ]]; then
+    for s in setup-createUser setup-createAcl-topic setup-createAcl-group; do
+        ok_line "$s" || SETUP_PROBLEMS+=("$s failed: $(grep -m1 -E 'CODE:|Exception' "$WORK/$s.out")")
+    done
+    if ((${#SETUP_PROBLEMS[@]} == 0)); then
+        log "alice and her ACL created with mqadmin after $((SECONDS - t0))s"
+    else
+        log "FAIL: ${SETUP_PROBLEMS[*]}"
+    fi
+fi
+
+# listed TOPIC [SECS]: whether the name server's topic list (GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+# 206, what `mqadmin topicList` shows) has TOPIC, waiting up to SECS for it: "yes", "no", or
+# "code N" when the list is refused. Not a route lookup: skiff's name server creates a topic it is
+# asked to route when auto-creation is on, and that would spoil the check of a denied creation.
+listed() {
+    "$PYTHON" - "$HERE/apache" "$NAMESRV" "$1" "${2:-0}" <<'EOF'
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import probe
+ns, topic, wait = sys.argv[2], sys.argv[3], float(sys.argv[4])
+deadline = time.time() + wait
+while True:
+    try:
+        rh, body = probe.request(ns, 206)
+        if rh.get("code") != 0:
+            answer = "code %s" % rh.get("code")
+        else:
+            answer = "yes" if topic in json.loads(body.decode("utf-8"))["topicList"] else "no"
+    except Exception as e:
+        answer = "error %s" % e
+    if answer == "yes" or time.time() >= deadline:
+        print(answer)
+        break
+    time.sleep(0.2)
+EOF
+}
+
+PASSED=0 FAILED=0
+declare -A RESULT=()
+verdict() { # verdict NAME PROBLEM... (none: PASS, with $NOTE)
+    local name=$1 p
+    shift
+    if (($# == 0)); then
+        RESULT[$name]="PASS $name: ${NOTE:-}"
+    else
+        local why=$1
+        shift
+        for p in "$@"; do why+="; $p"; done
+        RESULT[$name]="FAIL $name: $why (output: $WORK/$name.out)"
+    fi
+}
+if selected mqadmin_admin_allowed; then
+    problems=()
+    [[ $(cat "$WORK/mqadmin_admin_allowed.rc" 2>/dev/null) == 0 ]] || problems+=("exit status $(cat "$WORK/mqadmin_admin_allowed.rc" 2>/dev/null)")
+    ok_line mqadmin_admin_allowed || problems+=("no success line, or an error: $(grep -m1 -E 'CODE:|Exception' "$WORK/mqadmin_admin_allowed.out")")
+    there=$(listed "$ADMIN_TOPIC" 10)
+    [[ $there == yes ]] || problems+=("$ADMIN_TOPIC not in the name server's topic list 10 s later ($there)")
+    NOTE="updateTopic signed as $ROOT_AK: success, $ADMIN_TOPIC listed" verdict mqadmin_admin_allowed "${problems[@]}"
+fi
+if selected mqadmin_admin_denied; then
+    problems=()
+    if grep -q 'CODE: 16 ' "$WORK/mqadmin_admin_denied.out"; then
+        :
+    else
+        problems+=("no 'CODE: 16' (NO_PERMISSION) in the output: $(grep -m1 -E 'CODE:|Exception|success' "$WORK/mqadmin_admin_denied.out")")
+    fi
+    ! grep -q 'success' "$WORK/mqadmin_admin_denied.out" || problems+=("mqadmin printed success")
+    # Asked after the allowed topic is listed (or 10 s), and a second later: a topic the broker
+    # created would be registered with the name server by then.
+    sleep 1
+    there=$(listed "$DENIED_ADMIN_TOPIC" 0)
+    [[ $there == no ]] || problems+=("$DENIED_ADMIN_TOPIC in the name server's topic list: $there (expected no)")
+    NOTE="updateTopic signed as $ALICE_AK: $(grep -m1 -o 'CODE: [0-9]* *DESC: .*' "$WORK/mqadmin_admin_denied.out"); exit status $(cat "$WORK/mqadmin_admin_denied.rc" 2>/dev/null); $DENIED_ADMIN_TOPIC listed: $there" \
+        verdict mqadmin_admin_denied "${problems[@]}"
+fi
+
+if [[ -n $HARNESS_PID ]]; then
+    wait "$HARNESS_PID"
+    hrc=$?
+    HARNESS_PID=""
+    for n in "${harness_only[@]}"; do
+        line=$(grep -E "^(PASS|FAIL) $n " "$WORK/harness.out" | tail -1)
+        if [[ -z $line ]]; then
+            line="FAIL $n: no result (harness exit $hrc: $(grep -m1 '^SETUP FAILED' "$WORK/harness.out" || tail -1 "$WORK/harness.err"))"
+        fi
+        RESULT[$n]=$line
+    done
+fi
+cleanup
+
+echo "== ACL conformance against $BROKER (name server $NAMESRV, gRPC $GRPC), $((SECONDS - t0))s, work dir $WORK"
+for s in "${SETUP_PROBLEMS[@]}"; do echo "SETUP: $s"; done
+for n in "${ALL_SCENARIOS[@]}"; do
+    selected "$n" || continue
+    line=${RESULT[$n]:-"FAIL $n: no result"}
+    echo "$line"
+    if [[ $line == PASS* ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+done
+if ((FAILED == 0 && !KEEP)) && [[ -z ${CONFORMANCE_WORK_DIR:-} ]]; then
+    rm -rf "$WORK"
+fi
+echo "$PASSED passed, $FAILED failed"
+((FAILED == 0))
