@@ -70,8 +70,14 @@ pub struct NodeConfig {
     /// Orderly queue locks expire after this long without renewal (key `lock_expiry_ms`, in ms).
     #[serde(rename = "lock_expiry_ms", with = "millis")]
     pub lock_expiry: Duration,
-    /// `skiff serve`'s Prometheus endpoint (`GET /metrics`): an address, or `off`.
+    /// `skiff serve`'s HTTP listener: the web console at `/` and Prometheus's `GET /metrics`;
+    /// an address, or `off` (also accepted as `http_listen`).
+    #[serde(alias = "http_listen")]
     pub metrics_listen: String,
+    /// How often the console samples produce and consume rates and group lag; it keeps an
+    /// hour's worth at the default (key `console_sample_interval_ms`, in ms).
+    #[serde(rename = "console_sample_interval_ms", with = "millis")]
+    pub console_sample_interval: Duration,
     /// `skiff serve`'s own gRPC listener (RocketMQ 5 clients; the proxy's port 8081): an
     /// address, or `off`. The main port serves gRPC too, whatever this says.
     pub grpc_listen: String,
@@ -145,6 +151,7 @@ impl Default for NodeConfig {
             channel_expiry: Duration::from_secs(120),
             lock_expiry: Duration::from_secs(60),
             metrics_listen: "127.0.0.1:5557".to_string(),
+            console_sample_interval: crate::console::DEFAULT_SAMPLE_INTERVAL,
             grpc_listen: "127.0.0.1:8081".to_string(),
             tls_cert_file: None,
             tls_key_file: None,

@@ -51,7 +51,10 @@
 //! * [`protected`]: protected mode, which peers a node beyond loopback serves.
 //! * [`tls`]: the TLS acceptor both protocols share, and the TLS mode.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
-//! * [`metrics_endpoint`]: the Prometheus scrape endpoint `skiff serve` runs beside the listener.
+//! * [`http`]: the HTTP listener `skiff serve` runs beside the others: `/metrics` and the web
+//!   console.
+//! * [`console`]: the web console's API and page, and its samples of the last hour.
+//! * [`broker_link`]: the hop from `Send` tasks (gRPC, HTTP) onto the broker's arbiter.
 //! * `testsuite` (feature `testsuite`): test nodes that must be shut down, raw remoting
 //!   connections and request builders, for skiff's tests and embedders'.
 //!
@@ -69,10 +72,12 @@
 
 pub mod acl;
 pub mod admin;
+pub mod broker_link;
 pub mod config;
+pub mod console;
 pub mod descriptors;
 pub mod grpc;
-pub mod metrics_endpoint;
+pub mod http;
 pub mod node;
 pub mod protected;
 pub mod remoting;

@@ -13,9 +13,10 @@ use tracing::{info, warn};
 
 use crate::acl::{Acl, AclHandle};
 use crate::config::{ConfigError, NodeConfig};
+use crate::console::ConsoleInfo;
 use crate::descriptors;
 use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
-use crate::metrics_endpoint::MetricsEndpoint;
+use crate::http::{HttpConfig, HttpEndpoint};
 use crate::node::{Node, NodeError};
 use crate::protected::PeerPolicy;
 use crate::remoting::processor::{self, Processor, ProcessorTask};
@@ -88,7 +89,7 @@ pub struct Serving {
     server: RemotingServer,
     processor: ProcessorTask,
     local_addr: SocketAddr,
-    metrics: Option<MetricsEndpoint>,
+    http: Option<HttpEndpoint>,
     grpc: Option<GrpcServer>,
     acl: AclHandle,
 }
@@ -194,20 +195,37 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         grpc_inbox,
     )
     .await;
-    // A dev machine may run several nodes: a taken metrics port is reported, not fatal.
-    let metrics = match metrics_addr {
-        Some(addr) => match MetricsEndpoint::start(addr, node.broker().clone(), peers).await {
-            Ok(endpoint) => {
-                info!(addr = %endpoint.local_addr(), "metrics at http://{}/metrics", endpoint.local_addr());
-                Some(endpoint)
+    // A dev machine may run several nodes: a taken HTTP port is reported, not fatal.
+    let http = match metrics_addr {
+        Some(addr) => {
+            let config = node.config();
+            let http_config = HttpConfig {
+                peers,
+                acl: acl.clone(),
+                console: Some(ConsoleInfo {
+                    broker_name: config.broker_name.clone(),
+                    cluster_name: config.cluster_name.clone(),
+                    listen: local_addr.to_string(),
+                    data_dir: config.data_dir.clone(),
+                    retention: config.retention,
+                    disk_max_used_ratio: config.disk_max_used_ratio,
+                    disk_full_ratio: config.disk_full_ratio,
+                }),
+                sample_interval: config.console_sample_interval,
+            };
+            match HttpEndpoint::start(addr, node.broker().clone(), http_config).await {
+                Ok(endpoint) => {
+                    info!(addr = %endpoint.local_addr(), "console at http://{0}/, metrics at http://{0}/metrics", endpoint.local_addr());
+                    Some(endpoint)
+                }
+                Err(e) => {
+                    warn!(addr = %addr, error = %e, "http listener (console and metrics) not started");
+                    None
+                }
             }
-            Err(e) => {
-                warn!(addr = %addr, error = %e, "metrics endpoint not started");
-                None
-            }
-        },
+        }
         None => {
-            info!("metrics endpoint off");
+            info!("http listener (console and metrics) off");
             None
         }
     };
@@ -217,7 +235,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         server,
         processor,
         local_addr,
-        metrics,
+        http,
         grpc: Some(grpc),
         acl,
     })
@@ -244,17 +262,17 @@ impl Serving {
         &self.acl
     }
 
-    /// Where the Prometheus endpoint listens, when it runs.
+    /// Where the HTTP listener (console and `/metrics`) listens, when it runs.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(MetricsEndpoint::local_addr)
+        self.http.as_ref().map(HttpEndpoint::local_addr)
     }
 
     /// Stops accepting and closes every connection, stops the request processor (clients leave
     /// their groups), then shuts the node down: offsets persisted, store flushed and closed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         info!(addr = %self.local_addr, "skiff stopping");
-        if let Some(metrics) = self.metrics {
-            metrics.shutdown().await;
+        if let Some(http) = self.http {
+            http.shutdown().await;
         }
         self.server.shutdown().await;
         if let Some(grpc) = self.grpc {

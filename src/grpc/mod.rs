@@ -12,7 +12,8 @@
 //!   broker's connection registry reaches them.
 //! * [`status`]: the one table from broker errors and refusals to gRPC codes.
 //! * [`transaction_id`]: the transaction id a producer holds for a half message.
-//! * [`link`]: the hop from tonic's tasks onto the broker's arbiter.
+//! * `crate::broker_link`: the hop from tonic's tasks onto the broker's arbiter (shared with the
+//!   HTTP console).
 //! * This module: [`GrpcServer`], which serves connections from its own listener
 //!   (`grpc_listen`) and those the main port hands over after reading their first bytes.
 //!
@@ -26,7 +27,7 @@
 
 pub mod clients;
 pub mod convert;
-pub mod link;
+
 pub mod pb;
 pub mod resource;
 pub mod service;
@@ -51,7 +52,7 @@ use skiff_actors::broker::BrokerHandle;
 
 use crate::remoting::server::{ConnectionHandoff, ConnectionSlot, ConnectionSlots};
 
-use link::LinkTask;
+use crate::broker_link::{self as link, LinkTask};
 use pb::messaging_service_server::MessagingServiceServer;
 use tonic::service::interceptor::InterceptedService;
 

@@ -33,7 +33,6 @@ use skiff_storage::metadata::{TopicMessageType, PERM_READ, PERM_WRITE};
 
 use super::clients::{Client, Clients, GrpcConsumer, GrpcTransactionChecker, TELEMETRY_QUEUE};
 use super::convert::{self, duration, duration_ms, message_from_stored, message_to_append};
-use super::link::{BrokerLink, LinkError};
 use super::pb::messaging_service_server::MessagingService;
 use super::pb::{self, Code};
 use super::resource;
@@ -41,6 +40,7 @@ use super::status::{broker_status, ok, status};
 use super::transaction_id::TransactionId;
 use super::CallerIdentity;
 use crate::acl::{rules, Acl, Action, Check, Identity, Need};
+use crate::broker_link::{BrokerLink, LinkError};
 
 /// What the service needs to know of the node.
 #[derive(Debug, Clone)]

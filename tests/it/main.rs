@@ -29,6 +29,7 @@ mod remote_request_reply;
 mod remote_transactions;
 mod remoting_codec;
 mod serve_acl;
+mod serve_console;
 mod serve_flood;
 mod serve_grpc;
 mod serve_pop;

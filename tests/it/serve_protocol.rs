@@ -21,7 +21,6 @@ use skiff::remoting::frame::RemotingCommand;
 use skiff::remoting::processor;
 use skiff::remoting::{ClientConfig, InboundRequest, RemotingClient, RemotingServer, ServerConfig};
 use skiff::storage::message::{decode_records, StoredMessage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 fn client() -> RemotingClient {
@@ -1634,12 +1633,7 @@ async fn group_orderly_flag_round_trips_through_update_and_the_group_config_answ
 
 /// `GET /metrics` on the metrics listener, as a scraper sends it; the response body.
 async fn scrape(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(String, String)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).await?;
+    let raw = crate::common::http_get(&addr.to_string(), path).await?;
     let (head, body) = raw
         .split_once("\r\n\r\n")
         .ok_or_else(|| anyhow!("no header end in {raw:?}"))?;
@@ -1727,7 +1721,7 @@ async fn metrics_endpoint_reports_produce_consume_lag_and_requests() -> anyhow::
         value("skiff_fsync_duration_seconds", &[])? >= 1.0,
         "no fsync counted"
     );
-    let (status, _) = scrape(metrics, "/").await?;
+    let (status, _) = scrape(metrics, "/nothing-here").await?;
     ensure!(status.contains("404"), "{status}");
     // Embedded users read the same numbers.
     let snapshot = h.serving.node().metrics().await?;

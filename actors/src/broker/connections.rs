@@ -213,6 +213,15 @@ impl Connections {
             .cloned()
     }
 
+    /// What every described client said of itself, one per connection.
+    pub fn descriptions(&self) -> Vec<ClientDescription> {
+        self.table
+            .borrow()
+            .values()
+            .filter_map(|c| c.description.clone())
+            .collect()
+    }
+
     /// A connection closed: everything registered through it is gone. Answers how many producer
     /// registrations it held.
     pub fn close(&self, connection: ConnectionId) -> usize {

@@ -275,10 +275,33 @@ pub fn free_port_on(host: &str) -> anyhow::Result<u16> {
 /// `GET path` over a bare HTTP/1.1 connection to `addr` (no HTTP client in the
 /// dev-dependencies); the whole response, status line first.
 pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    http_request(addr, "GET", path, &[], None).await
+}
+
+/// Any request over a bare HTTP/1.1 connection, with extra header lines and a JSON body.
+pub async fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    json_body: Option<&str>,
+) -> anyhow::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let head = format!("GET {path} HTTP/1.1\r\nHost: skiff\r\nConnection: close\r\n\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: skiff\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let body = json_body.unwrap_or("");
+    if json_body.is_some() {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;
     Ok(response)

@@ -1,4 +1,5 @@
-//! The hop from the gRPC server's tasks onto the broker's arbiter.
+//! The hop from `Send` tasks (the gRPC server's calls, the HTTP console's requests) onto the
+//! broker's arbiter.
 //!
 //! [`BrokerHandle`] is `Rc`-based and lives on the arbiter that opened the node; tonic runs each
 //! call in a `Send` task. [`BrokerLink::call`] sends a closure over a bounded channel to the loop
@@ -17,7 +18,7 @@ use skiff_actors::broker::BrokerHandle;
 
 type Job = Box<dyn FnOnce(BrokerHandle) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 
-/// Calls waiting for the arbiter, across all gRPC clients, before the broker answers busy.
+/// Calls waiting for the arbiter, across all callers of one link, before the broker answers busy.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 4096;
 
 /// Why a call did not reach the broker.
@@ -29,7 +30,7 @@ pub enum LinkError {
     Stopped,
 }
 
-/// The `Send + Sync` half: how gRPC handlers call the broker.
+/// The `Send + Sync` half: how handlers on other tasks call the broker.
 #[derive(Clone)]
 pub struct BrokerLink {
     jobs: mpsc::Sender<Job>,
@@ -76,7 +77,7 @@ pub fn spawn(broker: BrokerHandle, capacity: usize) -> (BrokerLink, LinkTask) {
                 Some(done) = running.join_next(), if !running.is_empty() => {
                     if let Err(e) = done {
                         if e.is_panic() {
-                            error!(error = %e, "grpc broker call panicked");
+                            error!(error = %e, "broker call panicked");
                         }
                     }
                 }
@@ -105,7 +106,7 @@ impl LinkTask {
         self.stop.send_replace(true);
         if let Some(task) = self.task.take() {
             if let Err(e) = task.await {
-                error!(error = %e, "grpc broker link failed");
+                error!(error = %e, "broker link failed");
             }
         }
     }

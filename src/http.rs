@@ -1,0 +1,188 @@
+//! The HTTP listener of `skiff serve` (`metrics_listen`, alias `http_listen`; 127.0.0.1:5557 by
+//! default, RocketMQ's exporter port): `GET /metrics` for Prometheus, answered with
+//! [`MetricsSnapshot::to_prometheus`](skiff_actors::metrics::MetricsSnapshot::to_prometheus),
+//! and the web console ([`crate::console`]) at `/` with its API under `/api/v1`.
+//!
+//! Protected mode applies to every route: with no users configured, a peer beyond loopback is
+//! answered 403. With users, the console serves such a peer after it logs in, but `/metrics`,
+//! which Prometheus scrapes without credentials, stays loopback-only unless protected mode is
+//! turned off.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use skiff_actors::broker::BrokerHandle;
+
+use crate::acl::AclHandle;
+use crate::broker_link::{self, BrokerLink, LinkTask};
+use crate::console::{self, ConsoleInfo, ConsoleTask};
+use crate::protected::{self, PeerPolicy};
+
+/// Scrapes waiting for the broker before it answers busy.
+const METRICS_LINK_CAPACITY: usize = 16;
+/// How long shutdown waits for open requests (a console's live tail) to end.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// What the listener serves besides `/metrics`.
+pub struct HttpConfig {
+    pub peers: PeerPolicy,
+    pub acl: AclHandle,
+    /// The console's view of the node; `None` serves `/metrics` only.
+    pub console: Option<ConsoleInfo>,
+    /// How often the console samples rates and lag.
+    pub sample_interval: Duration,
+}
+
+/// The running listener; [`HttpEndpoint::shutdown`] stops it.
+pub struct HttpEndpoint {
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    metrics_link: Option<LinkTask>,
+    console: Option<ConsoleTask>,
+}
+
+#[derive(Clone)]
+struct Guard {
+    peers: PeerPolicy,
+    acl: AclHandle,
+}
+
+impl HttpEndpoint {
+    /// Binds `addr` and serves; must run on the broker's arbiter (inside an actix system /
+    /// `LocalSet`), where the console's broker calls run.
+    pub async fn start(
+        addr: SocketAddr,
+        broker: BrokerHandle,
+        config: HttpConfig,
+    ) -> std::io::Result<HttpEndpoint> {
+        let listener = TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        let (metrics, metrics_link) = broker_link::spawn(broker.clone(), METRICS_LINK_CAPACITY);
+        let mut router = Router::new().route("/metrics", get(scrape).with_state(metrics));
+        let mut console_task = None;
+        if let Some(info) = config.console {
+            let (console, task) =
+                console::start(broker, info, config.acl.clone(), config.sample_interval);
+            router = router.merge(console.router());
+            console_task = Some(task);
+        }
+        let guard = Guard {
+            peers: config.peers,
+            acl: config.acl,
+        };
+        let router = router.layer(axum::middleware::from_fn_with_state(guard, protect));
+        let (stop, mut stopped) = watch::channel(false);
+        let server = tokio::spawn(async move {
+            let serving = axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            });
+            if let Err(e) = serving.await {
+                warn!(error = %e, "http listener failed");
+            }
+        });
+        Ok(HttpEndpoint {
+            local_addr,
+            stop,
+            server: Some(server),
+            metrics_link: Some(metrics_link),
+            console: console_task,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(server) = self.server.take() {
+            let abort = server.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
+                debug!("http requests still open at shutdown; aborted");
+                abort.abort();
+            }
+        }
+        if let Some(console) = self.console.take() {
+            console.shutdown().await;
+        }
+        if let Some(link) = self.metrics_link.take() {
+            link.shutdown().await;
+        }
+    }
+}
+
+impl Drop for HttpEndpoint {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Protected mode, before any route.
+async fn protect(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+    if guard.peers.serves(peer) {
+        return next.run(request).await;
+    }
+    // The console logs its users in; /metrics cannot.
+    if guard.acl.current().is_on() && request.uri().path() != "/metrics" {
+        return next.run(request).await;
+    }
+    debug!(peer = %peer, path = %request.uri().path(), "http request refused: protected mode serves loopback peers only");
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{}\n", protected::REFUSAL),
+    )
+        .into_response()
+}
+
+async fn scrape(State(metrics): State<BrokerLink>) -> Response {
+    let snapshot = metrics
+        .call(|broker| async move { broker.metrics().await })
+        .await;
+    match snapshot {
+        Ok(Ok(snapshot)) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            snapshot.to_prometheus(),
+        )
+            .into_response(),
+        Ok(Err(e)) => {
+            warn!(
+                error = &e as &dyn std::error::Error,
+                "reading metrics failed"
+            );
+            unavailable()
+        }
+        Err(_) => unavailable(),
+    }
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "the broker is not available\n",
+    )
+        .into_response()
+}
