@@ -193,19 +193,33 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
+/// Where to read the page's files from instead of the embedded copies, for working on the page
+/// without rebuilding: a directory holding `index.html`, `app.js` and `style.css`.
+pub const ASSETS_DIR_VARIABLE: &str = "SKIFF_CONSOLE_ASSETS";
+
 async fn page() -> impl IntoResponse {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+    asset("text/html; charset=utf-8", "index.html", INDEX_HTML)
 }
 
 async fn script() -> impl IntoResponse {
-    asset("text/javascript; charset=utf-8", APP_JS)
+    asset("text/javascript; charset=utf-8", "app.js", APP_JS)
 }
 
 async fn stylesheet() -> impl IntoResponse {
-    asset("text/css; charset=utf-8", STYLE_CSS)
+    asset("text/css; charset=utf-8", "style.css", STYLE_CSS)
 }
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+fn asset(content_type: &'static str, file: &str, embedded: &'static str) -> Response {
+    let body = match std::env::var_os(ASSETS_DIR_VARIABLE) {
+        Some(dir) => match std::fs::read_to_string(std::path::Path::new(&dir).join(file)) {
+            Ok(text) => std::borrow::Cow::Owned(text),
+            Err(e) => {
+                warn!(file, error = %e, "console asset not read from {ASSETS_DIR_VARIABLE}; serving the embedded one");
+                std::borrow::Cow::Borrowed(embedded)
+            }
+        },
+        None => std::borrow::Cow::Borrowed(embedded),
+    };
     (
         [
             (header::CONTENT_TYPE, content_type),
