@@ -1,10 +1,11 @@
-//! What each request needs (the gRPC service asks [`send_checks`], [`consume_checks`] and
-//! [`route_checks`] the same questions), and for remoting, what each request code needs, read from its header fields and, for the few requests that
-//! name their groups and topics only in the body, from the body: the facts of RocketMQ's
-//! authorization (a send needs PUB on its topic, a pull SUB on its topic and its group, and so
-//! on). A retry topic (`%RETRY%group`) stands for its group. Name-server lookups need nothing,
-//! as RocketMQ's name server checks no signature; every request not listed here changes or
-//! reveals the broker as a whole and needs an admin account.
+//! What each request needs, as RocketMQ's broker decides it: a send needs PUB on its topic, a
+//! read SUB on its topic and its group, and so on; a retry topic (`%RETRY%group`) stands for
+//! its group. [`remoting_need`] reads it from a remoting request's header fields and, for the
+//! few requests that name their groups and topics only in the body, from the body; the gRPC
+//! service asks [`send_checks`], [`consume_checks`] and [`route_checks`] once it has read a
+//! call's topic and group. Name-server lookups need nothing, as RocketMQ's name server checks no
+//! signature; every remoting request not listed here changes or reveals the broker as a whole
+//! and needs an admin account.
 
 use super::{Action, Check, Need};
 use crate::remoting::body::{
