@@ -54,6 +54,8 @@ pub(super) fn routes() -> Router<Console> {
         .route("/groups/{name}/reset-offset", post(reset_offset))
         .route("/messages", get(browse))
         .route("/messages/{id}", get(message))
+        .route("/messages/{id}/resend", post(resend_one))
+        .route("/groups/{name}/dlq/resend", post(resend_dead_letters))
 }
 
 /// An API error: its status and the message the page shows.
@@ -136,6 +138,46 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
+/// A JSON body, any content type; a body that does not parse is a 400 in the API's shape.
+pub(super) struct ApiJson<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let body = Bytes::from_request(request, state).await.map_err(|e| {
+            ApiError::bad_request(format!("the request body could not be read: {e}"))
+        })?;
+        let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &body
+        };
+        serde_json::from_slice(body).map(ApiJson).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not the JSON expected: {e}"))
+        })
+    }
+}
+
+/// Query parameters; ones that do not parse are a 400 in the API's shape.
+pub(super) struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S>
+    for ApiQuery<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| ApiQuery(q))
+            .map_err(|e| ApiError::bad_request(e.body_text()))
+    }
+}
+
 impl Console {
     /// Runs `call` with the broker on its arbiter.
     async fn on_broker<T, F, Fut>(&self, call: F) -> Result<T, ApiError>
@@ -203,11 +245,15 @@ async fn overview(State(console): State<Console>) -> ApiResult<Overview> {
             ))
         })
         .await?;
-    let (total, available) = (
+    // As df and the disk guard count: used is total minus free, and the size is used plus what
+    // this process may still use (the root reserve left out), so the ratio is used over size.
+    let (total, free, available) = (
         fs2::total_space(&data_dir).unwrap_or(0),
+        fs2::free_space(&data_dir).unwrap_or(0),
         fs2::available_space(&data_dir).unwrap_or(0),
     );
-    let used_ratio = skiff_actors::broker::retention::measure(&data_dir).unwrap_or(0.0);
+    let used = total.saturating_sub(free);
+    let used_ratio = skiff_actors::broker::retention::used_ratio(total, free, available);
     let mut by_protocol: BTreeMap<&str, u64> = BTreeMap::new();
     let mut by_language: BTreeMap<String, u64> = BTreeMap::new();
     for client in &clients {
@@ -224,8 +270,8 @@ async fn overview(State(console): State<Console>) -> ApiResult<Overview> {
         disk: json!({
             "data_dir": info.data_dir.display().to_string(),
             "store_bytes": snapshot.store_bytes,
-            "used_bytes": total.saturating_sub(available),
-            "total_bytes": total,
+            "used_bytes": used,
+            "total_bytes": used.saturating_add(available),
             "used_ratio": used_ratio,
             "max_used_ratio": info.disk_max_used_ratio,
             "full_ratio": info.disk_full_ratio,
@@ -303,7 +349,7 @@ struct NewTopic {
 
 async fn create_topic(
     State(console): State<Console>,
-    Json(new): Json<NewTopic>,
+    ApiJson(new): ApiJson<NewTopic>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let name = new.name.trim().to_owned();
     if names::topic_name_problem(&name).is_some() {
@@ -426,7 +472,7 @@ struct TestMessage {
 async fn send_message(
     State(console): State<Console>,
     Path(topic): Path<String>,
-    Json(message): Json<TestMessage>,
+    ApiJson(message): ApiJson<TestMessage>,
 ) -> ApiResult<Value> {
     let max_level = skiff_actors::logic::delay::DELAY_LEVELS.len() as u32;
     if message.delay_level.is_some_and(|l| l > max_level) {
@@ -610,7 +656,7 @@ struct Reset {
 async fn reset_offset(
     State(console): State<Console>,
     Path(group): Path<String>,
-    Json(reset): Json<Reset>,
+    ApiJson(reset): ApiJson<Reset>,
 ) -> ApiResult<Value> {
     if !reset.confirm {
         return Err(ApiError::bad_request(
@@ -660,6 +706,131 @@ enum ResetTo {
     Time(i64),
 }
 
+// ---- dead letters ---------------------------------------------------------------------------
+
+/// Sends a dead letter back to the topic it was first sent to (its `RETRY_TOPIC` property),
+/// as a new message with the same body, keys and properties and no reconsume count, so the
+/// group consumes it again. The dead letter stays where it is.
+async fn resend_dead_letter(
+    broker: &BrokerHandle,
+    letter: &StoredMessage,
+) -> Result<Value, ApiError> {
+    if !letter
+        .topic
+        .starts_with(skiff_actors::logic::delay::DLQ_TOPIC_PREFIX)
+    {
+        return Err(ApiError::bad_request(format!(
+            "message {} is in {}, not a dead-letter topic",
+            letter.offset_msg_id(),
+            letter.topic
+        )));
+    }
+    let Some(original) = letter.property("RETRY_TOPIC").map(str::to_owned) else {
+        return Err(ApiError::bad_request(format!(
+            "dead letter {} does not name the topic it came from (no RETRY_TOPIC)",
+            letter.offset_msg_id()
+        )));
+    };
+    let config = broker
+        .topic(&original)?
+        .ok_or_else(|| ApiError::not_found(format!("topic {original} does not exist")))?;
+    let append = MessageToAppend {
+        topic: original.clone(),
+        queue_id: letter.queue_id % config.write_queue_nums.max(1),
+        reconsume_times: 0,
+        properties: skiff_storage::message::without_properties(
+            &letter.properties,
+            &[
+                "RETRY_TOPIC",
+                "DELAY",
+                "REAL_TOPIC",
+                "REAL_QID",
+                "ORIGIN_MESSAGE_ID",
+            ],
+        ),
+        ..MessageToAppend::copy_of(letter)
+    };
+    let sent = broker
+        .send_messages(SendRequest {
+            messages: vec![append],
+            broker_name: None,
+            auto_create_queue_nums: None,
+        })
+        .await?;
+    let result = sent
+        .first()
+        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "nothing sent"))?;
+    Ok(json!({
+        "from": letter.offset_msg_id(),
+        "topic": original,
+        "msg_id": result.offset_msg_id,
+        "queue_id": result.queue_id,
+        "queue_offset": result.queue_offset,
+    }))
+}
+
+async fn resend_one(State(console): State<Console>, Path(id): Path<String>) -> ApiResult<Value> {
+    let Some(physical) = crate::remoting::wire::physical_offset_of(&id) else {
+        return Err(ApiError::bad_request(format!("{id:?} is not a message id")));
+    };
+    console
+        .on_broker(move |broker| async move {
+            let letter = broker
+                .reader()
+                .read_by_physical_offset(physical)?
+                .ok_or_else(|| ApiError::not_found(format!("no message has id {id}")))?;
+            Ok(Json(resend_dead_letter(&broker, &letter).await?))
+        })
+        .await
+}
+
+#[derive(Deserialize)]
+struct Confirmed {
+    #[serde(default)]
+    confirm: bool,
+}
+
+/// Every dead letter of the group, each sent back once.
+async fn resend_dead_letters(
+    State(console): State<Console>,
+    Path(group): Path<String>,
+    ApiJson(confirmed): ApiJson<Confirmed>,
+) -> ApiResult<Value> {
+    if !confirmed.confirm {
+        return Err(ApiError::bad_request(
+            "resending every dead letter delivers them all again: send \"confirm\": true",
+        ));
+    }
+    console
+        .on_broker(move |broker| async move {
+            let topic = dlq_topic(&group);
+            let Some(config) = broker.topic(&topic)? else {
+                return Ok(Json(json!({ "resent": [] })));
+            };
+            let mut resent = Vec::new();
+            for queue in 0..config.read_queue_nums.max(config.write_queue_nums) {
+                let reader = broker.reader();
+                let mut offset = reader.min_offset(&topic, queue);
+                let end = reader.max_offset(&topic, queue);
+                while offset < end {
+                    let read = reader.read(&topic, queue, offset, 32, 1 << 20, None)?;
+                    let letters = decode_records(read.records).map_err(|e| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error_chain(&e))
+                    })?;
+                    if letters.is_empty() {
+                        break;
+                    }
+                    for letter in &letters {
+                        resent.push(resend_dead_letter(&broker, letter).await?);
+                    }
+                    offset = read.next_begin_offset.max(offset + 1);
+                }
+            }
+            Ok(Json(json!({ "resent": resent })))
+        })
+        .await
+}
+
 // ---- messages --------------------------------------------------------------------------------
 
 fn summary(message: &StoredMessage) -> Value {
@@ -702,7 +873,7 @@ fn number<T: std::str::FromStr>(
 async fn browse(
     State(console): State<Console>,
     user: Option<Extension<ConsoleUser>>,
-    Query(query): Query<Browse>,
+    ApiQuery(query): ApiQuery<Browse>,
 ) -> ApiResult<Value> {
     may_read(user.as_deref(), &query.topic)?;
     let topic = query.topic.clone();
@@ -758,19 +929,50 @@ async fn browse(
         .await
 }
 
+#[derive(Deserialize)]
+struct MessageQuery {
+    topic: Option<String>,
+}
+
+/// A message by its offset message id, or by the id its producer gave it (`UNIQ_KEY`) within
+/// `?topic=`.
 async fn message(
     State(console): State<Console>,
     user: Option<Extension<ConsoleUser>>,
     Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<MessageQuery>,
 ) -> ApiResult<Value> {
-    let Some(physical) = crate::remoting::wire::physical_offset_of(&id) else {
+    let physical = crate::remoting::wire::physical_offset_of(&id);
+    let topic = query.topic.filter(|t| !t.is_empty());
+    if physical.is_none() && topic.is_none() {
         return Err(ApiError::bad_request(format!(
-            "{id:?} is not a message id (32 hex digits of the store's address and offset)"
+            "{id:?} is not an offset message id (32 hex digits of the store's address and \
+             offset); to find a message by its producer's id, name its topic (?topic=)"
         )));
-    };
+    }
+    if let Some(topic) = &topic {
+        may_read(user.as_deref(), topic)?;
+    }
     let message = console
         .on_broker(move |broker| async move {
-            let found = broker.reader().read_by_physical_offset(physical)?;
+            // A producer's id has the shape of an offset id too: it is looked up as one first,
+            // then, when that names no message of its own id, by key in the topic.
+            let mut found = match physical {
+                Some(physical) => broker
+                    .reader()
+                    .read_by_physical_offset(physical)?
+                    .filter(|m| m.offset_msg_id().eq_ignore_ascii_case(&id)),
+                None => None,
+            };
+            if let (None, Some(topic)) = (&found, topic) {
+                let indexed = broker.query_by_key(&topic, &id, 0, i64::MAX, 32).await?;
+                found = indexed
+                    .records
+                    .into_iter()
+                    .filter_map(|record| decode_records(record).ok())
+                    .flatten()
+                    .find(|m| m.property("UNIQ_KEY") == Some(id.as_str()));
+            }
             let Some(message) = found else {
                 return Err(ApiError::not_found(format!("no message has id {id}")));
             };

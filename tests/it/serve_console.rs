@@ -221,8 +221,86 @@ async fn the_console_api_shows_what_the_broker_holds_and_refuses_bad_input() -> 
         .as_array()
         .is_some_and(|m| m.iter().any(|m| m["msg_id"] == id));
     ensure!(status == 200 && found_key, "{status} {by_key}");
+    let uniq = sent["uniq_key"].as_str().context("uniq_key")?;
+    let (status, by_uniq) = get(&http, &format!("/api/v1/messages/{uniq}?topic=Orders")).await?;
+    ensure!(
+        status == 200 && by_uniq["msg_id"] == id,
+        "by the producer's id: {status} {by_uniq}"
+    );
+    let (status, not_json) =
+        call(&http, "POST", "/api/v1/topics", &[CSRF], Some("{not json")).await?;
+    ensure!(
+        status == 400 && not_json["error"].is_string(),
+        "a body that is not JSON: {status} {not_json}"
+    );
     let (status, _) = get(&http, "/api/v1/messages/not-an-id").await?;
     ensure!(status == 400, "malformed id: {status}");
+
+    // A dead letter, resent to the topic it came from. An offset message id ends with the
+    // commit-log offset in 16 hex digits.
+    let physical = u64::from_str_radix(id.get(id.len() - 16..).context("id length")?, 16)?;
+    let to_dlq = common::request(
+        rc::CONSUMER_SEND_MSG_BACK,
+        &[
+            ("group", "GID_orders"),
+            ("offset", &physical.to_string()),
+            ("delayLevel", "-1"),
+            ("originMsgId", id),
+            ("originTopic", "Orders"),
+            ("maxReconsumeTimes", "16"),
+        ],
+    );
+    common::expect_code(
+        &client
+            .invoke(&remoting, to_dlq, Duration::from_secs(5))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let (status, letters) =
+        get(&http, "/api/v1/messages?topic=%25DLQ%25GID_orders&queue=0").await?;
+    ensure!(status == 200, "{status} {letters}");
+    let letter = letters["messages"][0]["msg_id"]
+        .as_str()
+        .context("a dead letter")?
+        .to_owned();
+    let stored = || -> u64 {
+        let reader = serving.node().broker().reader();
+        (0..4).map(|q| reader.max_offset("Orders", q)).sum()
+    };
+    let before = stored();
+    let resend = format!("/api/v1/messages/{letter}/resend");
+    let (status, resent) = call(&http, "POST", &resend, &[CSRF], None).await?;
+    ensure!(
+        status == 200 && resent["topic"] == "Orders",
+        "{status} {resent}"
+    );
+    let again = resent["msg_id"]
+        .as_str()
+        .context("the resent id")?
+        .to_owned();
+    let (_, copy) = get(&http, &format!("/api/v1/messages/{again}")).await?;
+    ensure!(
+        copy["topic"] == "Orders"
+            && copy["body_text"] == "{\"id\": 42}"
+            && copy["reconsume_times"] == 0,
+        "{copy}"
+    );
+    ensure!(stored() == before + 1, "one message back in Orders");
+    let all = "/api/v1/groups/GID_orders/dlq/resend";
+    let (status, _) = call(&http, "POST", all, &[CSRF], Some("{}")).await?;
+    ensure!(status == 400, "resend all without confirmation: {status}");
+    let (status, all_resent) =
+        call(&http, "POST", all, &[CSRF], Some(r#"{"confirm": true}"#)).await?;
+    ensure!(
+        status == 200 && all_resent["resent"].as_array().map(Vec::len) == Some(1),
+        "{status} {all_resent}"
+    );
+    let not_a_letter = format!("/api/v1/messages/{again}/resend");
+    let (status, _) = call(&http, "POST", &not_a_letter, &[CSRF], None).await?;
+    ensure!(
+        status == 400,
+        "resending a message that is no dead letter: {status}"
+    );
 
     let (status, browsed) = get(
         &http,

@@ -594,7 +594,7 @@ function sendForm(topic) {
 
 function tailPanel(topic) {
   const status = h('span', { id: 'tail-status', 'data-testid': 'tail-status', 'data-state': 'closed', class: 'tail-status' }, 'stopped');
-  const list = h('tbody', { id: 'tail-list', 'data-testid': 'tail-list' });
+  const list = h('tbody', {});
   const empty = h('p', { class: 'muted small', id: 'tail-empty' }, 'Messages sent to this topic from now on appear here.');
   const button = h('button', { type: 'button', id: 'tail-toggle', class: 'small' }, 'Pause');
   let source = null;
@@ -637,7 +637,7 @@ function tailPanel(topic) {
   return section(null, 'tail',
     h('div', { class: 'panel-head' }, h('h2', {}, 'Live tail'), status, counter, button),
     empty,
-    h('div', { class: 'scroll' }, h('table', { id: 'tail-table', class: 'compact' },
+    h('div', { class: 'scroll' }, h('table', { id: 'tail-list', 'data-testid': 'tail-list', class: 'compact' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Stored'), h('th', { class: 'num' }, 'Queue'),
         h('th', { class: 'num' }, 'Offset'), h('th', {}, 'Message ID'), h('th', {}, 'Tags'),
         h('th', {}, 'Keys'), h('th', { class: 'num' }, 'Bytes'))),
@@ -680,7 +680,8 @@ async function groupView(name) {
     h('header', { class: 'page-head' },
       h('p', { class: 'crumbs' }, h('a', { href: '#/groups' }, 'Groups'), ' / '),
       h('h1', { id: 'group-name', 'data-testid': 'group-name' }, g.name),
-      h('p', { class: 'meta' }, badge(g.message_model), badge(g.consume_type, 'muted'), ' ',
+      h('p', { class: 'meta' }, g.message_model ? badge(g.message_model) : null,
+        g.consume_type ? badge(g.consume_type, 'muted') : null, ' ',
         dlqLink('group-retry-link', 'retry', g.retry_topic), ' · ', dlqLink('group-dlq-link', 'DLQ', g.dlq_topic))),
     h('div', { class: 'stats' },
       h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'Lag'),
@@ -843,7 +844,10 @@ async function messagesView(params) {
   }
   const msgs = page.messages || [];
   let next = null;
-  if (p('key') === null && page.next !== null && page.next !== undefined && msgs.length) {
+  // A next page when the broker has more: past its max offset, when it says, else a full page.
+  const more = typeof page.max_offset === 'number' ? page.next < page.max_offset
+    : msgs.length >= Number(p('count') || 20);
+  if (p('key') === null && page.next !== null && page.next !== undefined && msgs.length && more) {
     const q = new URLSearchParams(query);
     q.set('from', page.next);
     if (!q.has('count')) q.set('count', 20);

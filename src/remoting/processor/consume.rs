@@ -2,6 +2,7 @@
 //! heartbeats and unregistration, the group's member list, send-back, queue locks and the
 //! client config check.
 
+use skiff_actors::broker::connections::ClientDescription;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,6 +240,18 @@ impl Processor {
             // A closed connection has no one to register.
             return Ok(heartbeat_answer(sub_change));
         }
+        // What the client says of itself, for the console's overview (gRPC clients describe
+        // themselves in their settings).
+        self.broker.connections().describe(
+            conn.id(),
+            ClientDescription {
+                client_id: data.client_id.clone(),
+                address: conn.peer_addr().to_string(),
+                language: request.language.clone(),
+                version: crate::remoting::codes::version::desc(request.version),
+                protocol: "remoting",
+            },
+        );
         for producer in &data.producer_data_set {
             let group = producer.group_name.trim();
             if !group.is_empty() {
