@@ -1080,6 +1080,36 @@ def ui_reset_offset(b, api, admin):
     return "earliest (dialog dismissed, then accepted): %s, lag %d per skiff admin; latest: lag 0; by time %s" % (shown, lag, by_time)
 
 
+def ui_dlq_resend(b, api, admin):
+    # A dead letter as the broker writes one: in the group's %DLQ% topic, naming the topic it came
+    # from in RETRY_TOPIC (made here through the API; tests/it/serve_console.rs makes one with
+    # CONSUMER_SEND_MSG_BACK).
+    dlq = "%DLQ%" + GROUP
+    st, _, r = api.call("POST", "/api/v1/topics", {"name": dlq, "queues": 1})
+    expect(st in (201, 409), "creating %s: %s %s" % (dlq, st, short(r)))
+    body = '{"dead": %d}' % now_ms()
+    st, _, sent = api.call("POST", "/api/v1/topics/%s/messages" % urllib.parse.quote(dlq, safe=""),
+                           {"body": body, "properties": {"RETRY_TOPIC": TOPIC}})
+    expect(st == 200, "a dead letter: %s %s" % (st, short(sent)))
+    b.open("#/messages/" + sent["msg_id"])
+    wait_for(lambda: b.els("#resend-message"), 10, "the dead letter's resend button")
+    expect(TOPIC in b.text("#resend-message"), "button %r" % b.text("#resend-message"))
+    b.el("#resend-message").click()
+    b.alert(accept=True)
+    new_id = wait_for(lambda: b.els("#resent-id") and b.el("#resent-id").get_attribute("data-value"), 15, "the resent id")
+    theirs = admin.message(new_id, TOPIC)
+    expect(theirs["body"] == body, "skiff admin message %s: body %r, dead letter's %r" % (new_id, theirs["body"], body))
+    before = sum(mx for _, mx in admin.topic_status(TOPIC).values())
+    b.open("#/groups/" + GROUP)
+    wait_for(lambda: b.els("#dlq-resend-all") and b.el("#dlq-resend-all").is_enabled(), 10, "the resend-all button")
+    b.el("#dlq-resend-all").click()
+    b.alert(accept=True)
+    count = wait_for(lambda: b.els("#dlq-resent-count") and b.el("#dlq-resent-count").get_attribute("data-value"), 15, "the resent count")
+    after = sum(mx for _, mx in admin.topic_status(TOPIC).values())
+    expect(int(count) == 1 and after == before + 1, "resend all: %s shown, %s -> %s stored in %s" % (count, before, after, TOPIC))
+    return "one dead letter resent from its page (%s, body as skiff admin message), then all from the group's page" % new_id
+
+
 # ---- main ------------------------------------------------------------------------------------------------
 
 def main(argv):
@@ -1147,6 +1177,7 @@ def main(argv):
         check("ui_send_message", ui_send_message, browser, api, admin)
         check("ui_live_tail", ui_live_tail, browser, client, producer)
         check("ui_reset_offset", ui_reset_offset, browser, api, admin)
+        check("ui_dlq_resend", ui_dlq_resend, browser, api, admin)
         errors = browser.console_errors()
         record("ui_no_script_errors", not errors, "; ".join(errors[:5]) if errors else "no errors in the browser console")
     finally:

@@ -717,7 +717,36 @@ async function groupView(name) {
         num(q.in_flight, { 'data-col': 'in_flight' }),
         h('td', {}, fmtTime(q.last_commit_ms)))), 'No offsets committed.')),
     resetForm(g),
+    deadLetters(g, known.has(g.dlq_topic)),
   ];
+}
+
+// The group's dead letters: browse them, or send every one back to the topic it came from.
+function deadLetters(g, exists) {
+  const result = h('div', { id: 'dlq-result', 'data-testid': 'dlq-result', class: 'result', hidden: true });
+  const button = h('button', { type: 'button', id: 'dlq-resend-all', class: 'danger', disabled: !exists },
+    'Resend all dead letters');
+  button.addEventListener('click', () => {
+    if (!confirm(`Send every dead letter of ${g.name} back to the topic it came from? ` +
+      'Its consumers will receive each of them again.')) return;
+    const form = button.parentElement;
+    submitting(form, async () => {
+      const r = await api('POST', `/groups/${enc(g.name)}/dlq/resend`, { confirm: true });
+      const resent = r.resent || [];
+      result.replaceChildren(h('p', { id: 'dlq-resent-count', 'data-value': resent.length },
+        `${fmtInt(resent.length)} dead letters resent.`),
+      table('dlq-resent', ['From', 'To topic', 'New message'], resent.map((x) => h('tr', { 'data-from': x.from },
+        h('td', { class: 'mono' }, h('a', { href: messageHref(x.from) }, x.from)),
+        h('td', {}, h('a', { href: topicHref(x.topic) }, x.topic)),
+        h('td', { class: 'mono' }, h('a', { href: messageHref(x.msg_id) }, x.msg_id))))));
+      result.hidden = false;
+      showNotice(`${resent.length} dead letters resent.`);
+    });
+  });
+  const browse = exists
+    ? h('a', { id: 'dlq-browse', href: `#/messages?topic=${enc(g.dlq_topic)}&queue=0&from=0&count=20` }, 'Browse them')
+    : h('span', { class: 'muted' }, 'This group has no dead letters.');
+  return section('Dead letters', 'dlq', h('div', { class: 'inline-form' }, browse, ' ', button), result);
 }
 
 function resetForm(g) {
@@ -933,6 +962,7 @@ async function messageView(id) {
         : null,
       h('details', { open: bytes.length <= 512 ? true : null }, h('summary', {}, `Hex (${fmtInt(bytes.length)} bytes)`),
         h('pre', { id: 'message-body-hex', 'data-testid': 'message-body-hex', class: 'hex' }, hexDump(bytes, 64 * 1024)))),
+    m.topic.startsWith('%DLQ%') ? resendPanel(m) : null,
     m.consumed_by && m.consumed_by.length
       ? section('Consume status', 'message-consumed-panel', table('message-consumed-by', ['Group', 'Status'],
         m.consumed_by.map((c) => h('tr', { 'data-group': c.group },
@@ -940,6 +970,25 @@ async function messageView(id) {
           h('td', { 'data-col': 'consumed', 'data-value': String(c.consumed) }, c.consumed ? badge('consumed', 'ok') : badge('not consumed yet', 'warn'))))))
       : null,
   ];
+}
+
+// A dead letter's way back: sent again to the topic it first went to (its RETRY_TOPIC).
+function resendPanel(m) {
+  const origin = (m.properties || {}).RETRY_TOPIC;
+  const result = h('p', { id: 'resend-result', 'data-testid': 'resend-result', hidden: true });
+  const button = h('button', { type: 'button', id: 'resend-message', class: 'danger', disabled: !origin },
+    origin ? `Resend to ${origin}` : 'No topic to resend to');
+  button.addEventListener('click', () => {
+    if (!confirm(`Send this dead letter back to ${origin}? Its group will receive it again.`)) return;
+    submitting(button.parentElement, async () => {
+      const r = await api('POST', `/messages/${enc(m.msg_id)}/resend`);
+      result.replaceChildren('Resent to ', h('a', { href: topicHref(r.topic) }, r.topic), ' as ',
+        h('a', { id: 'resent-id', class: 'mono', href: messageHref(r.msg_id), 'data-value': r.msg_id }, r.msg_id), '.');
+      result.hidden = false;
+      showNotice('Dead letter resent.');
+    });
+  });
+  return section('Dead letter', 'message-resend-panel', h('div', { class: 'inline-form' }, button), result);
 }
 
 // ---- start --------------------------------------------------------------------------------------------
