@@ -62,6 +62,10 @@ pub struct AclConfig {
     #[serde(alias = "globalWhiteRemoteAddresses")]
     pub global_white_remote_addresses: Vec<String>,
     pub accounts: Vec<AccountConfig>,
+    /// RocketMQ's record of updates made through its admin requests (`dataVersion`), which a
+    /// `plain_acl.yml` it wrote carries; read and ignored.
+    #[serde(alias = "dataVersion", skip_serializing)]
+    pub data_version: Option<Vec<std::collections::BTreeMap<String, u64>>>,
 }
 
 /// One account as written.
@@ -607,6 +611,7 @@ mod tests {
         Acl::new(&AclConfig {
             global_white_remote_addresses: vec!["10.1.1.*".into()],
             accounts,
+            ..AclConfig::default()
         })
         .expect("valid acl")
     }
@@ -767,6 +772,9 @@ accounts:
   - accessKey: rocketmq2
     secretKey: "12345678"
     admin: true
+dataVersion:
+  - counter: 3
+    timestamp: 1733390000000
 "#;
         let config: AclConfig = serde_norway::from_str(yaml).expect("plain_acl.yml");
         assert_eq!(config.accounts.len(), 2);

@@ -55,6 +55,7 @@ pub(super) fn routes() -> Router<Console> {
         .route("/messages", get(browse))
         .route("/messages/{id}", get(message))
         .route("/messages/{id}/resend", post(resend_one))
+        .route("/messages/{id}/traces", get(traces))
         .route("/groups/{name}/dlq/resend", post(resend_dead_letters))
 }
 
@@ -770,14 +771,14 @@ async fn resend_dead_letter(
 }
 
 async fn resend_one(State(console): State<Console>, Path(id): Path<String>) -> ApiResult<Value> {
-    let Some(physical) = crate::remoting::wire::physical_offset_of(&id) else {
-        return Err(ApiError::bad_request(format!("{id:?} is not a message id")));
-    };
+    if crate::remoting::wire::physical_offset_of(&id).is_none() {
+        return Err(ApiError::bad_request(format!(
+            "{id:?} is not an offset message id"
+        )));
+    }
     console
         .on_broker(move |broker| async move {
-            let letter = broker
-                .reader()
-                .read_by_physical_offset(physical)?
+            let letter = by_offset_id(&broker, &id)?
                 .ok_or_else(|| ApiError::not_found(format!("no message has id {id}")))?;
             Ok(Json(resend_dead_letter(&broker, &letter).await?))
         })
@@ -880,16 +881,8 @@ async fn browse(
     if let Some(key) = query.key.clone().filter(|k| !k.is_empty()) {
         let found = console
             .on_broker(move |broker| async move {
-                let found = broker
-                    .query_by_key(&topic, &key, 0, i64::MAX, MAX_BROWSE as usize)
-                    .await?;
-                let mut messages = Vec::new();
-                for record in found.records {
-                    if let Ok(decoded) = decode_records(record) {
-                        messages.extend(decoded.iter().map(summary));
-                    }
-                }
-                Ok(messages)
+                let found = indexed(&broker, &topic, &key, MAX_BROWSE as usize).await?;
+                Ok(found.iter().map(summary).collect::<Vec<_>>())
             })
             .await?;
         return Ok(Json(json!({ "messages": found, "next": Value::Null })));
@@ -929,6 +922,35 @@ async fn browse(
         .await
 }
 
+/// The stored message whose offset message id is `id` (a producer's id has the same shape, so
+/// the message found at that offset must carry `id` as its own).
+fn by_offset_id(broker: &BrokerHandle, id: &str) -> Result<Option<StoredMessage>, ApiError> {
+    let Some(physical) = crate::remoting::wire::physical_offset_of(id) else {
+        return Ok(None);
+    };
+    Ok(broker
+        .reader()
+        .read_by_physical_offset(physical)?
+        .filter(|m| m.offset_msg_id().eq_ignore_ascii_case(id)))
+}
+
+/// The messages of `topic` the key index holds under `key` (a `KEYS` entry or a `UNIQ_KEY`),
+/// the newest first, at most `max`.
+async fn indexed(
+    broker: &BrokerHandle,
+    topic: &str,
+    key: &str,
+    max: usize,
+) -> Result<Vec<StoredMessage>, ApiError> {
+    let found = broker.query_by_key(topic, key, 0, i64::MAX, max).await?;
+    Ok(found
+        .records
+        .into_iter()
+        .filter_map(|record| decode_records(record).ok())
+        .flatten()
+        .collect())
+}
+
 #[derive(Deserialize)]
 struct MessageQuery {
     topic: Option<String>,
@@ -958,19 +980,13 @@ async fn message(
             // A producer's id has the shape of an offset id too: it is looked up as one first,
             // then, when that names no message of its own id, by key in the topic.
             let mut found = match physical {
-                Some(physical) => broker
-                    .reader()
-                    .read_by_physical_offset(physical)?
-                    .filter(|m| m.offset_msg_id().eq_ignore_ascii_case(&id)),
+                Some(_) => by_offset_id(&broker, &id)?,
                 None => None,
             };
             if let (None, Some(topic)) = (&found, topic) {
-                let indexed = broker.query_by_key(&topic, &id, 0, i64::MAX, 32).await?;
-                found = indexed
-                    .records
+                found = indexed(&broker, &topic, &id, 32)
+                    .await?
                     .into_iter()
-                    .filter_map(|record| decode_records(record).ok())
-                    .flatten()
                     .find(|m| m.property("UNIQ_KEY") == Some(id.as_str()));
             }
             let Some(message) = found else {
@@ -1003,6 +1019,62 @@ async fn message(
     detail["reconsume_times"] = json!(message.reconsume_times);
     detail["consumed_by"] = json!(consumed_by);
     Ok(Json(detail))
+}
+
+#[derive(Deserialize)]
+struct TraceQuery {
+    trace_topic: Option<String>,
+}
+
+/// The trace events the clients recorded for a message (by its producer's id, or its offset id
+/// when it is stored here), oldest first.
+async fn traces(
+    State(console): State<Console>,
+    user: Option<Extension<ConsoleUser>>,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<TraceQuery>,
+) -> ApiResult<Value> {
+    let trace_topic = query
+        .trace_topic
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| super::traces::DEFAULT_TRACE_TOPIC.to_owned());
+    may_read(user.as_deref(), &trace_topic)?;
+    let topic = trace_topic.clone();
+    let message_id = id.clone();
+    let events = console
+        .on_broker(move |broker| async move {
+            let mut ids = vec![message_id.clone()];
+            let stored = by_offset_id(&broker, &message_id)?;
+            if let Some(uniq) = stored.as_ref().and_then(|m| m.property("UNIQ_KEY")) {
+                ids.push(uniq.to_owned());
+            }
+            if broker.topic(&topic)?.is_none() {
+                return Ok(Vec::new());
+            }
+            // Trace messages by their own id: one found under both ids is read once.
+            let mut found: BTreeMap<u64, StoredMessage> = BTreeMap::new();
+            for key in &ids {
+                for message in indexed(&broker, &topic, key, 64).await? {
+                    found.insert(message.physical_offset, message);
+                }
+            }
+            let mut events = Vec::new();
+            for message in found.values() {
+                let Ok(body) = std::str::from_utf8(&message.body) else {
+                    continue;
+                };
+                for key in &ids {
+                    events.extend(super::traces::events_of(body, key));
+                }
+            }
+            Ok(super::traces::in_order(events))
+        })
+        .await?;
+    Ok(Json(json!({
+        "msg_id": id,
+        "trace_topic": trace_topic,
+        "events": events,
+    })))
 }
 
 async fn tail(

@@ -5,6 +5,7 @@
 //! * [`api`]: the endpoints, each a few broker calls made through the [`BrokerLink`] (axum runs
 //!   handlers on `Send` tasks; the broker lives on its arbiter), the same calls `skiff admin`'s
 //!   requests reach.
+//! * [`traces`]: message traces as RocketMQ's clients write them, read into a timeline.
 //! * [`samples`]: the last hour of produce and consume rates and group lag, which the sampler
 //!   task [`start`] runs on the arbiter records.
 //! * `assets/`: the page (`index.html`, `app.js`, `style.css`), embedded in the binary: no CDN,
@@ -17,6 +18,7 @@
 
 pub mod api;
 pub mod samples;
+pub mod traces;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

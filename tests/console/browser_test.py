@@ -1041,6 +1041,30 @@ def ui_live_tail(b, client, producer):
     return "%s arrived in the tail after it opened" % r.msg_id
 
 
+def ui_trace(b, client, producer):
+    # A message's trace as a Java client with enableMsgTrace writes it: a message of
+    # RMQ_SYS_TRACE_TOPIC keyed by the traced id, its body \x01-separated records ended by \x02
+    # (TraceDataEncoder's layout), sent here by the C++ client, which has no tracer of its own.
+    traced = "0A0B0C0D%024X" % int(now_ms())
+    t0 = int(now_ms())
+    records = [
+        ["Pub", str(t0), "DefaultRegion", "ConsoleProducer", TOPIC, traced, "TagA", "k", "127.0.0.1:9876", "9", "4", "0",
+         "7F00000100002A9F0000000000000000", "true", "10.0.0.5"],
+        ["SubBefore", str(t0 + 40), "DefaultRegion", GROUP, "req-1", traced, "0", "k"],
+        ["SubAfter", "req-1", traced, "30", "true", "k", "0", str(t0 + 70), GROUP],
+    ]
+    body = "".join("\x01".join(r) + "\x02" for r in records)
+    client.send(producer, client.message("RMQ_SYS_TRACE_TOPIC", body, keys=traced))
+    def shown():
+        b.open("#/traces/" + traced)
+        rows = b.els("#trace-events tbody tr[data-kind]")
+        return [r.get_attribute("data-kind") for r in rows] or None
+    kinds = wait_for(shown, 15, "the trace's events")
+    expect(kinds == ["Pub", "SubBefore", "SubAfter"], "events %s" % kinds)
+    expect(b.els("#trace-timeline"), "no timeline drawn")
+    return "%s: %s on a timeline" % (traced, ", ".join(kinds))
+
+
 def ui_reset_offset(b, api, admin):
     status = admin.topic_status(TOPIC)
     before = admin.progress(GROUP)
@@ -1176,6 +1200,7 @@ def main(argv):
         check("ui_create_delete_topic", ui_create_delete_topic, browser, api, admin)
         check("ui_send_message", ui_send_message, browser, api, admin)
         check("ui_live_tail", ui_live_tail, browser, client, producer)
+        check("ui_trace", ui_trace, browser, client, producer)
         check("ui_reset_offset", ui_reset_offset, browser, api, admin)
         check("ui_dlq_resend", ui_dlq_resend, browser, api, admin)
         errors = browser.console_errors()

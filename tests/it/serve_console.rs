@@ -338,6 +338,84 @@ async fn the_console_api_shows_what_the_broker_holds_and_refuses_bad_input() -> 
         "{status} {answer}"
     );
 
+    // A trace, as a Java client with enableMsgTrace writes one: a message of the trace topic
+    // keyed by the traced message's id, with Pub, SubBefore and SubAfter records.
+    let traced = "0A0B0C0D00002A9F0000000000000ABC";
+    let record = |fields: &[&str]| fields.join("\u{1}") + "\u{2}";
+    let trace_body = [
+        record(&[
+            "Pub",
+            "1733390000000",
+            "DefaultRegion",
+            "PG",
+            "Orders",
+            traced,
+            "TagA",
+            "k1",
+            "127.0.0.1:9876",
+            "12",
+            "3",
+            "0",
+            "7F00000100002A9F0000000000000000",
+            "true",
+            "10.0.0.5",
+        ]),
+        record(&[
+            "SubBefore",
+            "1733390000100",
+            "DefaultRegion",
+            "GID_orders",
+            "req-1",
+            traced,
+            "0",
+            "k1",
+        ]),
+        record(&[
+            "SubAfter",
+            "req-1",
+            traced,
+            "25",
+            "true",
+            "k1",
+            "0",
+            "1733390000125",
+            "GID_orders",
+        ]),
+    ]
+    .concat();
+    let trace_send = send_v2("RMQ_SYS_TRACE_TOPIC", trace_body)
+        .queue(0)
+        .properties(format!("KEYS\u{1}{traced} k1\u{2}"))
+        .build();
+    common::expect_code(
+        &client
+            .invoke(&remoting, trace_send, Duration::from_secs(5))
+            .await?,
+        code::SUCCESS,
+    )?;
+    let started = tokio::time::Instant::now();
+    let trace = loop {
+        let (status, trace) = get(&http, &format!("/api/v1/messages/{traced}/traces")).await?;
+        ensure!(status == 200, "{status} {trace}");
+        if trace["events"].as_array().is_some_and(|e| !e.is_empty()) {
+            break trace;
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(10),
+            "the trace was not indexed: {trace}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let kinds: Vec<&str> = trace["events"]
+        .as_array()
+        .map(|e| e.iter().filter_map(|e| e["kind"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(kinds == ["Pub", "SubBefore", "SubAfter"], "{trace}");
+    ensure!(
+        trace["events"][2]["cost_ms"] == 25 && trace["events"][0]["group"] == "PG",
+        "{trace}"
+    );
+
     let page = common::http_get(&http, "/").await?;
     ensure!(
         page.starts_with("HTTP/1.1 200") && page.contains("<html"),

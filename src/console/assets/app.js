@@ -292,6 +292,7 @@ const routes = [
   { match: (p) => p.length === 2 && p[0] === 'groups', nav: 'groups', view: (r) => groupView(r.parts[1]) },
   { match: (p) => p.length === 1 && p[0] === 'messages', nav: 'messages', view: (r) => messagesView(r.params) },
   { match: (p) => p.length === 2 && p[0] === 'messages', nav: 'messages', view: (r) => messageView(r.parts[1]) },
+  { match: (p) => p.length === 2 && p[0] === 'traces', nav: 'messages', view: (r) => traceView(r.parts[1], r.params) },
 ];
 
 async function route() {
@@ -937,7 +938,8 @@ async function messageView(id) {
     h('header', { class: 'page-head' },
       h('p', { class: 'crumbs' }, h('a', { href: '#/messages?topic=' + enc(m.topic) }, 'Messages'), ' / '),
       h('h1', { class: 'mono', id: 'message-id', 'data-testid': 'message-id' }, m.msg_id),
-      h('p', { class: 'meta' }, h('a', { href: around, id: 'message-around' }, 'Messages around this one'))),
+      h('p', { class: 'meta' }, h('a', { href: around, id: 'message-around' }, 'Messages around this one'), ' · ',
+        h('a', { href: '#/traces/' + enc(m.uniq_key || m.msg_id), id: 'message-trace-link' }, 'Trace'))),
     h('div', { class: 'cols' },
       section('Message', 'message-summary-panel', h('table', { id: 'message-summary', class: 'kv' }, h('tbody', {},
         row('Topic', h('a', { href: topicHref(m.topic) }, m.topic), 'topic'),
@@ -989,6 +991,56 @@ function resendPanel(m) {
     });
   });
   return section('Dead letter', 'message-resend-panel', h('div', { class: 'inline-form' }, button), result);
+}
+
+// A message's trace as its clients recorded it (enableMsgTrace): each step on a time line.
+const TRACE_COLORS = { Pub: '#2563eb', SubBefore: '#d97706', SubAfter: '#059669', EndTransaction: '#7c3aed', Recall: '#dc2626' };
+
+async function traceView(id, params) {
+  const topic = params.get('trace_topic');
+  const t = await api('GET', `/messages/${enc(id)}/traces` + (topic ? '?trace_topic=' + enc(topic) : ''));
+  document.title = `Trace ${id} · skiff console`;
+  const events = t.events || [];
+  // A SubAfter is stamped when consumption ended: its bar ends there.
+  const begins = (e) => (e.at_ms === null || e.at_ms === undefined ? null
+    : e.kind === 'SubAfter' ? e.at_ms - (e.cost_ms || 0) : e.at_ms);
+  const times = events.map(begins).filter((x) => x !== null);
+  const start = times.length ? Math.min(...times) : 0;
+  const end = times.length ? Math.max(...events.map((e) => (begins(e) ?? start) + (e.cost_ms || 0))) : 1;
+  const span = Math.max(1, end - start);
+  const width = 760; // bars; the labels after them have the rest of the row
+  const rowH = 28;
+  const svg = s('svg', { id: 'trace-timeline', 'data-testid': 'trace-timeline', class: 'chart', viewBox: `0 0 ${width + 360} ${events.length * rowH + 30}`,
+    role: 'img', 'aria-label': 'Trace timeline' },
+  events.map((e, i) => {
+    const from = (begins(e) ?? start) - start;
+    const x = 190 + from / span * width;
+    const w = Math.max(4, (e.cost_ms || 0) / span * width);
+    const y = 10 + i * rowH;
+    return s('g', {},
+      s('text', { x: 0, y: y + 15, class: 'axis' }, `${e.kind} ${e.group || ''}`),
+      s('rect', { x, y, width: w, height: rowH - 10, rx: 3, fill: TRACE_COLORS[e.kind] || '#6b7280' }),
+      s('text', { x: x + w + 6, y: y + 15, class: 'axis' }, `+${from} ms` + (e.cost_ms ? `, took ${e.cost_ms} ms` : '')));
+  }));
+  return [
+    h('header', { class: 'page-head' },
+      h('p', { class: 'crumbs' }, h('a', { href: '#/messages' }, 'Messages'), ' / '),
+      h('h1', {}, 'Trace ', h('span', { class: 'mono', id: 'trace-id' }, id)),
+      h('p', { class: 'meta' }, `from ${t.trace_topic}`)),
+    events.length
+      ? section('Timeline', 'trace-panel', svg)
+      : section('Timeline', 'trace-panel', h('p', { class: 'muted', id: 'trace-empty' },
+        'No trace recorded for this message (its clients trace only with enableMsgTrace on).')),
+    section('Events', 'trace-events-panel', table('trace-events', ['Step', 'Group', 'Topic', 'At', ['Cost (ms)', true], 'Result', 'Client'],
+      events.map((e) => h('tr', { 'data-kind': e.kind },
+        h('td', {}, badge(e.kind)),
+        h('td', {}, e.group ? h('a', { href: groupHref(e.group) }, e.group) : '–'),
+        h('td', {}, e.topic ? h('a', { href: topicHref(e.topic) }, e.topic) : '–'),
+        h('td', {}, e.at_ms ? fmtTime(e.at_ms, true) : '–'),
+        num(e.cost_ms),
+        h('td', { 'data-col': 'success' }, e.success === null || e.success === undefined ? '–' : (e.success ? badge('ok', 'ok') : badge('failed', 'warn'))),
+        h('td', { class: 'mono' }, e.client_host || e.store_host || '–'))), 'No events.')),
+  ];
 }
 
 // ---- start --------------------------------------------------------------------------------------------
