@@ -70,8 +70,9 @@ struct ServeArgs {
     /// How often retention and the disk-full guard run (`10s`).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     cleanup_interval: Option<std::time::Duration>,
-    /// Prometheus endpoint (`GET /metrics`): an address, or `off`.
-    #[arg(long, value_name = "ADDR|off")]
+    /// The HTTP listener: the web console at `/` and Prometheus's `GET /metrics`; an address,
+    /// or `off`.
+    #[arg(long, visible_alias = "http-listen", value_name = "ADDR|off")]
     metrics_listen: Option<String>,
     /// gRPC listener for RocketMQ 5 clients (the main port serves gRPC too): an address, or
     /// `off`.

@@ -1,7 +1,8 @@
 //! `/api/v1`: the console's JSON API (documented in `docs/console.md`). Each handler reads or
 //! changes the broker through the console's [`BrokerLink`](crate::broker_link::BrokerLink), with
 //! the broker's own calls; errors are `{"error": "..."}` with a status that says whose fault it
-//! is (400 bad input, 403 refused, 404 unknown, 409 exists, 503 broker busy or stopping).
+//! is (400 bad input, 401 no or a wrong login, 403 refused, 404 unknown, 409 exists, 503 broker
+//! busy or stopping).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -210,11 +211,10 @@ fn perm_text(perm: u32) -> &'static str {
     }
 }
 
+/// RocketMQ's own topics, and those the broker keeps for groups (retry, dead-letter and pop
+/// retry topics all begin with `%`).
 fn is_system_topic(name: &str) -> bool {
-    names::is_rocketmq_system_topic(name)
-        || name.starts_with(skiff_actors::logic::delay::RETRY_TOPIC_PREFIX)
-        || name.starts_with(skiff_actors::logic::delay::DLQ_TOPIC_PREFIX)
-        || name.starts_with("%")
+    names::is_rocketmq_system_topic(name) || name.starts_with('%')
 }
 
 // ---- overview --------------------------------------------------------------------------------
