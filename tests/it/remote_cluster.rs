@@ -237,10 +237,14 @@ async fn offsets_at(
         .to_ext(),
     );
     let answer = ask(broker, &addr, query).await?;
-    let committed = if answer.code == code::SUCCESS {
-        Some(OffsetResponseHeader::from_command(&answer)?.offset)
-    } else {
-        None
+    let committed = match answer.code {
+        code::SUCCESS => Some(OffsetResponseHeader::from_command(&answer)?.offset),
+        code::QUERY_NOT_FOUND => None,
+        // Anything else is the broker refusing or failing, not "nothing committed".
+        other => anyhow::bail!(
+            "{queue}: QUERY_CONSUMER_OFFSET for {group} answered {other} {:?}",
+            answer.remark
+        ),
     };
     let max = RemotingCommand::new_request(rc::GET_MAX_OFFSET).with_ext_fields(
         GetMaxOffsetRequestHeader {
