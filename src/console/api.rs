@@ -534,16 +534,7 @@ async fn send_message(
                 properties,
                 body,
             };
-            let sent = broker
-                .send_messages(SendRequest {
-                    messages: vec![append],
-                    broker_name: None,
-                    auto_create_queue_nums: None,
-                })
-                .await?;
-            let result = sent
-                .first()
-                .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "nothing sent"))?;
+            let result = send_one(&broker, append).await?;
             Ok(Json(json!({
                 "msg_id": result.offset_msg_id,
                 "uniq_key": unique_id,
@@ -552,6 +543,23 @@ async fn send_message(
             })))
         })
         .await
+}
+
+/// Appends one message as a producer's send would, and answers where it went.
+async fn send_one(
+    broker: &BrokerHandle,
+    message: MessageToAppend,
+) -> Result<skiff_actors::broker_api::SendResult, ApiError> {
+    let sent = broker
+        .send_messages(SendRequest {
+            messages: vec![message],
+            broker_name: None,
+            auto_create_queue_nums: None,
+        })
+        .await?;
+    sent.into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "nothing sent"))
 }
 
 // ---- groups ----------------------------------------------------------------------------------
@@ -751,16 +759,7 @@ async fn resend_dead_letter(
         ),
         ..MessageToAppend::copy_of(letter)
     };
-    let sent = broker
-        .send_messages(SendRequest {
-            messages: vec![append],
-            broker_name: None,
-            auto_create_queue_nums: None,
-        })
-        .await?;
-    let result = sent
-        .first()
-        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "nothing sent"))?;
+    let result = send_one(broker, append).await?;
     Ok(json!({
         "from": letter.offset_msg_id(),
         "topic": original,
