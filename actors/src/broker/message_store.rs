@@ -1,8 +1,11 @@
 //! The message-store actor: the single writer of the commit log and consume queues.
 //!
-//! Appends run on the actor (they are ordered and must not interleave); waiting for the fsync
-//! under the `Sync` flush policy is handed to the store's group-commit thread, so every sender
-//! whose batch was appended while an fsync was pending shares the next one (group commit).
+//! Appends run on the actor (they are ordered and must not interleave). The batches that reach
+//! the mailbox together, one per sending connection, are validated one by one and written as
+//! one append when the mailbox is drained, so many one-message sends cost one commit-log write.
+//! Waiting for the fsync under the `Sync` flush policy is handed to the store's group-commit
+//! thread, so every sender whose batch was appended while an fsync was pending shares the next
+//! one (group commit).
 
 use crate::broker::long_poll::{NotifyArrivals, QueueArrival};
 use crate::broker::registry::Registry;
@@ -69,7 +72,10 @@ pub struct Observe;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageStoreSnapshot {
+    /// Batches appended (one per caller).
     pub batches: u64,
+    /// Appends written: the batches of one mailbox drain are written together.
+    pub writes: u64,
     pub messages: u64,
     pub failed_batches: u64,
     /// Messages diverted to the schedule topic because they carried a delay level.
@@ -101,6 +107,8 @@ pub struct MessageStoreActor {
     /// The last measured share of the disk in use, and whether sends are refused for it.
     disk: (f64, DiskState),
     snapshot: MessageStoreSnapshot,
+    /// Batches validated in this mailbox drain, written together at its end.
+    pending: Vec<PendingAppend>,
 }
 
 const MAILBOX_CAPACITY: usize = 1024;
@@ -127,6 +135,7 @@ impl MessageStoreActor {
             key_index: None,
             metrics,
             snapshot: MessageStoreSnapshot::default(),
+            pending: Vec::new(),
         }
     }
 
@@ -301,63 +310,138 @@ fn closed_error() -> BrokerError {
     }
 }
 
-impl Handler<AppendMessages> for MessageStoreActor {
-    type Result = ResponseFuture<Result<Vec<AppendResult>, BrokerError>>;
+/// One caller's validated batch, waiting for the write that ends the mailbox drain.
+struct PendingAppend {
+    messages: Vec<MessageToAppend>,
+    answer: oneshot::Sender<Result<Vec<AppendResult>, BrokerError>>,
+}
 
-    fn handle(&mut self, msg: AppendMessages, _: &mut Self::Context) -> Self::Result {
-        let prepared = match self.prepare(msg.messages, msg.default_queue_nums) {
+type AppendAnswer = Result<Vec<AppendResult>, BrokerError>;
+
+impl MessageStoreActor {
+    /// Appends every batch validated since the last write as one: one commit-log write, one
+    /// consume-queue write per queue, one key-index hand-over and one arrival notice for all
+    /// the callers whose sends reached the mailbox together (many connections sending one
+    /// message each), then answers each caller with its own results once they are as durable
+    /// as the flush policy promises.
+    fn write_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return;
+        }
+        let Some(store) = self.store.as_mut() else {
+            for p in pending {
+                let _ = p.answer.send(Err(closed_error()));
+            }
+            return;
+        };
+        let counts: Vec<usize> = pending.iter().map(|p| p.messages.len()).collect();
+        let (messages, answers): (Vec<Vec<MessageToAppend>>, Vec<_>) =
+            pending.into_iter().map(|p| (p.messages, p.answer)).unzip();
+        let messages: Vec<MessageToAppend> = messages.into_iter().flatten().collect();
+        let appended = store.append_batch_nowait(&messages);
+        let (results, end) = match appended {
+            Ok(Ok(ok)) => ok,
+            Ok(Err(rejected)) => {
+                // Each batch passed `validate` alone; together they cannot be refused by content.
+                self.snapshot.failed_batches += answers.len() as u64;
+                for answer in answers {
+                    let _ = answer.send(Err(BrokerError::Refused(Refused::Rejected(
+                        rejected.clone(),
+                    ))));
+                }
+                return;
+            }
+            Err(e) if answers.len() == 1 => {
+                self.snapshot.failed_batches += 1;
+                tracing::warn!(error = &e as &dyn Error, "append failed");
+                for answer in answers {
+                    let _ = answer.send(Err(BrokerError::Store(e.clone())));
+                }
+                return;
+            }
+            Err(e) => {
+                // The failed write was undone (or the store now refuses writes): each caller
+                // gets the outcome of its own batch, written alone.
+                tracing::warn!(
+                    error = &e as &dyn Error,
+                    batches = answers.len(),
+                    "merged append failed; appending each batch alone"
+                );
+                let mut messages = messages.into_iter();
+                for (count, answer) in counts.into_iter().zip(answers) {
+                    let messages = messages.by_ref().take(count).collect();
+                    self.pending.push(PendingAppend { messages, answer });
+                    self.write_pending();
+                }
+                return;
+            }
+        };
+        self.snapshot.batches += answers.len() as u64;
+        self.snapshot.writes += 1;
+        self.snapshot.messages += results.len() as u64;
+        self.announce(&messages, &results);
+        let mut results = results.into_iter();
+        let split: Vec<(Vec<AppendResult>, oneshot::Sender<AppendAnswer>)> = counts
+            .into_iter()
+            .zip(answers)
+            .map(|(count, answer)| (results.by_ref().take(count).collect(), answer))
+            .collect();
+        if self.flush_policy == FlushPolicy::Async {
+            for (results, answer) in split {
+                let _ = answer.send(Ok(results));
+            }
+            return;
+        }
+        // Registered after the whole drain was written: every caller of this write shares the
+        // group-commit thread's next fsync.
+        self.waiter.notify_when_durable(end, move |outcome| {
+            for (results, answer) in split {
+                let _ = answer.send(match &outcome {
+                    Ok(()) => Ok(results),
+                    Err(e) => Err(BrokerError::Store(e.clone())),
+                });
+            }
+        });
+    }
+}
+
+impl Handler<AppendMessages> for MessageStoreActor {
+    type Result = ResponseFuture<AppendAnswer>;
+
+    /// Validates the batch now and queues it; the write happens once the mailbox is drained
+    /// ([`MessageStoreActor::write_pending`]): actix polls the futures an actor spawned only
+    /// after it has handled every message already in its mailbox.
+    fn handle(&mut self, msg: AppendMessages, ctx: &mut Self::Context) -> Self::Result {
+        let prepared = self
+            .prepare(msg.messages, msg.default_queue_nums)
+            .and_then(|prepared| match self.store.as_ref() {
+                None => Err(closed_error()),
+                Some(store) => match store.validate(&prepared) {
+                    Ok(()) => Ok(prepared),
+                    Err(rejected) => Err(BrokerError::Refused(Refused::Rejected(rejected))),
+                },
+            });
+        let prepared = match prepared {
             Ok(prepared) => prepared,
             Err(e) => {
-                self.snapshot.failed_batches += 1;
+                if !matches!(e, BrokerError::Closed { .. }) {
+                    self.snapshot.failed_batches += 1;
+                }
                 return Box::pin(async move { Err(e) });
             }
         };
-        let Some(store) = self.store.as_mut() else {
-            return Box::pin(async { Err(closed_error()) });
-        };
-        let appended = match self.flush_policy {
-            FlushPolicy::Async => store
-                .append_batch(&prepared)
-                .map(|appended| appended.map(|r| (r, None))),
-            FlushPolicy::Sync => store
-                .append_batch_nowait(&prepared)
-                .map(|appended| appended.map(|(r, end)| (r, Some(end)))),
-        };
-        let (results, durable_at) = match appended {
-            Ok(Ok(ok)) => ok,
-            Ok(Err(rejected)) => {
-                self.snapshot.failed_batches += 1;
-                return Box::pin(
-                    async move { Err(BrokerError::Refused(Refused::Rejected(rejected))) },
-                );
-            }
-            Err(e) => {
-                self.snapshot.failed_batches += 1;
-                tracing::warn!(error = &e as &dyn Error, "append failed");
-                return Box::pin(async move { Err(BrokerError::Store(e)) });
-            }
-        };
-        self.snapshot.batches += 1;
-        self.snapshot.messages += results.len() as u64;
-        self.announce(&prepared, &results);
-        let Some(end) = durable_at else {
-            return Box::pin(async move { Ok(results) });
-        };
-        let waiter = self.waiter.clone();
+        if self.pending.is_empty() {
+            ctx.spawn(actix::fut::ready(()).map(|(), actor: &mut Self, _| actor.write_pending()));
+        }
+        let (answer, answered) = oneshot::channel();
+        self.pending.push(PendingAppend {
+            messages: prepared,
+            answer,
+        });
         Box::pin(async move {
-            // Registered on the first poll, not in the handler: actix spawns a response future
-            // and polls it only after the actor has handled every message already in its
-            // mailbox, so a client's concurrent sends are all appended before the group-commit
-            // thread starts the fsync that covers them. Registering in the handler woke it after
-            // the first append and cost a second fsync per burst (a third of produce throughput).
-            let (durable_tx, durable_rx) = oneshot::channel();
-            waiter.notify_when_durable(end, move |outcome| {
-                // A closed receiver means the sender gave up on the answer; nobody is left to tell.
-                let _ = durable_tx.send(outcome);
-            });
-            match durable_rx.await {
-                Ok(Ok(())) => Ok(results),
-                Ok(Err(e)) => Err(BrokerError::Store(e)),
+            match answered.await {
+                Ok(outcome) => outcome,
                 // The flusher went away with the store: the broker is shutting down.
                 Err(_) => Err(BrokerError::Closed {
                     what: "the commit log's group commit",
@@ -387,6 +471,7 @@ impl Handler<FlushStore> for MessageStoreActor {
     type Result = Result<(), BrokerError>;
 
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
+        self.write_pending();
         match self.store.as_mut() {
             Some(store) => store.flush().map_err(BrokerError::Store),
             None => Err(closed_error()),
@@ -403,6 +488,8 @@ impl Handler<Quit<Result<(), BrokerError>>> for MessageStoreActor {
         _: Quit<Result<(), BrokerError>>,
         ctx: &mut Self::Context,
     ) -> Self::Result {
+        // Batches queued ahead of the Quit are written and answered before the store closes.
+        self.write_pending();
         self.snapshot.closed = true;
         let Some(store) = self.store.take() else {
             return Ok(());

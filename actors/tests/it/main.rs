@@ -2,7 +2,7 @@
 //! module with `cargo test -p skiff-actors --test it MODULE::`.
 //!
 //! - `broker_*`: the broker actors, one subject each: disk guard, key index, membership and
-//!   queue locks, offsets, pop, pull, retry and dead letters, timer, transactions.
+//!   queue locks, offsets, pop, pull, retry and dead letters, sends, timer, transactions.
 //! - `consumer_handoff`: queues handed off between two push consumers of one group.
 //! - `logic_*_proptest`: properties of the pure rules (queue allocation, in-flight tracking).
 
@@ -13,6 +13,7 @@ mod broker_offsets;
 mod broker_pop;
 mod broker_pull;
 mod broker_retry;
+mod broker_sends;
 mod broker_timer;
 mod broker_transactions;
 mod consumer_handoff;

@@ -589,7 +589,7 @@ impl MessageStore {
         if self.broken || self.closed {
             return Err(StoreError::WritesRefused);
         }
-        if let Err(rejected) = self.check(messages) {
+        if let Err(rejected) = self.validate(messages) {
             return Ok(Err(rejected));
         }
         if messages.is_empty() {
@@ -674,8 +674,10 @@ impl MessageStore {
         Ok(())
     }
 
-    /// What the store refuses by content, checked for the whole batch before anything is written.
-    fn check(&self, messages: &[MessageToAppend]) -> Result<(), AppendRejected> {
+    /// What the store refuses by content, checked for the whole batch before anything is
+    /// written. A writer that merges several callers' batches into one append checks each
+    /// alone first, so one caller's bad message fails only that caller.
+    pub fn validate(&self, messages: &[MessageToAppend]) -> Result<(), AppendRejected> {
         let config = &self.shared.config;
         let host = config.store_host;
         for m in messages {

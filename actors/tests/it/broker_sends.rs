@@ -1,0 +1,152 @@
+//! Sends from many callers at once: the batches that reach the message store together are
+//! written as one append, and each caller is answered with its own offsets, or refused alone.
+
+use skiff_actors::broker::message_store::Observe;
+use skiff_actors::broker::{BrokerConfig, BrokerHandle};
+use skiff_actors::broker_api::{BrokerApi, BrokerError, SendRequest, SendResult};
+use skiff_actors::refused::Refused;
+use skiff_actors::testsuite::*;
+use skiff_storage::message::{decode_records, MessageToAppend};
+use skiff_storage::store::FlushPolicy;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+
+const TOPIC: &str = "T";
+
+/// Polls every future in turn until all are done, so each send's first poll (which puts it in
+/// the store's mailbox) happens before the store actor runs.
+async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                if let Poll::Ready(value) = future.as_mut().poll(cx) {
+                    *output = Some(value);
+                }
+            }
+        }
+        if outputs.iter().all(Option::is_some) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+async fn send(
+    broker: &BrokerHandle,
+    messages: Vec<MessageToAppend>,
+) -> Result<Vec<SendResult>, BrokerError> {
+    BrokerApi::send_messages(broker, SendRequest::new(messages)).await
+}
+
+async fn writes_and_batches(broker: &BrokerHandle) -> (u64, u64) {
+    let snapshot = broker
+        .addrs()
+        .store
+        .send(Observe)
+        .await
+        .expect("store snapshot");
+    (snapshot.writes, snapshot.batches)
+}
+
+/// Twenty one-message sends in flight together, as twenty connections each with one send.
+async fn twenty_concurrent_sends(
+    broker: &BrokerHandle,
+) -> Vec<Result<Vec<SendResult>, BrokerError>> {
+    join_all((0..20).map(|i| send(broker, vec![message(TOPIC, i % 2, &format!("m{i}"), None)])))
+        .await
+}
+
+#[test]
+fn concurrent_sends_share_one_write_and_each_get_their_own_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        // Creates the topic, so the twenty below find it.
+        send(&broker, vec![message(TOPIC, 0, "first", None)])
+            .await
+            .expect("first send");
+        let before = writes_and_batches(&broker).await;
+        let answers = twenty_concurrent_sends(&broker).await;
+        let after = writes_and_batches(&broker).await;
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (1, 20),
+            "(writes, batches) of the twenty sends"
+        );
+        let mut offsets = [Vec::new(), Vec::new()];
+        for (i, answer) in answers.into_iter().enumerate() {
+            let results = answer.expect("send");
+            assert_eq!(results.len(), 1);
+            assert_eq!(results[0].queue_id, i as u32 % 2);
+            offsets[i % 2].push(results[0].queue_offset);
+        }
+        // Queue 0 held "first"; each queue's offsets follow the callers' order without gaps.
+        assert_eq!(offsets[0], (1..11).collect::<Vec<u64>>());
+        assert_eq!(offsets[1], (0..10).collect::<Vec<u64>>());
+        let records = broker
+            .pull(pull("g", TOPIC, 1, 0))
+            .await
+            .expect("pull")
+            .records;
+        assert_eq!(decode_records(records).expect("records").len(), 10);
+    });
+}
+
+#[test]
+fn an_invalid_batch_among_concurrent_sends_is_refused_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, vec![message(TOPIC, 0, "first", None)])
+            .await
+            .expect("first send");
+        let too_large = message(TOPIC, 0, &"x".repeat(5 << 20), None);
+        let answers = join_all([
+            send(&broker, vec![message(TOPIC, 0, "a", None)]),
+            send(&broker, vec![message(TOPIC, 0, "b", None), too_large]),
+            send(&broker, vec![message(TOPIC, 0, "c", None)]),
+        ])
+        .await;
+        assert_eq!(answers[0].as_ref().expect("a")[0].queue_offset, 1);
+        assert!(
+            matches!(&answers[1], Err(BrokerError::Refused(Refused::Rejected(_)))),
+            "the batch with a too-large message: {:?}",
+            answers[1]
+        );
+        // Nothing of the refused batch was stored: "c" follows "a".
+        assert_eq!(answers[2].as_ref().expect("c")[0].queue_offset, 2);
+        let records = broker
+            .pull(pull("g", TOPIC, 0, 0))
+            .await
+            .expect("pull")
+            .records;
+        let bodies: Vec<_> = decode_records(records)
+            .expect("records")
+            .into_iter()
+            .map(|m| m.body)
+            .collect();
+        assert_eq!(bodies, ["first", "a", "c"].map(bytes::Bytes::from));
+    });
+}
+
+#[test]
+fn concurrent_sync_sends_are_answered_after_one_shared_write() {
+    let dir = tempfile::tempdir().unwrap();
+    actix_rt::System::new().block_on(async {
+        let broker = start_broker_with(dir.path(), BrokerConfig::default(), FlushPolicy::Sync);
+        send(&broker, vec![message(TOPIC, 0, "first", None)])
+            .await
+            .expect("first send");
+        let before = writes_and_batches(&broker).await;
+        let answers = twenty_concurrent_sends(&broker).await;
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        let after = writes_and_batches(&broker).await;
+        assert_eq!((after.0 - before.0, after.1 - before.1), (1, 20));
+    });
+}
