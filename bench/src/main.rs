@@ -3,6 +3,7 @@
 //! bench/README.md.
 
 mod broker;
+mod load;
 mod nats_driver;
 mod redis_driver;
 mod report;
@@ -248,6 +249,9 @@ async fn one_run(
 }
 
 fn main() -> Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("load") {
+        return load::main(std::env::args().skip(1));
+    }
     let args = Args::parse();
     let w = Workload {
         messages: args.messages,

@@ -42,7 +42,7 @@ use crate::workload::{now_ns, progress, LatencyRecorder, LatencySummary, Pacer, 
 const TOPIC: &str = "bench";
 const GROUP: &str = "bench-group";
 const PRODUCER_GROUP: &str = "bench-producer";
-const TIMEOUT: Duration = Duration::from_secs(30);
+pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendMode {
@@ -82,7 +82,7 @@ fn uniq_key(out: &mut Vec<u8>, seq: u64) {
 
 /// Properties string of one message: `UNIQ_KEY\x01<id>\x02`, with `keys` first
 /// `KEYS\x01order-<seq>\x02`.
-fn properties(out: &mut Vec<u8>, seq: u64, keys: bool) {
+pub fn properties(out: &mut Vec<u8>, seq: u64, keys: bool) {
     if keys {
         out.extend_from_slice(b"KEYS\x01order-");
         out.extend_from_slice(seq.to_string().as_bytes());
@@ -94,7 +94,7 @@ fn properties(out: &mut Vec<u8>, seq: u64, keys: bool) {
 }
 
 /// Appends one message in `MessageDecoder.encodeMessage` form (a batch body record).
-fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp: u64, keys: bool) {
+pub fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp: u64, keys: bool) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]); // total size, patched below
     out.extend_from_slice(&0i32.to_be_bytes()); // magic
@@ -112,7 +112,7 @@ fn encode_batch_record(out: &mut Vec<u8>, gen: &mut PayloadGen, seq: u64, stamp:
 }
 
 /// Walks a pull body (stored-message records back to back) and calls `f` with each body.
-fn for_each_body(buf: &[u8], mut f: impl FnMut(&[u8])) -> Result<usize> {
+pub fn for_each_body(buf: &[u8], mut f: impl FnMut(&[u8])) -> Result<usize> {
     let mut pos = 0;
     let mut n = 0;
     while pos < buf.len() {
@@ -141,7 +141,95 @@ fn for_each_body(buf: &[u8], mut f: impl FnMut(&[u8])) -> Result<usize> {
     Ok(n)
 }
 
-fn check(resp: &RemotingCommand, what: &str) -> Result<()> {
+/// HEART_BEAT as a RocketMQ client sends it: one producer group and at most one consumer group
+/// (clustering, from the first offset, subscribing to `*` of one topic).
+pub async fn heartbeat(
+    conn: &ConnectionHandle,
+    client_id: &str,
+    producer_group: &str,
+    consumer: Option<(&str, &str)>,
+) -> Result<()> {
+    let hb = HeartbeatData {
+        client_id: client_id.to_owned(),
+        producer_data_set: vec![ProducerData {
+            group_name: producer_group.to_owned(),
+        }],
+        consumer_data_set: consumer
+            .map(|(group, topic)| ConsumerData {
+                group_name: group.to_owned(),
+                consume_type: ConsumeType::ConsumePassively,
+                message_model: MessageModel::Clustering,
+                consume_from_where: ConsumeFromWhere::ConsumeFromFirstOffset,
+                subscription_data_set: vec![SubscriptionData {
+                    topic: topic.to_owned(),
+                    sub_string: "*".to_owned(),
+                    ..Default::default()
+                }],
+                unit_mode: false,
+            })
+            .into_iter()
+            .collect(),
+        heartbeat_fingerprint: 0,
+        without_sub: false,
+    };
+    let req = RemotingCommand::new_request(request::HEART_BEAT).with_body(hb.encode());
+    let resp = conn.invoke(req, TIMEOUT).await.map_err(e)?;
+    check(&resp, "HEART_BEAT")
+}
+
+/// The send header of one message (or batch) to `topic`:`queue`, auto-creating the topic with
+/// `queues` queues.
+pub fn send_header(topic: &str, queues: usize, queue: usize, batch: bool, props: Option<String>) -> SendMessageRequestHeader {
+    SendMessageRequestHeader {
+        producer_group: PRODUCER_GROUP.to_owned(),
+        topic: topic.to_owned(),
+        default_topic: AUTO_CREATE_TOPIC_KEY.to_owned(),
+        default_topic_queue_nums: queues as i32,
+        queue_id: queue as i32,
+        sys_flag: 0,
+        born_timestamp: millis(),
+        flag: 0,
+        properties: props,
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(batch),
+        broker_name: None,
+    }
+}
+
+/// A long-polling PULL_MESSAGE header of `group` on `topic`:`queue` from `offset`, committing
+/// `committed` on the way (the push consumer's piggybacked commit) once it is past 0.
+pub fn pull_header(
+    group: &str,
+    topic: &str,
+    queue: usize,
+    offset: i64,
+    committed: i64,
+    fetch: usize,
+    suspend_ms: i64,
+) -> PullMessageRequestHeader {
+    let mut sys_flag = pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION;
+    if committed > 0 {
+        sys_flag |= pull_sys_flag::COMMIT_OFFSET;
+    }
+    PullMessageRequestHeader {
+        consumer_group: group.to_owned(),
+        topic: topic.to_owned(),
+        queue_id: queue as i32,
+        queue_offset: offset,
+        max_msg_nums: fetch as i32,
+        sys_flag,
+        commit_offset: committed,
+        suspend_timeout_millis: suspend_ms,
+        subscription: Some("*".to_owned()),
+        sub_version: 0,
+        expression_type: Some("TAG".to_owned()),
+        ..Default::default()
+    }
+}
+
+pub fn check(resp: &RemotingCommand, what: &str) -> Result<()> {
     if resp.code != response::SUCCESS {
         bail!(
             "{what}: response code {} ({})",
@@ -152,7 +240,7 @@ fn check(resp: &RemotingCommand, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn e(err: impl std::fmt::Display) -> anyhow::Error {
+pub fn e(err: impl std::fmt::Display) -> anyhow::Error {
     anyhow!("{err}")
 }
 
@@ -189,48 +277,11 @@ impl SkiffDriver {
     }
 
     async fn heartbeat(&self, conn: &ConnectionHandle) -> Result<()> {
-        let hb = HeartbeatData {
-            client_id: self.client_id.clone(),
-            producer_data_set: vec![ProducerData {
-                group_name: PRODUCER_GROUP.to_owned(),
-            }],
-            consumer_data_set: vec![ConsumerData {
-                group_name: GROUP.to_owned(),
-                consume_type: ConsumeType::ConsumePassively,
-                message_model: MessageModel::Clustering,
-                consume_from_where: ConsumeFromWhere::ConsumeFromFirstOffset,
-                subscription_data_set: vec![SubscriptionData {
-                    topic: TOPIC.to_owned(),
-                    sub_string: "*".to_owned(),
-                    ..Default::default()
-                }],
-                unit_mode: false,
-            }],
-            heartbeat_fingerprint: 0,
-            without_sub: false,
-        };
-        let req = RemotingCommand::new_request(request::HEART_BEAT).with_body(hb.encode());
-        let resp = conn.invoke(req, TIMEOUT).await.map_err(e)?;
-        check(&resp, "HEART_BEAT")
+        heartbeat(conn, &self.client_id, PRODUCER_GROUP, Some((GROUP, TOPIC))).await
     }
 
     fn send_header(&self, queue: usize, batch: bool, props: Option<String>) -> SendMessageRequestHeader {
-        SendMessageRequestHeader {
-            producer_group: PRODUCER_GROUP.to_owned(),
-            topic: TOPIC.to_owned(),
-            default_topic: AUTO_CREATE_TOPIC_KEY.to_owned(),
-            default_topic_queue_nums: self.queues as i32,
-            queue_id: queue as i32,
-            sys_flag: 0,
-            born_timestamp: millis(),
-            flag: 0,
-            properties: props,
-            reconsume_times: Some(0),
-            unit_mode: Some(false),
-            max_reconsume_times: None,
-            batch: Some(batch),
-            broker_name: None,
-        }
+        send_header(TOPIC, self.queues, queue, batch, props)
     }
 
     /// Sends messages `first..first+count`, split by queue, and waits for every answer.
@@ -373,24 +424,7 @@ impl SkiffDriver {
     ) -> Result<i64> {
         let mut committed = offset;
         while offset < until {
-            let mut sys_flag = pull_sys_flag::SUSPEND | pull_sys_flag::SUBSCRIPTION;
-            if committed > 0 {
-                sys_flag |= pull_sys_flag::COMMIT_OFFSET;
-            }
-            let h = PullMessageRequestHeader {
-                consumer_group: GROUP.to_owned(),
-                topic: TOPIC.to_owned(),
-                queue_id: queue as i32,
-                queue_offset: offset,
-                max_msg_nums: fetch as i32,
-                sys_flag,
-                commit_offset: committed,
-                suspend_timeout_millis: suspend_ms,
-                subscription: Some("*".to_owned()),
-                sub_version: 0,
-                expression_type: Some("TAG".to_owned()),
-                ..Default::default()
-            };
+            let h = pull_header(GROUP, TOPIC, queue, offset, committed, fetch, suspend_ms);
             let resp = conn
                 .invoke(
                     RemotingCommand::new_request(request::PULL_MESSAGE).with_ext_fields(h.to_ext()),
