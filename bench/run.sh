@@ -9,18 +9,23 @@
 #   bench/run.sh --brokers skiff-async,redis-everysec --out bench/RESULTS.md
 #   bench/run.sh --brokers skiff-async,apache      # skiff vs Apache RocketMQ only
 #   bench/run.sh --brokers skiff-grpc,apache-grpc --messages 100000 --runs 1   # the gRPC row
+#   bench/run.sh --brokers skiff-java,apache-java,redis-xadd --java-seconds 20 --runs 1   # RocketMQ's tool
 #
 # Every argument goes to skiff-bench (`bench/run.sh --help` lists them), except the gRPC row's:
 # the brokers skiff-grpc and apache-grpc (not in the default set) run bench/grpc-bench.sh (a Java
 # program with the RocketMQ 5 gRPC client) after skiff-bench, with --messages, --runs, --out and
-# --grpc-threads K / --grpc-consumers C (default 4 / 4). Environment:
+# --grpc-threads K / --grpc-consumers C (default 4 / 4); and the Java benchmark row's: the
+# brokers skiff-java, apache-java and redis-xadd (not in the default set either) run
+# bench/java-bench.sh (RocketMQ's own benchmark tool, and redis-benchmark's XADD) after those,
+# with --messages, --runs, --out and --java-threads T / --java-size B / --java-seconds S /
+# --java-warmup W (default 32 / 128 / off: --messages / 5). Environment:
 #   SKIFF_BENCH_TARGET_DIR  cargo target dir (default: target-bench beside the repo)
 #   SKIFF_BENCH_NICE        nice level of the builds (default 10)
 #   APACHE_STOCK=1          Apache RocketMQ 5.5.0 as released, without the fix of its
 #                           busy-spinning TransactionMetricsFlushService (bench/README.md)
 #   ROCKETMQ_VERSION        another Apache RocketMQ version (default: the pom's, 5.5.0)
-#   SKIFF_BIN               a skiff binary for skiff-grpc (with only gRPC brokers selected:
-#                           nothing is built)
+#   SKIFF_BIN               a skiff binary for skiff-grpc and skiff-java (with only gRPC and
+#                           Java-tool brokers selected: nothing is built)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,33 +47,35 @@ for a in "$@"; do
     esac
     prev=$a
 done
-# The gRPC row (skiff-grpc, apache-grpc) is bench/grpc-bench.sh; skiff-bench gets the rest.
-grpc_brokers="" bench_brokers="$brokers"
+# The gRPC row (skiff-grpc, apache-grpc) is bench/grpc-bench.sh, the Java benchmark row
+# (skiff-java, apache-java, redis-xadd) bench/java-bench.sh; skiff-bench gets the rest.
+grpc_brokers="" java_brokers="" bench_brokers="$brokers"
 if [ "$brokers" != default ]; then
     bench_brokers=""
     for b in ${brokers//,/ }; do
         case $b in
             skiff-grpc | apache-grpc) grpc_brokers="${grpc_brokers:+$grpc_brokers,}$b" ;;
+            skiff-java | apache-java | redis-xadd) java_brokers="${java_brokers:+$java_brokers,}$b" ;;
             *) bench_brokers="${bench_brokers:+$bench_brokers,}$b" ;;
         esac
     done
 fi
-bench_args=() grpc_out=""
+bench_args=() rows_out=""
 skip=0
 prev=""
 for a in "$@"; do
     if [ "$skip" = 1 ]; then skip=0; prev=$a; continue; fi
     case $a in
-        --grpc-threads | --grpc-consumers) skip=1 ;;
-        --grpc-threads=* | --grpc-consumers=*) ;;
+        --grpc-threads | --grpc-consumers | --java-threads | --java-size | --java-seconds | --java-warmup) skip=1 ;;
+        --grpc-threads=* | --grpc-consumers=* | --java-threads=* | --java-size=* | --java-seconds=* | --java-warmup=*) ;;
         --brokers) bench_args+=("$a") ;;
         --brokers=*) bench_args+=("--brokers=$bench_brokers") ;;
         *)
             if [ "$prev" = "--brokers" ]; then bench_args+=("$bench_brokers"); else bench_args+=("$a"); fi
             ;;
     esac
-    case $a in --out=*) grpc_out=${a#--out=} ;; esac
-    [ "$prev" = "--out" ] && grpc_out=$a
+    case $a in --out=*) rows_out=${a#--out=} ;; esac
+    [ "$prev" = "--out" ] && rows_out=$a
     prev=$a
 done
 wants() { # wants PATTERN: a selected broker matches PATTERN
@@ -97,6 +104,15 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 nats_bin="$(command -v nats-server || echo /usr/sbin/nats-server)"
 
+if [[ ,$java_brokers, == *-java,* ]]; then
+    for tool in java mvn; do
+        command -v "$tool" >/dev/null 2>&1 || {
+            echo "skiff-java and apache-java need $tool (Debian: default-jdk-headless maven)" >&2
+            exit 1
+        }
+    done
+fi
+
 apache_args=()
 if wants apache; then
     for tool in java mvn; do
@@ -118,7 +134,7 @@ if [ -n "$bench_brokers" ]; then
     # Not --locked: bench/Cargo.lock pins the bench's own dependencies, and a dependency added to
     # skiff (a path dependency) must be able to enter it.
     (cd "$here" && nice -n "$nice_level" cargo build --release)
-elif [[ ,$grpc_brokers, == *,skiff-grpc,* ]]; then
+elif [[ ,$grpc_brokers, == *,skiff-grpc,* || ,$java_brokers, == *,skiff-java,* ]]; then
     if [ -n "${SKIFF_BIN:-}" ]; then
         skiff_bin=$SKIFF_BIN
     else
@@ -145,9 +161,12 @@ if [ -n "$bench_brokers" ]; then
         --nats-server "$nats_bin" \
         ${apache_args[@]+"${apache_args[@]}"} \
         ${bench_args[@]+"${bench_args[@]}"}
-elif [ -n "$grpc_out" ]; then
-    : >"$grpc_out"
+elif [ -n "$rows_out" ]; then
+    : >"$rows_out"
 fi
 if [ -n "$grpc_brokers" ]; then
     "$here/grpc-bench.sh" "$@" --brokers "$grpc_brokers" --skiff-bin "$skiff_bin" --skiff-rev "$rev"
+fi
+if [ -n "$java_brokers" ]; then
+    "$here/java-bench.sh" "$@" --brokers "$java_brokers" --skiff-bin "$skiff_bin" --skiff-rev "$rev"
 fi
