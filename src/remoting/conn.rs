@@ -343,8 +343,15 @@ async fn read_loop<S: RequestSink>(
     slot: Option<&ConnectionSlot>,
 ) -> ReadEnd {
     let mut closed = conn.shared.closed.subscribe();
+    // Made once, not per read: each read would otherwise register two fresh watch waiters.
+    let closed = flag_set(&mut closed);
+    let stopped = flag_set(stop);
+    tokio::pin!(closed, stopped);
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let opened = Instant::now();
+    // The idle timer is not moved by every read (a timer-wheel update per request): when it
+    // fires, it is moved to the last read's deadline if that is still ahead.
+    let mut last_read = opened;
     // Timers are made once and reset, not made per read: the loop runs for every read.
     let idle = tokio::time::sleep_until(opened + opts.idle_timeout.unwrap_or(NEVER));
     let handshake = tokio::time::sleep_until(opened + opts.handshake_timeout.unwrap_or(NEVER));
@@ -412,11 +419,11 @@ async fn read_loop<S: RequestSink>(
         let awaiting_first_request = opts.handshake_timeout.is_some() && !completed_any;
         let timing_frame = opts.frame_timeout.is_some() && frame_started;
         tokio::select! {
-            _ = flag_set(&mut closed) => {
+            _ = &mut closed => {
                 debug!(conn = %conn.id(), "connection closed locally");
                 return ReadEnd::Closed;
             }
-            _ = flag_set(stop) => {
+            _ = &mut stopped => {
                 debug!(conn = %conn.id(), "connection closed by shutdown");
                 return ReadEnd::Closed;
             }
@@ -425,6 +432,11 @@ async fn read_loop<S: RequestSink>(
                 return ReadEnd::Evicted;
             }
             _ = &mut idle, if opts.idle_timeout.is_some() => {
+                let deadline = last_read + opts.idle_timeout.unwrap_or(NEVER);
+                if deadline > Instant::now() {
+                    idle.as_mut().reset(deadline);
+                    continue;
+                }
                 info!(
                     conn = %conn.id(),
                     peer = %conn.peer_addr(),
@@ -477,8 +489,8 @@ async fn read_loop<S: RequestSink>(
                 }
                 Ok(n) => {
                     trace!(conn = %conn.id(), bytes = n, "read");
-                    if let Some(timeout) = opts.idle_timeout {
-                        idle.as_mut().reset(Instant::now() + timeout);
+                    if opts.idle_timeout.is_some() {
+                        last_read = Instant::now();
                     }
                     if let Some(slot) = slot {
                         slot.mark_read();
@@ -564,10 +576,12 @@ async fn write_loop(
     max_frame_len: usize,
 ) {
     let mut closed = conn.shared.closed.subscribe();
+    let closed = flag_set(&mut closed);
+    tokio::pin!(closed);
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {
         let first = tokio::select! {
-            _ = flag_set(&mut closed) => break,
+            _ = &mut closed => break,
             msg = rx.recv() => match msg {
                 Some(cmd) => cmd,
                 None => break,
@@ -584,7 +598,7 @@ async fn write_loop(
             continue;
         }
         let res = tokio::select! {
-            _ = flag_set(&mut closed) => break,
+            _ = &mut closed => break,
             res = write.write_all(&buf) => res,
         };
         buf.clear();

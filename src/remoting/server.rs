@@ -14,6 +14,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
@@ -539,17 +540,18 @@ impl RequestSink for ServerSink {
         let conn = conn.clone();
         let busy = self.slot.request_started();
         tokio::spawn(async move {
-            // The handler runs in its own task so that a panic is contained and answered.
-            let outcome = tokio::spawn(fut).await;
+            // A panic in the handler is contained and answered, as a task of its own would
+            // contain it, without a second task per request.
+            let outcome = CatchPanic(fut).await;
             drop(permit);
             drop(busy);
             let response = match outcome {
                 Ok(resp) => resp,
-                Err(e) => {
-                    error!(conn = %conn.id(), code, opaque, error = %e, "request handler failed");
+                Err(panic) => {
+                    error!(conn = %conn.id(), code, opaque, panic = %panic, "request handler failed");
                     Some(RemotingCommand::new_response(
                         response::SYSTEM_ERROR,
-                        Some(format!("request handler failed: {e}")),
+                        Some(format!("request handler failed: {panic}")),
                     ))
                 }
             };
@@ -566,5 +568,26 @@ impl RequestSink for ServerSink {
                 debug!(conn = %conn.id(), code, opaque, error = %e, "response not sent");
             }
         });
+    }
+}
+
+/// A handler's future whose panic becomes an error: the panic's message.
+struct CatchPanic(HandlerFuture);
+
+impl Future for CatchPanic {
+    type Output = Result<Option<RemotingCommand>, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.as_mut().poll(cx)));
+        match polled {
+            Ok(Poll::Ready(response)) => Poll::Ready(Ok(response)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panicked".to_owned()))),
+        }
     }
 }

@@ -187,7 +187,12 @@ impl ConnectionSlot {
         if self.state.evicted.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
-        *lock(&self.state.reader) = Some(cx.waker().clone());
+        // Polled with every read of the connection: the waker is cloned only when it changed.
+        let mut reader = lock(&self.state.reader);
+        if !reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *reader = Some(cx.waker().clone());
+        }
+        drop(reader);
         // Checked again: an eviction between the first check and the registration woke nothing.
         if self.state.evicted.load(Ordering::Acquire) {
             Poll::Ready(())

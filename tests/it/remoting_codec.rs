@@ -29,6 +29,8 @@ const HOLD: i32 = 1002;
 const CLOSE_ME: i32 = 1003;
 /// Answered with a 128 KiB body.
 const BIG_ANSWER: i32 = 1004;
+/// The handler panics after a first poll that was pending.
+const PANIC: i32 = 1005;
 const PARK: i32 = request::PULL_MESSAGE;
 const NOTIFY_THEN_ANSWER: i32 = request::HEART_BEAT;
 const ONEWAY_SINK: i32 = request::UPDATE_CONSUMER_OFFSET;
@@ -90,6 +92,10 @@ impl RequestHandler for TestHandler {
                 CLOSE_ME => {
                     conn.close();
                     None
+                }
+                PANIC => {
+                    tokio::task::yield_now().await;
+                    panic!("handler bug for opaque {}", req.opaque);
                 }
                 _ => Some(RemotingCommand::not_supported(&req)),
             }
@@ -413,6 +419,30 @@ async fn unknown_request_code_answers_3() {
         Some(" request type 9999 not supported")
     );
     f.assert_echo_works("after").await;
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_answered_system_error_and_the_connection_kept() {
+    let f = start(ServerConfig::default()).await;
+    let conn = f.client.connection_to(&f.addr, RPC).await.expect("connect");
+    let resp = conn
+        .invoke(RemotingCommand::new_request(PANIC), RPC)
+        .await
+        .expect("an answer, not a timeout");
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    let remark = resp.remark.unwrap_or_default();
+    assert!(
+        remark.starts_with("request handler failed: handler bug for opaque"),
+        "{remark}"
+    );
+    let echo = conn
+        .invoke(
+            RemotingCommand::new_request(ECHO).with_body(b"still here".to_vec()),
+            RPC,
+        )
+        .await
+        .expect("echo after the panic");
+    assert_eq!(&echo.body[..], b"still here");
 }
 
 #[tokio::test]
