@@ -184,6 +184,14 @@ impl KeyBatch {
         }
         batch
     }
+
+    /// Adds the batch appended right after this one (`next.start == self.end`).
+    pub fn extend(&mut self, next: KeyBatch) {
+        debug_assert_eq!(next.start, self.end, "key batches merge only when adjacent");
+        self.end = next.end;
+        self.records += next.records;
+        self.entries.extend(next.entries);
+    }
 }
 
 /// One index file: its first entry's physical offset and its path.

@@ -109,6 +109,8 @@ pub struct MessageStoreActor {
     snapshot: MessageStoreSnapshot,
     /// Batches validated in this mailbox drain, written together at its end.
     pending: Vec<PendingAppend>,
+    /// Key entries of recent writes not yet handed to the key index.
+    keys: Option<KeyBatch>,
 }
 
 const MAILBOX_CAPACITY: usize = 1024;
@@ -136,6 +138,7 @@ impl MessageStoreActor {
             metrics,
             snapshot: MessageStoreSnapshot::default(),
             pending: Vec::new(),
+            keys: None,
         }
     }
 
@@ -203,14 +206,14 @@ impl MessageStoreActor {
         Ok(prepared)
     }
 
-    fn announce(&mut self, messages: &[MessageToAppend], results: &[AppendResult]) {
-        if let Some(key_index) = &self.key_index {
-            if key_index
-                .try_send(IndexBatch(KeyBatch::of(messages, results)))
-                .is_err()
-            {
-                self.snapshot.dropped_notices += 1;
-            }
+    fn announce(
+        &mut self,
+        messages: &[MessageToAppend],
+        results: &[AppendResult],
+        ctx: &mut Context<Self>,
+    ) {
+        if self.key_index.is_some() {
+            self.collect_keys(KeyBatch::of(messages, results), ctx);
         }
         self.metrics.record_appends(
             messages
@@ -246,7 +249,41 @@ impl MessageStoreActor {
     }
 }
 
+/// Key entries are handed to the key index once this many records have gathered, or
+/// [`KEY_HANDOVER_DELAY`] after the first: a hand-over wakes the index's thread, and one per
+/// write cost as much as the index's own work when every write held a few one-message sends.
+/// A query never waits for them: it first indexes whatever the commit log holds past the index.
+const KEY_HANDOVER_RECORDS: usize = 1024;
+const KEY_HANDOVER_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
+
 impl MessageStoreActor {
+    fn collect_keys(&mut self, batch: KeyBatch, ctx: &mut Context<Self>) {
+        match self.keys.as_mut() {
+            Some(keys) if keys.end == batch.start => keys.extend(batch),
+            _ => {
+                self.hand_over_keys();
+                self.keys = Some(batch);
+                ctx.run_later(KEY_HANDOVER_DELAY, |actor, _| actor.hand_over_keys());
+            }
+        }
+        if self
+            .keys
+            .as_ref()
+            .is_some_and(|k| k.records >= KEY_HANDOVER_RECORDS)
+        {
+            self.hand_over_keys();
+        }
+    }
+
+    fn hand_over_keys(&mut self) {
+        let (Some(keys), Some(key_index)) = (self.keys.take(), &self.key_index) else {
+            return;
+        };
+        if key_index.try_send(IndexBatch(keys)).is_err() {
+            self.snapshot.dropped_notices += 1;
+        }
+    }
+
     /// One retention run: measure the disk, update the guard, delete what is due.
     fn clean_up(&mut self) {
         let used_ratio = match self.retention.meter.used_ratio(&self.dir) {
@@ -324,7 +361,7 @@ impl MessageStoreActor {
     /// the callers whose sends reached the mailbox together (many connections sending one
     /// message each), then answers each caller with its own results once they are as durable
     /// as the flush policy promises.
-    fn write_pending(&mut self) {
+    fn write_pending(&mut self, ctx: &mut Context<Self>) {
         let pending = std::mem::take(&mut self.pending);
         if pending.is_empty() {
             return;
@@ -372,7 +409,7 @@ impl MessageStoreActor {
                 for (count, answer) in counts.into_iter().zip(answers) {
                     let messages = messages.by_ref().take(count).collect();
                     self.pending.push(PendingAppend { messages, answer });
-                    self.write_pending();
+                    self.write_pending(ctx);
                 }
                 return;
             }
@@ -380,7 +417,7 @@ impl MessageStoreActor {
         self.snapshot.batches += answers.len() as u64;
         self.snapshot.writes += 1;
         self.snapshot.messages += results.len() as u64;
-        self.announce(&messages, &results);
+        self.announce(&messages, &results, ctx);
         let mut results = results.into_iter();
         let split: Vec<(Vec<AppendResult>, oneshot::Sender<AppendAnswer>)> = counts
             .into_iter()
@@ -432,7 +469,9 @@ impl Handler<AppendMessages> for MessageStoreActor {
             }
         };
         if self.pending.is_empty() {
-            ctx.spawn(actix::fut::ready(()).map(|(), actor: &mut Self, _| actor.write_pending()));
+            ctx.spawn(
+                actix::fut::ready(()).map(|(), actor: &mut Self, ctx| actor.write_pending(ctx)),
+            );
         }
         let (answer, answered) = oneshot::channel();
         self.pending.push(PendingAppend {
@@ -470,8 +509,8 @@ impl Handler<SubscribeKeys> for MessageStoreActor {
 impl Handler<FlushStore> for MessageStoreActor {
     type Result = Result<(), BrokerError>;
 
-    fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
-        self.write_pending();
+    fn handle(&mut self, _: FlushStore, ctx: &mut Self::Context) -> Self::Result {
+        self.write_pending(ctx);
         match self.store.as_mut() {
             Some(store) => store.flush().map_err(BrokerError::Store),
             None => Err(closed_error()),
@@ -489,7 +528,7 @@ impl Handler<Quit<Result<(), BrokerError>>> for MessageStoreActor {
         ctx: &mut Self::Context,
     ) -> Self::Result {
         // Batches queued ahead of the Quit are written and answered before the store closes.
-        self.write_pending();
+        self.write_pending(ctx);
         self.snapshot.closed = true;
         let Some(store) = self.store.take() else {
             return Ok(());

@@ -6,6 +6,7 @@ use skiff_actors::broker_api::{BrokerApi, SendRequest};
 use skiff_actors::testsuite::*;
 use skiff_storage::key_index::KEY_INDEX_DIR;
 use skiff_storage::message::{decode_records, property};
+use std::time::Duration;
 
 const TOPIC: &str = "KeyTopic";
 
@@ -94,8 +95,8 @@ fn appends_are_indexed_without_a_query() {
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
         send_keyed(&broker).await;
-        // The batch's entries were queued before `send_messages` answered; this Observe is
-        // behind them.
+        // The store hands the entries over within a few milliseconds of the write.
+        advance(Duration::from_millis(10)).await;
         let snapshot = index_snapshot(&broker).await;
         assert_eq!(snapshot.indexed_records, 3);
         assert_eq!(snapshot.queries, 0);
