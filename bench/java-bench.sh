@@ -376,7 +376,7 @@ if has redis-xadd; then
 fi
 
 declare -A DESCS
-if ((seconds > 0)); then phase="${seconds} s of sending"; else phase="${messages} messages"; fi
+if ((seconds > 0)); then phase="${seconds} s of sending"; else phase=$("$PYTHON" -c 'import sys; print(f"{int(sys.argv[1]):,} messages")' "$messages"); fi
 say "work dir $work; ${phase}, ${threads} threads, ${size}-byte bodies, ${runs} run(s): ${selected[*]}"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 say "load average: $load_before"
@@ -406,7 +406,7 @@ rows, lines = {}, {}
 for line in open(path):
     b, run, kv, which = line.rstrip("\n").split("\t")
     rows.setdefault(b, []).append({k: float(v) for k, v in (x.split("=", 1) for x in kv.split())})
-    lines.setdefault(b, set()).add(which)
+    lines.setdefault(b, set()).add(which.split("=", 1)[-1])
 # label, key, format, with a skiff / apache ratio, with a skiff / redis ratio
 cols = [
     ("send TPS (tool's lines, median after warm-up; redis: requests/s)", "tps", "{:,.0f}", 1, 1),
@@ -451,7 +451,7 @@ w = int(warmup)
 note = (f"- send TPS and average RT: the medians of the Producer's stats lines (`-ri 1000`: one a "
         f"second from 10 s on, each over the last 9 s) whose window starts {w} s or more after the start")
 if any("all" in lines.get(b, ()) for b in order):
-    note += " (in some run no line was that late: there, all lines)"
+    note += " (in some run no line was that late: there, all lines; a send phase under 10 s has none)"
 out.append(note + "; max RT and failures: the tool's totals at the end of the send phase")
 out.append(f"- load average before {lb}, after {la}")
 print("\n".join(out))
