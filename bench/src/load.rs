@@ -126,13 +126,18 @@ fn single_send(args: &LoadArgs, gen: &mut PayloadGen, topic: &str, seq: u64) -> 
         .with_body(gen.make(seq, now_ns()))
 }
 
-/// One message into every topic, so the run measures sends to topics that exist.
+/// One message into every queue of every topic, so the run measures sends to queues that
+/// exist (a queue's first message creates its directory and file, a cost of its own).
 async fn create_topics(args: &LoadArgs, conns: &[ConnectionHandle]) -> Result<()> {
     let mut gen = PayloadGen::new(0xc0de, args.size);
-    for chunk in (0..args.topics).collect::<Vec<_>>().chunks(conns.len() * 4) {
-        let sends = chunk.iter().map(|&t| {
-            let req = single_send(args, &mut gen, &topic(args, t), t as u64);
-            let conn = &conns[t % conns.len()];
+    let queues = args.queues as u64;
+    let all: Vec<u64> = (0..args.topics as u64 * queues).collect();
+    for chunk in all.chunks(conns.len() * 4) {
+        let sends = chunk.iter().map(|&n| {
+            // Sequence n goes to queue n mod queues (see `single_send`).
+            let t = (n / queues) as usize;
+            let req = single_send(args, &mut gen, &topic(args, t), n);
+            let conn = &conns[n as usize % conns.len()];
             async move { check(&conn.invoke(req, TIMEOUT).await.map_err(e)?, "send") }
         });
         for r in futures::future::join_all(sends.collect::<Vec<_>>()).await {
@@ -369,6 +374,7 @@ fn report(args: &LoadArgs, m: &Measured) {
             "sent": m.sent, "sends_per_sec": sends_per_sec, "consumed_per_sec": consumed_per_sec,
             "p50_us": p50, "p99_us": p99, "p999_us": p999, "max_us": max,
             "broker_cpu_us_per_send": broker, "client_cpu_us_per_send": per_msg(m.client_cpu_secs),
+            "broker_cpu_us_per_message": m.broker_cpu_secs.map(|c| c * 1e6 / (m.sent + m.consumed).max(1) as f64),
             "broker_rss_kib": m.broker_rss_kib, "broker_hwm_kib": m.broker_hwm_kib,
         });
         println!("{v}");
