@@ -347,13 +347,13 @@ fn closed_error() -> BrokerError {
     }
 }
 
+type AppendAnswer = Result<Vec<AppendResult>, BrokerError>;
+
 /// One caller's validated batch, waiting for the write that ends the mailbox drain.
 struct PendingAppend {
     messages: Vec<MessageToAppend>,
-    answer: oneshot::Sender<Result<Vec<AppendResult>, BrokerError>>,
+    answer: oneshot::Sender<AppendAnswer>,
 }
-
-type AppendAnswer = Result<Vec<AppendResult>, BrokerError>;
 
 impl MessageStoreActor {
     /// Appends every batch validated since the last write as one: one commit-log write, one
