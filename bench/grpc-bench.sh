@@ -23,9 +23,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 root="$(cd "$here/.." && pwd)"
 apache_dir="$root/tests/conformance/apache"
-PYTHON=${PYTHON:-python3}
 
 brokers="skiff-grpc,apache-grpc" messages=1000000 runs=3 threads=4 consumers=4
 skiff_bin=${SKIFF_BIN:-} skiff_rev="" out="" keep=0
@@ -86,36 +87,11 @@ work=$(mktemp -d "/var/tmp/skiff-grpc-bench.XXXXXX")
 results=$work/results.tsv
 : >"$results"
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-wait_port() { # wait_port PORT PID...: until PORT accepts connections (60 s), while the PIDs live
-    "$PYTHON" - "$@" <<'EOF'
-import os, socket, sys, time
-port, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
-deadline = time.time() + 60
-while time.time() < deadline:
-    for p in pids:
-        try:
-            os.kill(p, 0)
-        except OSError:
-            sys.exit(2)
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.2)
-sys.exit(1)
-EOF
-}
 
 SKIFF_PID="" APACHE_RUN=""
 stop_broker() {
     if [[ -n $SKIFF_PID ]]; then
-        kill -TERM "$SKIFF_PID" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$SKIFF_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SKIFF_PID" 2>/dev/null || true
-        wait "$SKIFF_PID" 2>/dev/null || true
+        stop_pid "$SKIFF_PID"
         SKIFF_PID=""
     fi
     if [[ -n $APACHE_RUN ]]; then

@@ -33,9 +33,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 root="$(cd "$here/.." && pwd)"
 apache_dir="$root/tests/conformance/apache"
-PYTHON=${PYTHON:-python3}
 
 brokers="skiff-java,apache-java" messages=1000000 seconds=0 runs=3 threads=32 size=128 warmup=5
 skiff_bin=${SKIFF_BIN:-} skiff_rev="" out="" keep=0
@@ -127,28 +128,6 @@ results=$work/results.tsv
 # the first send on both, with the Producer's defaultTopicQueueNums: 4 queues.
 topic=bench_java group=benchmark_consumer
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-wait_port() { # wait_port PORT PID...: until PORT accepts connections (60 s), while the PIDs live
-    "$PYTHON" - "$@" <<'EOF'
-import os, socket, sys, time
-port, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
-deadline = time.time() + 60
-while time.time() < deadline:
-    for p in pids:
-        try:
-            os.kill(p, 0)
-        except OSError:
-            sys.exit(2)
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.2)
-sys.exit(1)
-EOF
-}
 cpu_ticks() { # cpu_ticks PID,PID...: utime + stime of the processes (/proc/PID/stat), in ticks
     local p s t=0 f
     for p in ${1//,/ }; do
@@ -171,11 +150,7 @@ SKIFF_PID="" APACHE_RUN="" REDIS_PID="" CLIENT_PID="" failed=0
 stop_broker() {
     local p
     for p in "$SKIFF_PID" "$REDIS_PID"; do
-        [[ -n $p ]] || continue
-        kill -TERM "$p" 2>/dev/null || true
-        for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
+        [[ -n $p ]] && stop_pid "$p"
     done
     SKIFF_PID="" REDIS_PID=""
     if [[ -n $APACHE_RUN ]]; then

@@ -20,6 +20,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 root="$(cd "$here/.." && pwd)"
 target="${SKIFF_BENCH_TARGET_DIR:-$(cd "$root/.." && pwd)/target-bench}"
 seconds=10
@@ -46,8 +48,7 @@ work="$(mktemp -d /var/tmp/skiff-scale.XXXXXX)"
 pid=""
 stop_node() {
     if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        stop_pid "$pid"
         pid=""
     fi
 }
@@ -60,14 +61,11 @@ point() {
     stop_node
     rm -rf "$work/data"
     local port
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     "$SKIFF_BIN" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --flush async \
         --metrics-listen off --grpc-listen off >"$work/node.log" 2>&1 &
     pid=$!
-    for _ in $(seq 100); do
-        (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
-    done
+    wait_port "$port" "$pid" || { echo "skiff did not open $port; see $work/node.log" >&2; exit 1; }
     echo "  $label: $*" >&2
     local line
     line=$("$load" load --addr "127.0.0.1:$port" --pid "$pid" --seconds "$seconds" --json "$@")
@@ -90,7 +88,7 @@ if wants backlog; then
     for b in 1000000 10000000; do point backlog --connections 32 --groups 1 --backlog "$b"; done
 fi
 
-python3 - "$work/points" "$seconds" "$(git -C "$root" describe --always --dirty)" >"$work/table.md" <<'EOF'
+"$PYTHON" - "$work/points" "$seconds" "$(git -C "$root" describe --always --dirty)" >"$work/table.md" <<'EOF'
 import json, sys
 points = [json.loads(l) for l in open(sys.argv[1])]
 print(f"skiff {sys.argv[3]}, {sys.argv[2]} s per point, 128-byte messages, one send in flight per connection;")

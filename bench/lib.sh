@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# Shell functions the bench scripts share (grpc-bench.sh, java-bench.sh, scale.sh); sourced,
+# not run. PYTHON names the interpreter (default python3).
+
+PYTHON=${PYTHON:-python3}
+
+# free_port: a free loopback port (bound, then released).
+free_port() {
+    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_port PORT PID...: until PORT accepts connections (60 s), while the PIDs live; 2 when one
+# of them exited, 1 at the deadline.
+wait_port() {
+    "$PYTHON" - "$@" <<'EOF'
+import os, socket, sys, time
+port, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
+deadline = time.time() + 60
+while time.time() < deadline:
+    for p in pids:
+        try:
+            os.kill(p, 0)
+        except OSError:
+            sys.exit(2)
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+EOF
+}
+
+# stop_pid PID: SIGTERM, SIGKILL after 10 s, then reaps it (a child of this shell).
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
