@@ -245,6 +245,68 @@ impl RawConn {
     }
 }
 
+// ---- message bodies as clients write them ------------------------------------------------------
+
+/// The body of a message of the trace topic as a Java client with `enableMsgTrace` writes it, in
+/// the layout of rocketmq-client 5.5.0's `TraceDataEncoder.encoderFromContextBean`: a Pub,
+/// SubBefore and SubAfter record of `msg_id` (producer group `PG`, topic `Orders`, consumer group
+/// `GID_orders`, request `req-1`, 25 ms consume time), then a SubBefore of another message.
+pub fn java_trace_body(msg_id: &str) -> String {
+    let pub_record = [
+        "Pub",
+        "1733390000000",
+        "DefaultRegion",
+        "PG",
+        "Orders",
+        msg_id,
+        "TagA",
+        "k1",
+        "127.0.0.1:9876",
+        "12",
+        "3",
+        "0",
+        "7F00000100002A9F0000000000000000",
+        "true",
+        "10.0.0.5",
+    ]
+    .join("\u{1}");
+    let before = [
+        "SubBefore",
+        "1733390000100",
+        "DefaultRegion",
+        "GID_orders",
+        "req-1",
+        msg_id,
+        "0",
+        "k1",
+    ]
+    .join("\u{1}");
+    let after = [
+        "SubAfter",
+        "req-1",
+        msg_id,
+        "25",
+        "true",
+        "k1",
+        "0",
+        "1733390000125",
+        "GID_orders",
+    ]
+    .join("\u{1}");
+    let other = [
+        "SubBefore",
+        "1733390000200",
+        "R",
+        "G",
+        "req-2",
+        "OTHER",
+        "0",
+        "",
+    ]
+    .join("\u{1}");
+    format!("{pub_record}\u{2}{before}\u{2}{after}\u{2}{other}\u{2}")
+}
+
 // ---- requests as a client sends them -----------------------------------------------------------
 
 /// A request with these header fields.

@@ -14,7 +14,7 @@ use skiff::acl::{AccountConfig, AclConfig};
 use skiff::remoting::codes::{request as rc, response as code};
 use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::serve::{self, Serving};
-use skiff::testsuite::{pull, send_v2};
+use skiff::testsuite::{java_trace_body, pull, send_v2};
 use skiff::NodeConfig;
 
 const CSRF: (&str, &str) = ("X-Skiff-Console", "1");
@@ -339,50 +339,10 @@ async fn the_console_api_shows_what_the_broker_holds_and_refuses_bad_input() -> 
     );
 
     // A trace, as a Java client with enableMsgTrace writes one: a message of the trace topic
-    // keyed by the traced message's id, with Pub, SubBefore and SubAfter records.
+    // keyed by the traced message's id, with Pub, SubBefore and SubAfter records (and a record of
+    // another message, which the traced one's page leaves out).
     let traced = "0A0B0C0D00002A9F0000000000000ABC";
-    let record = |fields: &[&str]| fields.join("\u{1}") + "\u{2}";
-    let trace_body = [
-        record(&[
-            "Pub",
-            "1733390000000",
-            "DefaultRegion",
-            "PG",
-            "Orders",
-            traced,
-            "TagA",
-            "k1",
-            "127.0.0.1:9876",
-            "12",
-            "3",
-            "0",
-            "7F00000100002A9F0000000000000000",
-            "true",
-            "10.0.0.5",
-        ]),
-        record(&[
-            "SubBefore",
-            "1733390000100",
-            "DefaultRegion",
-            "GID_orders",
-            "req-1",
-            traced,
-            "0",
-            "k1",
-        ]),
-        record(&[
-            "SubAfter",
-            "req-1",
-            traced,
-            "25",
-            "true",
-            "k1",
-            "0",
-            "1733390000125",
-            "GID_orders",
-        ]),
-    ]
-    .concat();
+    let trace_body = java_trace_body(traced);
     let trace_send = send_v2("RMQ_SYS_TRACE_TOPIC", trace_body)
         .queue(0)
         .properties(format!("KEYS\u{1}{traced} k1\u{2}"))
