@@ -54,12 +54,27 @@ async fn writes_and_batches(broker: &BrokerHandle) -> (u64, u64) {
     (snapshot.writes, snapshot.batches)
 }
 
-/// Twenty one-message sends in flight together, as twenty connections each with one send.
-async fn twenty_concurrent_sends(
-    broker: &BrokerHandle,
-) -> Vec<Result<Vec<SendResult>, BrokerError>> {
-    join_all((0..20).map(|i| send(broker, vec![message(TOPIC, i % 2, &format!("m{i}"), None)])))
+/// One send that creates the topic, so the sends after it find it.
+async fn send_first(broker: &BrokerHandle) {
+    send(broker, vec![message(TOPIC, 0, "first", None)])
         .await
+        .expect("first send");
+}
+
+type Answers = Vec<Result<Vec<SendResult>, BrokerError>>;
+
+/// After [`send_first`], twenty one-message sends in flight together (as twenty connections each
+/// with one send, message i to queue i mod 2); their answers, and the (writes, batches) the store
+/// counted for them.
+async fn twenty_concurrent_sends(broker: &BrokerHandle) -> (Answers, (u64, u64)) {
+    send_first(broker).await;
+    let before = writes_and_batches(broker).await;
+    let answers = join_all(
+        (0..20).map(|i| send(broker, vec![message(TOPIC, i % 2, &format!("m{i}"), None)])),
+    )
+    .await;
+    let after = writes_and_batches(broker).await;
+    (answers, (after.0 - before.0, after.1 - before.1))
 }
 
 #[test]
@@ -67,18 +82,8 @@ fn concurrent_sends_share_one_write_and_each_get_their_own_offsets() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        // Creates the topic, so the twenty below find it.
-        send(&broker, vec![message(TOPIC, 0, "first", None)])
-            .await
-            .expect("first send");
-        let before = writes_and_batches(&broker).await;
-        let answers = twenty_concurrent_sends(&broker).await;
-        let after = writes_and_batches(&broker).await;
-        assert_eq!(
-            (after.0 - before.0, after.1 - before.1),
-            (1, 20),
-            "(writes, batches) of the twenty sends"
-        );
+        let (answers, counted) = twenty_concurrent_sends(&broker).await;
+        assert_eq!(counted, (1, 20), "(writes, batches) of the twenty sends");
         let mut offsets = [Vec::new(), Vec::new()];
         for (i, answer) in answers.into_iter().enumerate() {
             let results = answer.expect("send");
@@ -103,9 +108,7 @@ fn an_invalid_batch_among_concurrent_sends_is_refused_alone() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        send(&broker, vec![message(TOPIC, 0, "first", None)])
-            .await
-            .expect("first send");
+        send_first(&broker).await;
         let too_large = message(TOPIC, 0, &"x".repeat(5 << 20), None);
         let answers = join_all([
             send(&broker, vec![message(TOPIC, 0, "a", None)]),
@@ -140,13 +143,8 @@ fn concurrent_sync_sends_are_answered_after_one_shared_write() {
     let dir = tempfile::tempdir().unwrap();
     actix_rt::System::new().block_on(async {
         let broker = start_broker_with(dir.path(), BrokerConfig::default(), FlushPolicy::Sync);
-        send(&broker, vec![message(TOPIC, 0, "first", None)])
-            .await
-            .expect("first send");
-        let before = writes_and_batches(&broker).await;
-        let answers = twenty_concurrent_sends(&broker).await;
+        let (answers, counted) = twenty_concurrent_sends(&broker).await;
         assert!(answers.iter().all(Result::is_ok), "{answers:?}");
-        let after = writes_and_batches(&broker).await;
-        assert_eq!((after.0 - before.0, after.1 - before.1), (1, 20));
+        assert_eq!(counted, (1, 20), "(writes, batches) of the twenty sends");
     });
 }
