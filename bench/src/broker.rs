@@ -299,7 +299,7 @@ pub fn cpu_secs(pid: u32) -> Result<f64> {
     Ok(ticks as f64 / hz)
 }
 
-fn proc_status_kib(pid: u32, key: &str) -> Result<u64> {
+pub fn proc_status_kib(pid: u32, key: &str) -> Result<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     for line in status.lines() {

@@ -16,7 +16,7 @@ use skiff::remoting::codes::{request, response};
 use skiff::remoting::headers::{CustomHeader, PullMessageResponseHeader};
 use skiff::remoting::{ClientConfig, ConnectionHandle, RemotingClient, RemotingCommand};
 
-use crate::broker::cpu_secs;
+use crate::broker::{cpu_secs, proc_status_kib};
 use crate::skiff_driver::{check, e, for_each_body, heartbeat, properties, pull_header, send_header, TIMEOUT};
 use crate::workload::{now_ns, PayloadGen};
 
@@ -260,17 +260,13 @@ fn broker_cpu(pids: &[u32]) -> Result<Option<f64>> {
     Ok(Some(total))
 }
 
+/// The sum of a `/proc/PID/status` field (KiB) over the broker's pids; `None` without pids or
+/// when a pid is gone.
 fn status_kib(pids: &[u32], key: &str) -> Option<u64> {
     if pids.is_empty() {
         return None;
     }
-    let mut total = 0;
-    for pid in pids {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with(key))?;
-        total += line[key.len()..].trim().trim_end_matches("kB").trim().parse::<u64>().ok()?;
-    }
-    Some(total)
+    pids.iter().map(|&pid| proc_status_kib(pid, key).ok()).sum()
 }
 
 async fn run(args: &LoadArgs) -> Result<Measured> {
