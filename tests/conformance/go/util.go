@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -278,6 +280,53 @@ func awaitRetryQueue(c *Ctx, pc any, group string) {
 	})
 	c.Check(ok, "the consumer was not pulling %s 30 s after start (no route for it?)", retry)
 }
+
+// committedOffset is the offset the broker holds for group on mq (QUERY_CONSUMER_OFFSET, code
+// 14), asked through the started producer's client: the Go client exports no offset query, so
+// the request is built by reflection as the fields above are read.
+func committedOffset(p rocketmq.Producer, group string, mq *primitive.MessageQueue) (int64, error) {
+	client := unexported(reflect.ValueOf(p).Elem(), "client")
+	names := client.MethodByName("GetNameSrv").Call(nil)[0]
+	addr := names.MethodByName("FindBrokerAddrByName").Call([]reflect.Value{reflect.ValueOf(mq.BrokerName)})[0].String()
+	if addr == "" {
+		return -1, fmt.Errorf("no address for broker %s", mq.BrokerName)
+	}
+	invoke := client.MethodByName("InvokeSync")
+	request := reflect.New(invoke.Type().In(2).Elem())
+	fields := request.Elem()
+	fields.FieldByName("Code").SetInt(14)
+	fields.FieldByName("Language").SetUint(9) // Go
+	fields.FieldByName("Version").SetInt(317)
+	fields.FieldByName("Opaque").SetInt(int64(queryOpaque.Add(1)))
+	fields.FieldByName("ExtFields").Set(reflect.ValueOf(map[string]string{
+		"consumerGroup": group,
+		"topic":         mq.Topic,
+		"queueId":       fmt.Sprint(mq.QueueId),
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	out := invoke.Call([]reflect.Value{reflect.ValueOf(ctx), reflect.ValueOf(addr), request, reflect.ValueOf(3 * time.Second)})
+	if err, _ := out[1].Interface().(error); err != nil {
+		return -1, err
+	}
+	response := out[0].Elem()
+	switch code := response.FieldByName("Code").Int(); code {
+	case 0:
+		return strconv.ParseInt(response.FieldByName("ExtFields").Interface().(map[string]string)["offset"], 10, 64)
+	case 22: // QUERY_NOT_FOUND: nothing committed yet
+		return -1, nil
+	default:
+		return -1, fmt.Errorf("QUERY_CONSUMER_OFFSET answered %d: %s", code, response.FieldByName("Remark").String())
+	}
+}
+
+// queryOpaque numbers committedOffset's requests apart from the client's own, which count up
+// from zero in the same process.
+var queryOpaque = func() *atomic.Int32 {
+	var n atomic.Int32
+	n.Store(1 << 30)
+	return &n
+}()
 
 // ---- reading a topic back ----------------------------------------------------------------------
 
