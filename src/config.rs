@@ -2,7 +2,7 @@
 //! command-line flags (applied by the binary as overrides).
 
 use serde::{Deserialize, Serialize};
-use skiff_storage::store::FlushPolicy;
+use skiff_storage::store::{FlushPolicy, StoreConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,6 +40,11 @@ pub struct NodeConfig {
     /// How often `async` flush fsyncs the commit log (key `flush_interval_ms`, in ms).
     #[serde(rename = "flush_interval_ms", with = "millis")]
     pub flush_interval: Duration,
+    /// Under `sync` flush, how long a send waits for its fsync before it is answered
+    /// FLUSH_DISK_TIMEOUT, stored but not yet durable (key `sync_flush_timeout_ms`, in ms;
+    /// RocketMQ's `syncFlushTimeout`).
+    #[serde(rename = "sync_flush_timeout_ms", with = "millis")]
+    pub sync_flush_timeout: Duration,
     /// Bytes of one commit-log segment; retention deletes whole segments.
     pub segment_size: u64,
     /// Full segments whose newest message is older than this are deleted (`72h`).
@@ -137,6 +142,7 @@ impl Default for NodeConfig {
             cluster_name: "DefaultCluster".to_string(),
             flush: FlushPolicy::Async,
             flush_interval: Duration::from_millis(500),
+            sync_flush_timeout: StoreConfig::DEFAULT_SYNC_FLUSH_TIMEOUT,
             segment_size: 1 << 30,
             retention: Duration::from_secs(72 * 3600),
             cleanup_interval: Duration::from_secs(10),
@@ -288,6 +294,7 @@ impl NodeConfig {
             }
         };
         positive("flush_interval_ms", self.flush_interval.as_millis())?;
+        positive("sync_flush_timeout_ms", self.sync_flush_timeout.as_millis())?;
         positive("segment_size", self.segment_size.into())?;
         positive(
             "flush_consumer_offset_interval_ms",
@@ -469,8 +476,9 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("skiff.toml");
         type Field = fn(&NodeConfig) -> Duration;
-        let cases: [(&str, Field); 7] = [
+        let cases: [(&str, Field); 8] = [
             ("flush_interval_ms", |c| c.flush_interval),
+            ("sync_flush_timeout_ms", |c| c.sync_flush_timeout),
             ("flush_consumer_offset_interval_ms", |c| {
                 c.flush_consumer_offset_interval
             }),

@@ -70,6 +70,7 @@ impl Node {
             segment_size: config.segment_size,
             flush_policy: config.flush,
             flush_interval: config.flush_interval,
+            sync_flush_timeout: config.sync_flush_timeout,
             store_host: store_host(&config),
             max_message_size: config.max_message_size,
             open_queue_files: match config.open_queue_files {

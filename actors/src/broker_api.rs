@@ -153,6 +153,33 @@ pub enum RemoteError {
     Timeout { addr: String, timeout: Duration },
 }
 
+/// How a stored message stands when its send is answered (RocketMQ's `SendStatus`): under every
+/// status the message is stored; all but `Ok` say a durability the broker was configured to
+/// wait for had not come within its timeout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SendStatus {
+    #[default]
+    Ok,
+    /// Under the `Sync` flush policy: the fsync had not finished within the sync flush timeout.
+    FlushDiskTimeout,
+    /// A remote broker's slave had not caught up within its timeout.
+    FlushSlaveTimeout,
+    /// A remote broker had no slave to replicate to.
+    SlaveNotAvailable,
+}
+
+impl SendStatus {
+    /// The name RocketMQ's clients give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendStatus::Ok => "SEND_OK",
+            SendStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            SendStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            SendStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        }
+    }
+}
+
 /// Where a sent message landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SendResult {
@@ -163,6 +190,7 @@ pub struct SendResult {
     pub physical_offset: u64,
     /// The offset message id (store host + commit-log offset, hex).
     pub offset_msg_id: String,
+    pub status: SendStatus,
 }
 
 /// A pull as the push consumer issues it (PULL_MESSAGE).

@@ -77,9 +77,24 @@ pub fn start_broker_measured(
     config: BrokerConfig,
     flush: FlushPolicy,
 ) -> BrokerHandle {
-    let mut store_config = StoreConfig::new(store_dir(root));
-    store_config.segment_size = 8 << 20;
-    store_config.flush_policy = flush;
+    start_broker_on(
+        root,
+        config,
+        StoreConfig {
+            segment_size: 8 << 20,
+            flush_policy: flush,
+            ..StoreConfig::new(store_dir(root))
+        },
+    )
+}
+
+/// A broker on the store `store_config` describes (a simulated disk, say), its metadata and
+/// offsets under `root`; `config`'s disk meter is kept.
+pub fn start_broker_on(
+    root: &Path,
+    config: BrokerConfig,
+    store_config: StoreConfig,
+) -> BrokerHandle {
     let store = MessageStore::open(store_config).expect("open store");
     let db = open_db(meta_dir(root)).expect("open meta db");
     let offsets = SledOffsetTable::open(&db, meta_dir(root)).expect("open offset table");

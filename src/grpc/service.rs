@@ -21,7 +21,7 @@ use skiff_actors::broker::connections::ClientDescription;
 use skiff_actors::broker::{BrokerHandle, PopRequest};
 use skiff_actors::broker_api::{
     BrokerError, ConsumeType, ConsumerHeartbeat, EndTransactionRequest, ExpressionType,
-    MessageModel, SendBackRequest, SendRequest, SubscriptionEntry,
+    MessageModel, SendBackRequest, SendRequest, SendStatus, SubscriptionEntry,
 };
 use skiff_actors::logic::delay::DELAY_LEVELS;
 use skiff_actors::logic::pop::{Receipt, MAX_POP_MESSAGES};
@@ -636,6 +636,17 @@ fn now_ms() -> i64 {
 }
 
 /// The overall status of per-entry results: theirs when they agree, MULTIPLE_RESULTS if not.
+/// The code of a send entry whose message is stored without the durability the broker waits
+/// for; `None` for a plain success.
+fn stored_but_not(send: SendStatus) -> Option<Code> {
+    match send {
+        SendStatus::Ok => None,
+        SendStatus::FlushDiskTimeout => Some(Code::MasterPersistenceTimeout),
+        SendStatus::FlushSlaveTimeout => Some(Code::SlavePersistenceTimeout),
+        SendStatus::SlaveNotAvailable => Some(Code::HaNotAvailable),
+    }
+}
+
 fn overall(statuses: impl IntoIterator<Item = pb::Status>) -> pb::Status {
     let mut first: Option<pb::Status> = None;
     for s in statuses {
@@ -889,21 +900,34 @@ impl MessagingService for GrpcService {
             .iter()
             .zip(ids)
             .zip(transactional)
-            .map(|((r, message_id), transactional)| pb::SendResultEntry {
-                status: Some(ok()),
-                message_id,
-                transaction_id: if transactional {
-                    TransactionId {
-                        commit_log_offset: r.physical_offset,
-                        tran_state_table_offset: r.queue_offset,
-                    }
-                    .to_string()
-                } else {
-                    String::new()
+            .map(
+                |((r, message_id), transactional)| match stored_but_not(r.status) {
+                    // As the Apache proxy answers a stored message its broker could not make as
+                    // durable as configured in time: the entry's status only.
+                    Some(code) => pb::SendResultEntry {
+                        status: Some(status(
+                            code,
+                            format!("send message failed, sendStatus={}", r.status.name()),
+                        )),
+                        ..pb::SendResultEntry::default()
+                    },
+                    None => pb::SendResultEntry {
+                        status: Some(ok()),
+                        message_id,
+                        transaction_id: if transactional {
+                            TransactionId {
+                                commit_log_offset: r.physical_offset,
+                                tran_state_table_offset: r.queue_offset,
+                            }
+                            .to_string()
+                        } else {
+                            String::new()
+                        },
+                        offset: i64::try_from(r.queue_offset).unwrap_or(i64::MAX),
+                        recall_handle: String::new(),
+                    },
                 },
-                offset: i64::try_from(r.queue_offset).unwrap_or(i64::MAX),
-                recall_handle: String::new(),
-            })
+            )
             .collect();
         reply(pb::SendMessageResponse {
             status: Some(overall(entries.iter().filter_map(|e| e.status.clone()))),

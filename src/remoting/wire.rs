@@ -8,6 +8,7 @@
 use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::broker_api::{
     self, ConsumerHeartbeat, NoNewMessage, OffsetMoved, PullRequest, PullStatus, SendResult,
+    SendStatus,
 };
 use skiff_actors::logic::delay::{is_dlq_topic, is_retry_topic};
 use skiff_actors::logic::filter::Subscription;
@@ -299,10 +300,12 @@ pub struct NegativeSendAnswer {
 }
 
 /// Send results from a send answer: one per message, offsets consecutive from the header's,
-/// offset message ids from the comma-separated `msgId` (a batch answer lists one per message).
+/// offset message ids from the comma-separated `msgId` (a batch answer lists one per message),
+/// each with the status the answer's code said.
 pub fn send_results(
     header: &SendMessageResponseHeader,
     count: usize,
+    status: SendStatus,
 ) -> Result<Vec<SendResult>, NegativeSendAnswer> {
     let queue_id = u32::try_from(header.queue_id).map_err(|_| NegativeSendAnswer {
         field: "queueId",
@@ -327,6 +330,7 @@ pub fn send_results(
                 queue_offset: first + i as u64,
                 physical_offset: physical_offset_of(id).unwrap_or(0),
                 offset_msg_id: id.to_owned(),
+                status,
             })
         })
         .collect()
@@ -426,7 +430,7 @@ mod tests {
             queue_offset: 10,
             ..Default::default()
         };
-        let results = send_results(&header, 2).expect("valid answer");
+        let results = send_results(&header, 2, SendStatus::Ok).expect("valid answer");
         assert_eq!(results[0].queue_offset, 10);
         assert_eq!(results[1].queue_offset, 11);
         assert_eq!(results[0].physical_offset, 0x1CE);
@@ -437,7 +441,7 @@ mod tests {
             ..header
         };
         assert_eq!(
-            send_results(&negative, 1).map_err(|e| e.to_string()),
+            send_results(&negative, 1, SendStatus::Ok).map_err(|e| e.to_string()),
             Err("send answer has queueOffset -1".to_owned())
         );
         assert_eq!(physical_offset_of("short"), None);

@@ -22,22 +22,33 @@ use actix::prelude::*;
 use skiff_storage::key_index::KeyBatch;
 use skiff_storage::message::MessageToAppend;
 use skiff_storage::metadata::TopicConfig;
-use skiff_storage::store::{AppendResult, FlushPolicy, MessageStore, SyncWaiter};
+use skiff_storage::store::{AppendResult, Durability, FlushPolicy, MessageStore, SyncWaiter};
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
 use tokio::sync::oneshot;
 
-/// Appends a batch; answers once the batch is as durable as the flush policy promises.
-/// Messages carrying a `DELAY` level are diverted to the schedule topic first, timer messages
-/// (a future `TIMER_*` deliver time) to the timer topic, half (prepared) transactional messages
-/// to the half topic.
+/// Appends a batch; answers once the batch is as durable as the flush policy promises, or,
+/// under `Sync`, once the store's sync flush timeout has passed with the batch written and its
+/// fsync still running ([`StoredBatch::flush_timed_out`]). Messages carrying a `DELAY` level are
+/// diverted to the schedule topic first, timer messages (a future `TIMER_*` deliver time) to the
+/// timer topic, half (prepared) transactional messages to the half topic.
 #[derive(Message, Debug)]
-#[rtype(result = "Result<Vec<AppendResult>, BrokerError>")]
+#[rtype(result = "Result<StoredBatch, BrokerError>")]
 pub struct AppendMessages {
     pub messages: Vec<MessageToAppend>,
     /// Queue count of a topic this append auto-creates (the producer's `defaultTopicQueueNums`).
     pub default_queue_nums: u32,
+}
+
+/// Where an appended batch's messages were stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBatch {
+    /// One per message, in the batch's order.
+    pub results: Vec<AppendResult>,
+    /// The batch is stored, but the fsync the `Sync` flush policy waits for had not finished
+    /// within the sync flush timeout (RocketMQ's FLUSH_DISK_TIMEOUT).
+    pub flush_timed_out: bool,
 }
 
 /// Registers a listener told after every append which queues got new max offsets.
@@ -347,7 +358,7 @@ fn closed_error() -> BrokerError {
     }
 }
 
-type AppendAnswer = Result<Vec<AppendResult>, BrokerError>;
+type AppendAnswer = Result<StoredBatch, BrokerError>;
 
 /// One caller's validated batch, waiting for the write that ends the mailbox drain.
 struct PendingAppend {
@@ -424,9 +435,13 @@ impl MessageStoreActor {
             .zip(answers)
             .map(|(count, answer)| (results.by_ref().take(count).collect(), answer))
             .collect();
+        let stored = |results, flush_timed_out| StoredBatch {
+            results,
+            flush_timed_out,
+        };
         if self.flush_policy == FlushPolicy::Async {
             for (results, answer) in split {
-                let _ = answer.send(Ok(results));
+                let _ = answer.send(Ok(stored(results, false)));
             }
             return;
         }
@@ -435,7 +450,7 @@ impl MessageStoreActor {
         self.waiter.notify_when_durable(end, move |outcome| {
             for (results, answer) in split {
                 let _ = answer.send(match &outcome {
-                    Ok(()) => Ok(results),
+                    Ok(durability) => Ok(stored(results, *durability == Durability::TimedOut)),
                     Err(e) => Err(BrokerError::Store(e.clone())),
                 });
             }

@@ -7,7 +7,7 @@ use crate::broker::retry::{SendBackOutcome, SendMessageBack};
 use crate::broker::transaction::{EndOutcome, EndTransaction};
 use crate::broker_api::{
     Answer, BrokerError, EndTransactionRequest, SendBackRequest, SendRequest, SendResult,
-    TopicRoute, TransactionCheckListener,
+    SendStatus, TopicRoute, TransactionCheckListener,
 };
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
 use crate::refused::Refused;
@@ -85,7 +85,7 @@ impl BrokerHandle {
             self.dead_letter_if_exhausted(message)?;
         }
         let queue_ids: Vec<u32> = messages.iter().map(|m| m.queue_id).collect();
-        let results = self
+        let stored = self
             .inner
             .addrs
             .store
@@ -95,7 +95,13 @@ impl BrokerHandle {
             })
             .await
             .map_err(mailbox("message store"))??;
-        Ok(results
+        let status = if stored.flush_timed_out {
+            SendStatus::FlushDiskTimeout
+        } else {
+            SendStatus::Ok
+        };
+        Ok(stored
+            .results
             .into_iter()
             .zip(queue_ids)
             .map(|(r, queue_id)| SendResult {
@@ -106,6 +112,7 @@ impl BrokerHandle {
                 queue_offset: r.queue_offset,
                 physical_offset: r.physical_offset,
                 offset_msg_id: offset_message_id(self.inner.store_host, r.physical_offset),
+                status,
             })
             .collect())
     }

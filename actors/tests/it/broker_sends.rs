@@ -1,16 +1,21 @@
 //! Sends from many callers at once: the batches that reach the message store together are
 //! written as one append, and each caller is answered with its own offsets, or refused alone.
+//! Under `Sync` flush a send waits for its fsync at most the sync flush timeout.
 
 use skiff_actors::broker::message_store::Observe;
+use skiff_actors::broker::retention::DiskMeter;
 use skiff_actors::broker::{BrokerConfig, BrokerHandle};
-use skiff_actors::broker_api::{BrokerApi, BrokerError, SendRequest, SendResult};
+use skiff_actors::broker_api::{BrokerApi, BrokerError, SendRequest, SendResult, SendStatus};
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
+use skiff_storage::disk::sim::SimDisk;
+use skiff_storage::disk::Disk;
 use skiff_storage::message::{decode_records, MessageToAppend};
-use skiff_storage::store::FlushPolicy;
+use skiff_storage::store::{FlushPolicy, StoreConfig};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 const TOPIC: &str = "T";
 
@@ -146,5 +151,54 @@ fn concurrent_sync_sends_are_answered_after_one_shared_write() {
         let (answers, counted) = twenty_concurrent_sends(&broker).await;
         assert!(answers.iter().all(Result::is_ok), "{answers:?}");
         assert_eq!(counted, (1, 20), "(writes, batches) of the twenty sends");
+    });
+}
+
+#[test]
+fn a_sync_send_whose_fsync_outlasts_the_timeout_is_answered_flush_disk_timeout_and_stays_stored() {
+    const TIMEOUT: Duration = Duration::from_millis(50);
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SimDisk::new();
+    run_paused(|| async {
+        let mut config = BrokerConfig::default();
+        config.retention.meter = DiskMeter::new(|_| Ok(0.0));
+        let broker = start_broker_on(
+            dir.path(),
+            config,
+            StoreConfig {
+                disk: Disk::Simulated(disk.clone()),
+                flush_policy: FlushPolicy::Sync,
+                sync_flush_timeout: TIMEOUT,
+                ..StoreConfig::new("/store")
+            },
+        );
+        send_first(&broker).await;
+        let stall = disk.stall_fsyncs();
+        // The store's wait is on the real clock, the runtime's is paused: measure the real one.
+        let asked = Instant::now();
+        let late = send(&broker, vec![message(TOPIC, 0, "late", None)])
+            .await
+            .expect("a timed-out flush still answers the send");
+        assert!(asked.elapsed() >= TIMEOUT, "answered before the timeout");
+        assert_eq!(late[0].status, SendStatus::FlushDiskTimeout);
+        assert_eq!(late[0].queue_offset, 1);
+        drop(stall);
+        let next = send(&broker, vec![message(TOPIC, 0, "next", None)])
+            .await
+            .expect("send after the disk caught up");
+        assert_eq!(next[0].status, SendStatus::Ok);
+        assert_eq!(next[0].queue_offset, 2);
+        let records = broker
+            .pull(pull("g", TOPIC, 0, 0))
+            .await
+            .expect("pull")
+            .records;
+        let bodies: Vec<_> = decode_records(records)
+            .expect("records")
+            .into_iter()
+            .map(|m| m.body)
+            .collect();
+        assert_eq!(bodies, ["first", "late", "next"].map(bytes::Bytes::from));
+        broker.shutdown().await.unwrap();
     });
 }

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use skiff_actors::broker_api::{SendRequest, SendResult};
+use skiff_actors::broker_api::{SendRequest, SendResult, SendStatus};
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
 use skiff_actors::logic::names::is_send_forbidden;
 use skiff_actors::logic::transaction::is_prepared;
@@ -12,7 +12,7 @@ use skiff_storage::message::property::{
 use skiff_storage::message::{property, push_property, set_property, MessageToAppend};
 use skiff_storage::store::is_valid_topic;
 
-use super::{broker_failure, ext, success, Failure, Outcome, Processor};
+use super::{broker_failure, ext, Failure, Outcome, Processor};
 use crate::remoting::body::decode_batch;
 use crate::remoting::codes::response as code;
 use crate::remoting::frame::RemotingCommand;
@@ -241,10 +241,22 @@ fn send_answer(results: &[SendResult], echoed: EchoedIds) -> Outcome {
         batch_uniq_id: None,
         recall_handle: None,
     };
-    Ok(success()
+    // A message stored without the durability the broker waits for is answered with that
+    // code and the same fields (Java's `sendOK` statuses); the client reads it as its status.
+    Ok(RemotingCommand::new_response(send_code(first.status), None)
         .with_ext_fields(response_header.to_ext())
         .with_ext(ext::MSG_REGION, DEFAULT_REGION)
         .with_ext(ext::TRACE_ON, TRACE_SWITCH))
+}
+
+/// The answer code of a stored message's status.
+fn send_code(status: SendStatus) -> i32 {
+    match status {
+        SendStatus::Ok => code::SUCCESS,
+        SendStatus::FlushDiskTimeout => code::FLUSH_DISK_TIMEOUT,
+        SendStatus::FlushSlaveTimeout => code::FLUSH_SLAVE_TIMEOUT,
+        SendStatus::SlaveNotAvailable => code::SLAVE_NOT_AVAILABLE,
+    }
 }
 
 /// A send's stored properties: the header's, plus `MAX_RECONSUME_TIMES` from the header for a
@@ -265,4 +277,41 @@ fn send_properties(header: &SendMessageRequestHeader, cluster: &str) -> String {
     set_property(&mut properties, TRACE_ON, TRACE_SWITCH);
     set_property(&mut properties, CLUSTER, cluster);
     properties
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(queue_offset: u64, status: SendStatus) -> SendResult {
+        SendResult {
+            broker_name: "skiff".to_string(),
+            queue_id: 3,
+            queue_offset,
+            physical_offset: 0x1CE,
+            offset_msg_id: format!("7F00000100002A9F{:016X}", 0x1CE + queue_offset),
+            status,
+        }
+    }
+
+    #[test]
+    fn a_stored_message_past_the_flush_timeout_is_answered_flush_disk_timeout_with_its_fields() {
+        let echoed = || EchoedIds {
+            transaction_id: None,
+        };
+        let ok = send_answer(&[stored(7, SendStatus::Ok)], echoed()).expect("answer");
+        assert_eq!(ok.code, code::SUCCESS);
+        let results = [
+            stored(7, SendStatus::FlushDiskTimeout),
+            stored(8, SendStatus::FlushDiskTimeout),
+        ];
+        let late = send_answer(&results, echoed()).expect("answer");
+        assert_eq!(late.code, code::FLUSH_DISK_TIMEOUT);
+        assert_eq!(late.ext("queueId"), Some("3"));
+        assert_eq!(late.ext("queueOffset"), Some("7"));
+        assert_eq!(
+            late.ext("msgId"),
+            Some("7F00000100002A9F00000000000001D5,7F00000100002A9F00000000000001D6")
+        );
+    }
 }

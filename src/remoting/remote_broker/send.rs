@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use tracing::warn;
 
-use skiff_actors::broker_api::{BrokerError, SendRequest, SendResult};
+use skiff_actors::broker_api::{BrokerError, SendRequest, SendResult, SendStatus};
 use skiff_actors::logic::transaction::is_prepared;
 use skiff_storage::message::MessageToAppend;
 
@@ -82,18 +82,21 @@ impl RemoteBroker {
         let response = self
             .invoke(addr, request, self.inner.config.rpc_timeout)
             .await?;
-        match response.code {
-            code::SUCCESS => {}
-            c @ (code::FLUSH_DISK_TIMEOUT
-            | code::FLUSH_SLAVE_TIMEOUT
-            | code::SLAVE_NOT_AVAILABLE) => {
-                // Stored, not yet as durable as configured (Java: a SendResult, not an error).
-                warn!(addr, code = c, remark = ?response.remark, "message stored without the requested durability");
-            }
+        // Stored, not yet as durable as configured: Java's client gives a SendResult with
+        // that status, not an error.
+        let status = match response.code {
+            code::SUCCESS => SendStatus::Ok,
+            code::FLUSH_DISK_TIMEOUT => SendStatus::FlushDiskTimeout,
+            code::FLUSH_SLAVE_TIMEOUT => SendStatus::FlushSlaveTimeout,
+            code::SLAVE_NOT_AVAILABLE => SendStatus::SlaveNotAvailable,
             _ => return Err(remote(addr, &response)),
+        };
+        if status != SendStatus::Ok {
+            warn!(addr, status = status.name(), remark = ?response.remark, "message stored without the requested durability");
         }
         let header = SendMessageResponseHeader::from_command(&response)
             .map_err(|e| bad_answer(addr, "send response header", e))?;
-        send_results(&header, group.len()).map_err(|e| bad_answer(addr, "send response header", e))
+        send_results(&header, group.len(), status)
+            .map_err(|e| bad_answer(addr, "send response header", e))
     }
 }

@@ -25,7 +25,7 @@ use super::{DirEntry, OpenMode};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Sector size of the simulated device: a torn write keeps whole sectors.
 pub const SECTOR: u64 = 512;
@@ -115,6 +115,24 @@ const EMFILE: i32 = 24;
 #[derive(Clone)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
+    /// Stalls taken by [`SimDisk::stall_fsyncs`] and not yet dropped; separate from `state`, so
+    /// a stalled fsync blocks nothing but its own thread.
+    stalls: Arc<(Mutex<usize>, Condvar)>,
+}
+
+/// While alive, every fsync of its [`SimDisk`] blocks (a disk that takes its time); dropping it
+/// lets them finish.
+#[must_use = "fsyncs are stalled only while the guard lives"]
+pub struct FsyncStall {
+    stalls: Arc<(Mutex<usize>, Condvar)>,
+}
+
+impl Drop for FsyncStall {
+    fn drop(&mut self) {
+        let (count, released) = &*self.stalls;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        released.notify_all();
+    }
 }
 
 impl std::fmt::Debug for SimDisk {
@@ -256,6 +274,15 @@ impl SimDisk {
                 fuse: None,
                 dead: false,
             })),
+            stalls: Arc::default(),
+        }
+    }
+
+    /// Makes every fsync wait until the returned guard is dropped.
+    pub fn stall_fsyncs(&self) -> FsyncStall {
+        *self.stalls.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        FsyncStall {
+            stalls: self.stalls.clone(),
         }
     }
 
@@ -644,6 +671,13 @@ impl SimFile {
     }
 
     pub(super) fn sync(&self) -> io::Result<()> {
+        let (count, released) = &*self.disk.stalls;
+        let stalled = count.lock().unwrap_or_else(|e| e.into_inner());
+        drop(
+            released
+                .wait_while(stalled, |stalls| *stalls > 0)
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         self.with(true, |st, ino| {
             st.fsyncs += 1;
             let file = st.file_mut(ino).ok_or_else(powered_off)?;

@@ -2,7 +2,9 @@
 //!
 //! The writer and every [`SyncWaiter`] share one `CommitState`: the position known durable,
 //! whether an fsync is in flight, and the sticky failure. A group-commit thread turns queued
-//! durability requests into one fsync per round; the background flusher writes checkpoints.
+//! durability requests into one fsync per round; a watchdog thread answers the requests an
+//! fsync has kept waiting past the store's `sync_flush_timeout`; the background flusher writes
+//! checkpoints.
 
 use super::checkpoint::write_checkpoint;
 use super::{lock, Shared, StoreError};
@@ -11,7 +13,7 @@ use crate::error::io_err;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Guarded by `Shared::commit`; `Shared::commit_cv` signals every change.
 pub(super) struct CommitState {
@@ -34,21 +36,42 @@ impl CommitState {
     }
 }
 
-type DurableCallback = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// How a durability request was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The commit log is fsynced at least up to the position asked for.
+    Durable,
+    /// The position was written but its fsync had not finished `sync_flush_timeout` after the
+    /// request (RocketMQ's FLUSH_DISK_TIMEOUT): the bytes are stored and will be durable when
+    /// the fsync ends, unless the power goes first.
+    TimedOut,
+}
+
+type DurableCallback = Box<dyn FnOnce(Result<Durability, StoreError>) + Send>;
 
 /// A caller waiting for the commit log to be durable up to `position`.
 struct DurabilityRequest {
     position: u64,
+    /// When the watchdog answers [`Durability::TimedOut`] instead.
+    deadline: Instant,
     done: DurableCallback,
 }
 
-/// Requests handed to the group-commit thread.
+/// Requests handed to the group-commit thread. Both vectors are in arrival order, and every
+/// request waits the same timeout, so the requests past their deadline are always a prefix of
+/// `serving` followed by a prefix of `requests`.
 #[derive(Default)]
 pub(super) struct GroupQueue {
     requests: Vec<DurabilityRequest>,
+    /// The round the group-commit thread is fsyncing for, kept here so the watchdog can answer
+    /// the ones it keeps waiting too long.
+    serving: Vec<DurabilityRequest>,
     /// The thread is parked on `group_cv`. Only then does a new request wake it: a notify is a
     /// futex syscall even when nobody waits, and under load the thread is busy fsyncing.
     parked: bool,
+    /// The watchdog waits on `timeout_cv` with no deadline to wake for: only then does a new
+    /// request wake it.
+    watchdog_parked: bool,
     /// Shutdown asked the thread to serve what is queued and exit.
     stopping: bool,
     /// No thread serves the queue any more; callers serve their own requests.
@@ -98,13 +121,14 @@ impl Shared {
         }
     }
 
-    /// Serves one group-commit round: one `wait_durable` for the furthest position answers
-    /// every request (it fsyncs everything written so far, which covers all of them).
+    /// Serves requests taken off the queue at shutdown: one `wait_durable` for the furthest
+    /// position answers every request (it fsyncs everything written so far, which covers all
+    /// of them).
     fn serve_round(&self, round: &mut Vec<DurabilityRequest>) {
         let Some(target) = round.iter().map(|r| r.position).max() else {
             return;
         };
-        let outcome = self.wait_durable(target);
+        let outcome = self.wait_durable(target).map(|()| Durability::Durable);
         for request in round.drain(..) {
             complete(request.done, outcome.clone());
         }
@@ -141,28 +165,47 @@ impl Shared {
 
 /// Runs a durability callback; a panicking one must not take the group-commit thread, and with
 /// it every later waiter, down.
-fn complete(done: DurableCallback, result: Result<(), StoreError>) {
+fn complete(done: DurableCallback, result: Result<Durability, StoreError>) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || done(result))).is_err() {
         tracing::error!("durability callback panicked");
     }
 }
 
+/// The group-commit thread and its watchdog.
+pub(super) struct GroupCommit {
+    commit: JoinHandle<()>,
+    watchdog: JoinHandle<()>,
+}
+
 /// RocketMQ's GroupCommitService: one thread turns queued durability requests into one fsync
 /// per round, so a sender costs a queue push instead of a blocking-pool task and a condvar
-/// hand-off of its own. Requests queued while a round fsyncs are served by the next round.
-pub(super) fn spawn_group_commit(shared: &Arc<Shared>) -> Result<JoinHandle<()>, StoreError> {
-    let thread_shared = shared.clone();
-    std::thread::Builder::new()
-        .name("skiff-group-commit".to_string())
-        .spawn(move || group_commit_loop(&thread_shared))
-        .map_err(|e| io_err(&shared.config.dir, e))
+/// hand-off of its own. Requests queued while a round fsyncs are served by the next round. A
+/// second thread bounds the wait: the group-commit thread is inside an fsync exactly when a
+/// request is overdue, so another thread must answer it.
+pub(super) fn spawn_group_commit(shared: &Arc<Shared>) -> Result<GroupCommit, StoreError> {
+    let spawn = |name: &str, run: fn(&Shared)| {
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || run(&thread_shared))
+            .map_err(|e| io_err(&shared.config.dir, e))
+    };
+    let commit = spawn("skiff-group-commit", group_commit_loop)?;
+    let watchdog = match spawn("skiff-fsync-watchdog", watchdog_loop) {
+        Ok(watchdog) => watchdog,
+        Err(e) => {
+            stop_threads(shared, [commit]);
+            return Err(e);
+        }
+    };
+    Ok(GroupCommit { commit, watchdog })
 }
 
 fn group_commit_loop(shared: &Shared) {
     let mut round = Vec::new();
     let (mut rounds, mut requests) = (0u64, 0u64);
     loop {
-        {
+        let target = {
             let mut q = lock(&shared.group);
             while q.requests.is_empty() {
                 if q.stopping {
@@ -175,27 +218,100 @@ fn group_commit_loop(shared: &Shared) {
                 q = shared.group_cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 q.parked = false;
             }
-            // Swapped, not taken: both vectors keep their capacity across rounds.
-            std::mem::swap(&mut q.requests, &mut round);
+            // Swapped, not taken: the vectors keep their capacity across rounds.
+            let q = &mut *q;
+            std::mem::swap(&mut q.requests, &mut q.serving);
+            rounds += 1;
+            requests += q.serving.len() as u64;
+            q.serving.iter().map(|r| r.position).max().unwrap_or(0)
+        };
+        // One fsync of everything written so far covers every request of the round.
+        let outcome = shared.wait_durable(target).map(|()| Durability::Durable);
+        // What the watchdog left of the round: it answered the others while this fsync ran.
+        std::mem::swap(&mut lock(&shared.group).serving, &mut round);
+        for request in round.drain(..) {
+            complete(request.done, outcome.clone());
         }
-        rounds += 1;
-        requests += round.len() as u64;
-        shared.serve_round(&mut round);
     }
 }
 
-/// Lets the group-commit thread serve what is queued (durability before the answer), joins it,
-/// then serves anything it left behind by panicking.
-pub(super) fn stop_group_commit(shared: &Shared, handle: JoinHandle<()>) {
+/// Sleeps until the oldest waiting request's deadline and answers every request past its
+/// deadline [`Durability::TimedOut`].
+fn watchdog_loop(shared: &Shared) {
+    let mut overdue = Vec::new();
+    let mut q = lock(&shared.group);
+    loop {
+        if q.stopping {
+            return;
+        }
+        let now = Instant::now();
+        let late = |requests: &[DurabilityRequest]| {
+            requests
+                .iter()
+                .position(|r| r.deadline > now)
+                .unwrap_or(requests.len())
+        };
+        let late_serving = late(&q.serving);
+        overdue.extend(q.serving.drain(..late_serving));
+        // The queued requests are younger than every one of the round.
+        if q.serving.is_empty() {
+            let late_queued = late(&q.requests);
+            overdue.extend(q.requests.drain(..late_queued));
+        }
+        if !overdue.is_empty() {
+            drop(q);
+            tracing::warn!(
+                requests = overdue.len(),
+                "commit-log fsync outlasted the sync flush timeout; answering its waiters timed out"
+            );
+            for request in overdue.drain(..) {
+                complete(request.done, Ok(Durability::TimedOut));
+            }
+            q = lock(&shared.group);
+            continue;
+        }
+        let oldest = q.serving.first().or(q.requests.first()).map(|r| r.deadline);
+        q = match oldest {
+            Some(deadline) => {
+                shared
+                    .timeout_cv
+                    .wait_timeout(q, deadline.saturating_duration_since(now))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+            None => {
+                q.watchdog_parked = true;
+                let mut q = shared.timeout_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.watchdog_parked = false;
+                q
+            }
+        };
+    }
+}
+
+/// Asks the group-commit threads to stop and joins them; the group-commit thread first serves
+/// what is queued.
+fn stop_threads<const N: usize>(shared: &Shared, handles: [JoinHandle<()>; N]) {
     lock(&shared.group).stopping = true;
     shared.group_cv.notify_all();
-    if handle.join().is_err() {
-        tracing::error!("group-commit thread panicked");
+    shared.timeout_cv.notify_all();
+    for handle in handles {
+        if handle.join().is_err() {
+            tracing::error!("group-commit thread panicked");
+        }
     }
+}
+
+/// Lets the group-commit thread serve what is queued (durability before the answer), joins it
+/// and the watchdog, then serves anything it left behind by panicking.
+pub(super) fn stop_group_commit(shared: &Shared, threads: GroupCommit) {
+    stop_threads(shared, [threads.commit, threads.watchdog]);
     let mut rest = {
         let mut q = lock(&shared.group);
         q.exited = true;
-        std::mem::take(&mut q.requests)
+        let mut rest = std::mem::take(&mut q.serving);
+        rest.append(&mut q.requests);
+        rest
     };
     shared.serve_round(&mut rest);
 }
@@ -265,17 +381,18 @@ impl SyncWaiter {
     }
 
     /// Calls `done` once the commit log is fsynced at least up to `position` (an end position
-    /// returned by `append_batch_nowait`), or with the error that prevents it; never blocks on
-    /// an fsync.
+    /// returned by `append_batch_nowait`), or with the error that prevents it, or with
+    /// [`Durability::TimedOut`] once the store's `sync_flush_timeout` has passed first; exactly
+    /// once, and never blocks on an fsync.
     ///
     /// When the position is already durable, or an earlier fsync failed, `done` runs at once on
     /// the calling thread. Otherwise it runs on the store's group-commit thread after the fsync
-    /// that covers it, so `done` must be quick (hand the result on, don't work in it). After the
-    /// store is closed, the caller's thread does the wait itself.
+    /// that covers it, or on its watchdog thread, so `done` must be quick (hand the result on,
+    /// don't work in it). After the store is closed, the caller's thread does the wait itself.
     pub fn notify_when_durable(
         &self,
         position: u64,
-        done: impl FnOnce(Result<(), StoreError>) + Send + 'static,
+        done: impl FnOnce(Result<Durability, StoreError>) + Send + 'static,
     ) {
         let shared = &self.shared;
         // As in `wait_durable`: a position past what was written can never become durable.
@@ -289,25 +406,31 @@ impl SyncWaiter {
         }
         if st.durable >= position {
             drop(st);
-            done(Ok(()));
+            done(Ok(Durability::Durable));
             return;
         }
         drop(st);
+        let deadline = Instant::now() + shared.config.sync_flush_timeout;
         let mut q = lock(&shared.group);
         if q.exited {
             drop(q);
             // Raced with shutdown: no thread is left to hand the request to. The caller waits
             // itself; the shutdown drain has usually made the position durable already.
-            done(shared.wait_durable(position));
+            done(shared.wait_durable(position).map(|()| Durability::Durable));
             return;
         }
         q.requests.push(DurabilityRequest {
             position,
+            deadline,
             done: Box::new(done),
         });
-        if q.parked {
-            q.parked = false;
-            drop(q);
+        let wake_watchdog = std::mem::take(&mut q.watchdog_parked);
+        let wake_commit = std::mem::take(&mut q.parked);
+        drop(q);
+        if wake_watchdog {
+            shared.timeout_cv.notify_one();
+        }
+        if wake_commit {
             shared.group_cv.notify_one();
         }
     }
@@ -456,7 +579,7 @@ mod tests {
             let _ = tx.send(result);
         });
         assert!(
-            is_sticky(rx.try_recv().expect("answered inline")),
+            is_sticky(rx.try_recv().expect("answered inline").map(|_| ())),
             "the callback got the sticky error"
         );
         let (_, later) = store.append_batch_nowait(&[numbered(1)]).unwrap().unwrap();

@@ -43,7 +43,7 @@ mod recovery;
 mod retention;
 
 pub use crate::error::{AppendRejected, Appended, StoreError};
-pub use durability::SyncWaiter;
+pub use durability::{Durability, SyncWaiter};
 pub use reader::StoreReader;
 pub use retention::{DeletedSegment, RetentionOutcome, RetentionRequest};
 
@@ -58,7 +58,8 @@ use crate::message::{
 };
 use bytes::Bytes;
 use durability::{
-    spawn_flusher, spawn_group_commit, stop_group_commit, CommitState, Flusher, GroupQueue,
+    spawn_flusher, spawn_group_commit, stop_group_commit, CommitState, Flusher, GroupCommit,
+    GroupQueue,
 };
 use recovery::{recover, settle_queue};
 use std::collections::{BTreeSet, HashMap};
@@ -67,7 +68,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// When appended bytes are made durable.
@@ -98,6 +98,9 @@ pub struct StoreConfig {
     pub queue_file_entries: u64,
     /// The file system under the store: the real one, or a simulated disk in tests.
     pub disk: Disk,
+    /// How long a durability request waits for its fsync before it is answered
+    /// [`Durability::TimedOut`] (RocketMQ's `syncFlushTimeout`; default 5 s).
+    pub sync_flush_timeout: Duration,
     /// Consume-queue files held open at once (default 256); the rest are opened when used.
     /// What the store holds beyond it: the commit-log segments, the lock file, and a
     /// descriptor for a moment while a directory is listed.
@@ -109,9 +112,10 @@ impl StoreConfig {
     pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
     pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
     pub const DEFAULT_OPEN_QUEUE_FILES: usize = 256;
+    pub const DEFAULT_SYNC_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// Defaults: 1 GiB segments, `Async` flush every 500 ms, store host 127.0.0.1:10911,
-    /// 4 MiB bodies, 256 open queue files.
+    /// 4 MiB bodies, 256 open queue files, a 5 s sync flush timeout.
     pub fn new(dir: impl Into<PathBuf>) -> StoreConfig {
         StoreConfig {
             dir: dir.into(),
@@ -123,6 +127,7 @@ impl StoreConfig {
             queue_file_entries: DEFAULT_FILE_ENTRIES,
             disk: Disk::Os,
             open_queue_files: Self::DEFAULT_OPEN_QUEUE_FILES,
+            sync_flush_timeout: Self::DEFAULT_SYNC_FLUSH_TIMEOUT,
         }
     }
 
@@ -283,6 +288,8 @@ struct Shared {
     fsyncs: AtomicU64,
     group: Mutex<GroupQueue>,
     group_cv: Condvar,
+    /// Wakes the group commit's watchdog.
+    timeout_cv: Condvar,
 }
 
 impl Shared {
@@ -453,7 +460,7 @@ pub struct MessageStore {
     batch: Vec<BatchQueue>,
     clock: Box<dyn FnMut() -> i64 + Send>,
     flusher: Option<Flusher>,
-    group_commit: Option<JoinHandle<()>>,
+    group_commit: Option<GroupCommit>,
     /// Set after an I/O error mid-append: memory and disk may disagree until a reopen recovers.
     broken: bool,
     /// Newest store timestamp of each full segment, by base, once retention has looked.
@@ -512,6 +519,7 @@ impl MessageStore {
             fsyncs: AtomicU64::new(0),
             group: Mutex::new(GroupQueue::default()),
             group_cv: Condvar::new(),
+            timeout_cv: Condvar::new(),
             config,
         });
         // Recovery may have re-indexed or cut files: make that durable before serving.

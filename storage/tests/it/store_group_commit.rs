@@ -1,15 +1,20 @@
 //! The group-commit thread behind `SyncWaiter::notify_when_durable`: one fsync serves every
-//! request queued behind it, already-durable positions answer inline, and every callback fires
-//! exactly once with the position durable.
+//! request queued behind it, already-durable positions answer inline, every callback fires
+//! exactly once with the position durable, and an fsync that outlasts the sync flush timeout
+//! has its waiters answered timed out.
 
+use skiff_storage::disk::sim::SimDisk;
+use skiff_storage::disk::Disk;
 use skiff_storage::message::MessageToAppend;
-use skiff_storage::store::{FlushPolicy, MessageStore, StoreConfig, StoreError, SyncWaiter};
+use skiff_storage::store::{
+    Durability, FlushPolicy, MessageStore, StoreConfig, StoreError, SyncWaiter,
+};
 use skiff_storage::testsuite::{message, store_config};
 use std::path::Path;
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TOPIC: &str = "TopicTest";
 /// Bounds a wait that should end at once, so a lost callback fails the test instead of hanging.
@@ -28,14 +33,14 @@ fn msg(queue_id: u32, i: u64) -> MessageToAppend {
 struct Answer {
     position: u64,
     durable_then: u64,
-    result: Result<(), StoreError>,
+    result: Result<Durability, StoreError>,
 }
 
 fn register(
     waiter: &SyncWaiter,
     position: u64,
     tx: &mpsc::Sender<Answer>,
-) -> impl FnOnce(Result<(), StoreError>) + Send + 'static {
+) -> impl FnOnce(Result<Durability, StoreError>) + Send + 'static {
     let waiter = waiter.clone();
     let tx = tx.clone();
     move |result| {
@@ -69,7 +74,12 @@ fn close(store: Arc<Mutex<MessageStore>>) {
 
 fn assert_durable_answers(answers: &[Answer]) {
     for a in answers {
-        assert!(a.result.is_ok(), "position {}: {:?}", a.position, a.result);
+        assert!(
+            matches!(a.result, Ok(Durability::Durable)),
+            "position {}: {:?}",
+            a.position,
+            a.result
+        );
         assert!(
             a.durable_then >= a.position,
             "callback for {} fired with only {} durable",
@@ -186,7 +196,8 @@ fn durable_position_is_answered_inline_without_an_fsync() {
         let seen: Arc<Mutex<Option<(ThreadId, bool)>>> = Arc::default();
         let slot = seen.clone();
         waiter.notify_when_durable(position, move |result| {
-            *slot.lock().unwrap() = Some((std::thread::current().id(), result.is_ok()));
+            let durable = matches!(result, Ok(Durability::Durable));
+            *slot.lock().unwrap() = Some((std::thread::current().id(), durable));
         });
         assert_eq!(
             *seen.lock().unwrap(),
@@ -210,9 +221,53 @@ fn pending_position_is_answered_by_the_group_commit_thread() {
             let _ = tx.send((std::thread::current().name().map(str::to_string), result));
         });
         let (thread, result) = rx.recv_timeout(ANSWER_TIMEOUT).unwrap();
-        assert!(result.is_ok(), "{policy:?}: {result:?}");
+        assert!(
+            matches!(result, Ok(Durability::Durable)),
+            "{policy:?}: {result:?}"
+        );
         assert_eq!(thread.as_deref(), Some("skiff-group-commit"), "{policy:?}");
         assert!(waiter.durable_position() >= end);
         store.close().unwrap();
     }
+}
+
+#[test]
+fn an_fsync_past_the_sync_flush_timeout_answers_its_waiters_timed_out_once() {
+    const TIMEOUT: Duration = Duration::from_millis(50);
+    let disk = SimDisk::new();
+    let config = StoreConfig {
+        disk: Disk::Simulated(disk.clone()),
+        sync_flush_timeout: TIMEOUT,
+        ..config(Path::new("/store"), FlushPolicy::Sync)
+    };
+    let mut store = MessageStore::open(config).unwrap();
+    let waiter = store.sync_waiter();
+    let stall = disk.stall_fsyncs();
+    let (tx, rx) = mpsc::channel();
+    // The first request's round is stuck in its fsync; the second waits queued behind it.
+    let (_, first) = store.append_batch_nowait(&[msg(0, 1)]).unwrap().unwrap();
+    let asked = Instant::now();
+    waiter.notify_when_durable(first, register(&waiter, first, &tx));
+    let (_, second) = store.append_batch_nowait(&[msg(0, 2)]).unwrap().unwrap();
+    waiter.notify_when_durable(second, register(&waiter, second, &tx));
+    drop(tx);
+    for answer in collect(&rx, 2) {
+        assert!(
+            matches!(answer.result, Ok(Durability::TimedOut)),
+            "position {}: {:?}",
+            answer.position,
+            answer.result
+        );
+        assert!(answer.durable_then < answer.position);
+    }
+    assert!(asked.elapsed() >= TIMEOUT, "answered before the timeout");
+    // The bytes stay written: the fsync finishes once the disk does.
+    drop(stall);
+    waiter.wait_durable(second).unwrap();
+    assert!(waiter.durable_position() >= second);
+    store.close().unwrap();
+    assert!(
+        matches!(rx.try_recv(), Err(TryRecvError::Disconnected)),
+        "the fsync's end answered nobody a second time"
+    );
 }
