@@ -88,8 +88,10 @@ pub struct MetricsSnapshot {
 
 #[derive(Default)]
 struct Counters {
-    /// By topic, then queue id: looked up by `&str`, so counting allocates only for a new topic.
-    produced: Mutex<BTreeMap<String, BTreeMap<u32, QueueCounts>>>,
+    /// By topic, then queue id: looked up by `&str`, so counting allocates only for a new topic
+    /// or queue. A topic's queues are a few, kept sorted by id in a vector: a map per topic cost
+    /// a node of several hundred bytes each, megabytes with tens of thousands of topics.
+    produced: Mutex<BTreeMap<String, Vec<(u32, QueueCounts)>>>,
     consumed: Mutex<BTreeMap<(String, String, u32), u64>>,
     requests: Mutex<BTreeMap<i32, RequestStats>>,
     connections_open: AtomicU64,
@@ -123,12 +125,19 @@ impl Metrics {
         let mut produced = lock(&self.counters.produced);
         for (topic, queue_id, body) in messages {
             if !produced.contains_key(topic) {
-                produced.insert(topic.to_owned(), BTreeMap::new());
+                produced.insert(topic.to_owned(), Vec::new());
             }
             let Some(queues) = produced.get_mut(topic) else {
                 continue;
             };
-            let counts = queues.entry(queue_id).or_default();
+            let at = match queues.binary_search_by_key(&queue_id, |(id, _)| *id) {
+                Ok(at) => at,
+                Err(at) => {
+                    queues.insert(at, (queue_id, QueueCounts::default()));
+                    at
+                }
+            };
+            let counts = &mut queues[at].1;
             counts.messages += 1;
             counts.body_bytes += body as u64;
         }
@@ -217,7 +226,7 @@ impl Metrics {
                 .flat_map(|(topic, queues)| {
                     queues
                         .iter()
-                        .map(|(&queue_id, counts)| ((topic.clone(), queue_id), counts.clone()))
+                        .map(|(queue_id, counts)| ((topic.clone(), *queue_id), counts.clone()))
                 })
                 .collect(),
             consumed: lock(&self.counters.consumed).clone(),
@@ -524,7 +533,7 @@ mod tests {
     #[test]
     fn appends_and_pulls_are_counted_per_queue_and_group() {
         let m = Metrics::default();
-        m.record_appends([("T", 0, 10), ("T", 0, 5), ("T", 1, 1)]);
+        m.record_appends([("T", 3, 1), ("T", 0, 10), ("T", 0, 5), ("T", 1, 1)]);
         m.record_pulled("g", "T", 0, 2);
         m.record_pulled("g", "T", 0, 0);
         let s = m.snapshot();
@@ -536,6 +545,8 @@ mod tests {
             }
         );
         assert_eq!(s.produced[&("T".to_owned(), 1)].messages, 1);
+        assert_eq!(s.produced[&("T".to_owned(), 3)].messages, 1);
+        assert_eq!(s.produced.len(), 3);
         assert_eq!(s.consumed[&("g".to_owned(), "T".to_owned(), 0)], 2);
         assert_eq!(s.consumed.len(), 1);
     }

@@ -200,7 +200,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Every consume queue in memory, by topic then queue id.
-type QueueMap = HashMap<String, HashMap<u32, Arc<ConsumeQueue>>>;
+type QueueMap = HashMap<String, TopicQueues>;
+
+/// One topic's queues in memory, sorted by id. A topic has a few; a vector of them costs a
+/// fraction of a hash table each, which with tens of thousands of topics (and two maps: the
+/// writer's and the readers') was megabytes.
+#[derive(Clone, Default)]
+struct TopicQueues(Vec<Arc<ConsumeQueue>>);
+
+impl TopicQueues {
+    fn get(&self, queue_id: &u32) -> Option<&Arc<ConsumeQueue>> {
+        let at = self
+            .0
+            .binary_search_by_key(queue_id, |q| q.queue_id())
+            .ok()?;
+        self.0.get(at)
+    }
+
+    fn insert(&mut self, queue_id: u32, queue: Arc<ConsumeQueue>) {
+        match self.0.binary_search_by_key(&queue_id, |q| q.queue_id()) {
+            Ok(at) => self.0[at] = queue,
+            Err(at) => self.0.insert(at, queue),
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<ConsumeQueue>> {
+        self.0.iter()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
 
 /// Opens consume queues from disk on first use: the open itself (creating a new queue's
 /// directory and file), and settling a queue that already existed against the commit log as
@@ -389,7 +420,7 @@ impl Shared {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .flat_map(|(t, m)| m.keys().map(move |id| (t.clone(), *id)))
+            .flat_map(|(t, m)| m.values().map(move |q| (t.clone(), q.queue_id())))
             .collect();
         for tentry in disk.read_dir(&root).map_err(|e| io_err(&root, e))? {
             let Some(topic) = tentry.name.filter(|t| tentry.is_dir && is_valid_topic(t)) else {
@@ -534,7 +565,7 @@ impl MessageStore {
             dir = %shared.config.dir.display(),
             commit_log_end = valid_end,
             recovered_from = recovered.checkpointed,
-            queues_opened = queues.values().map(HashMap::len).sum::<usize>(),
+            queues_opened = queues.values().map(TopicQueues::len).sum::<usize>(),
             open_queue_files = shared.config.open_queue_files,
             policy = ?shared.config.flush_policy,
             "message store opened"
