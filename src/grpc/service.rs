@@ -635,7 +635,6 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The overall status of per-entry results: theirs when they agree, MULTIPLE_RESULTS if not.
 /// The code of a send entry whose message is stored without the durability the broker waits
 /// for; `None` for a plain success.
 fn stored_but_not(send: SendStatus) -> Option<Code> {
@@ -647,6 +646,7 @@ fn stored_but_not(send: SendStatus) -> Option<Code> {
     }
 }
 
+/// The overall status of per-entry results: theirs when they agree, MULTIPLE_RESULTS if not.
 fn overall(statuses: impl IntoIterator<Item = pb::Status>) -> pb::Status {
     let mut first: Option<pb::Status> = None;
     for s in statuses {

@@ -1,6 +1,8 @@
 //! Request codes, response codes, language codes and well-known names of the RocketMQ remoting
 //! protocol (`docs/wire-protocol.md` §1.5 and §2).
 
+use skiff_actors::broker_api::SendStatus;
+
 /// Request codes (`RequestCode`), the subset skiff knows by name.
 pub mod request {
     pub const SEND_MESSAGE: i32 = 10;
@@ -121,6 +123,28 @@ pub mod response {
     pub const RPC_TIME_OUT: i32 = -1006;
 }
 
+/// The answer code of a send whose message is stored, by its status (Java's `sendOK` codes).
+pub fn send_status_code(status: SendStatus) -> i32 {
+    match status {
+        SendStatus::Ok => response::SUCCESS,
+        SendStatus::FlushDiskTimeout => response::FLUSH_DISK_TIMEOUT,
+        SendStatus::FlushSlaveTimeout => response::FLUSH_SLAVE_TIMEOUT,
+        SendStatus::SlaveNotAvailable => response::SLAVE_NOT_AVAILABLE,
+    }
+}
+
+/// The status a send answer's code says its message is stored with; `None` for a refusal.
+pub fn send_status_of(code: i32) -> Option<SendStatus> {
+    [
+        SendStatus::Ok,
+        SendStatus::FlushDiskTimeout,
+        SendStatus::FlushSlaveTimeout,
+        SendStatus::SlaveNotAvailable,
+    ]
+    .into_iter()
+    .find(|status| send_status_code(*status) == code)
+}
+
 /// SYSTEM_BUSY's remark, Java's words when its thread pool rejects a request.
 pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
@@ -224,5 +248,20 @@ mod tests {
         assert_eq!(language_code("CPP"), 1);
         assert_eq!(language_code("rust"), 12);
         assert_eq!(language_code("COBOL"), 7);
+    }
+
+    #[test]
+    fn every_send_status_round_trips_through_its_code_and_a_refusal_has_none() {
+        for status in [
+            SendStatus::Ok,
+            SendStatus::FlushDiskTimeout,
+            SendStatus::FlushSlaveTimeout,
+            SendStatus::SlaveNotAvailable,
+        ] {
+            assert_eq!(send_status_of(send_status_code(status)), Some(status));
+        }
+        assert_eq!(send_status_code(SendStatus::FlushDiskTimeout), 10);
+        assert_eq!(send_status_of(response::SYSTEM_ERROR), None);
+        assert_eq!(send_status_of(response::MESSAGE_ILLEGAL), None);
     }
 }

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use skiff_actors::broker_api::{SendRequest, SendResult, SendStatus};
+use skiff_actors::broker_api::{SendRequest, SendResult};
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
 use skiff_actors::logic::names::is_send_forbidden;
 use skiff_actors::logic::transaction::is_prepared;
@@ -14,7 +14,7 @@ use skiff_storage::store::is_valid_topic;
 
 use super::{broker_failure, ext, Failure, Outcome, Processor};
 use crate::remoting::body::decode_batch;
-use crate::remoting::codes::response as code;
+use crate::remoting::codes::{response as code, send_status_code};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     self, CustomHeader, SendMessageRequestHeader, SendMessageResponseHeader,
@@ -243,20 +243,12 @@ fn send_answer(results: &[SendResult], echoed: EchoedIds) -> Outcome {
     };
     // A message stored without the durability the broker waits for is answered with that
     // code and the same fields (Java's `sendOK` statuses); the client reads it as its status.
-    Ok(RemotingCommand::new_response(send_code(first.status), None)
-        .with_ext_fields(response_header.to_ext())
-        .with_ext(ext::MSG_REGION, DEFAULT_REGION)
-        .with_ext(ext::TRACE_ON, TRACE_SWITCH))
-}
-
-/// The answer code of a stored message's status.
-fn send_code(status: SendStatus) -> i32 {
-    match status {
-        SendStatus::Ok => code::SUCCESS,
-        SendStatus::FlushDiskTimeout => code::FLUSH_DISK_TIMEOUT,
-        SendStatus::FlushSlaveTimeout => code::FLUSH_SLAVE_TIMEOUT,
-        SendStatus::SlaveNotAvailable => code::SLAVE_NOT_AVAILABLE,
-    }
+    Ok(
+        RemotingCommand::new_response(send_status_code(first.status), None)
+            .with_ext_fields(response_header.to_ext())
+            .with_ext(ext::MSG_REGION, DEFAULT_REGION)
+            .with_ext(ext::TRACE_ON, TRACE_SWITCH),
+    )
 }
 
 /// A send's stored properties: the header's, plus `MAX_RECONSUME_TIMES` from the header for a
@@ -282,6 +274,7 @@ fn send_properties(header: &SendMessageRequestHeader, cluster: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skiff_actors::broker_api::SendStatus;
 
     fn stored(queue_offset: u64, status: SendStatus) -> SendResult {
         SendResult {

@@ -10,7 +10,7 @@ use skiff_storage::message::MessageToAppend;
 
 use super::{bad_answer, remote, RemoteBroker};
 use crate::remoting::body::encode_batch;
-use crate::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
+use crate::remoting::codes::{request as rc, send_status_of, AUTO_CREATE_TOPIC_KEY};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{CustomHeader, SendMessageRequestHeader, SendMessageResponseHeader};
 use crate::remoting::wire::{batches, clamp_i32, send_results};
@@ -84,12 +84,8 @@ impl RemoteBroker {
             .await?;
         // Stored, not yet as durable as configured: Java's client gives a SendResult with
         // that status, not an error.
-        let status = match response.code {
-            code::SUCCESS => SendStatus::Ok,
-            code::FLUSH_DISK_TIMEOUT => SendStatus::FlushDiskTimeout,
-            code::FLUSH_SLAVE_TIMEOUT => SendStatus::FlushSlaveTimeout,
-            code::SLAVE_NOT_AVAILABLE => SendStatus::SlaveNotAvailable,
-            _ => return Err(remote(addr, &response)),
+        let Some(status) = send_status_of(response.code) else {
+            return Err(remote(addr, &response));
         };
         if status != SendStatus::Ok {
             warn!(addr, status = status.name(), remark = ?response.remark, "message stored without the requested durability");

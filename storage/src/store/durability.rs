@@ -410,8 +410,9 @@ impl SyncWaiter {
             return;
         }
         drop(st);
-        let deadline = Instant::now() + shared.config.sync_flush_timeout;
         let mut q = lock(&shared.group);
+        // Taken under the lock, so the queue is in deadline order (the watchdog relies on it).
+        let deadline = Instant::now() + shared.config.sync_flush_timeout;
         if q.exited {
             drop(q);
             // Raced with shutdown: no thread is left to hand the request to. The caller waits
