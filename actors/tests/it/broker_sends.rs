@@ -66,6 +66,20 @@ async fn send_first(broker: &BrokerHandle) {
         .expect("first send");
 }
 
+/// The bodies stored in queue `queue_id` of the test topic, read by one pull from offset 0.
+async fn queue_bodies(broker: &BrokerHandle, queue_id: u32) -> Vec<bytes::Bytes> {
+    let records = broker
+        .pull(pull("g", TOPIC, queue_id, 0))
+        .await
+        .expect("pull")
+        .records;
+    decode_records(records)
+        .expect("records")
+        .into_iter()
+        .map(|m| m.body)
+        .collect()
+}
+
 type Answers = Vec<Result<Vec<SendResult>, BrokerError>>;
 
 /// After [`send_first`], twenty one-message sends in flight together (as twenty connections each
@@ -99,12 +113,7 @@ fn concurrent_sends_share_one_write_and_each_get_their_own_offsets() {
         // Queue 0 held "first"; each queue's offsets follow the callers' order without gaps.
         assert_eq!(offsets[0], (1..11).collect::<Vec<u64>>());
         assert_eq!(offsets[1], (0..10).collect::<Vec<u64>>());
-        let records = broker
-            .pull(pull("g", TOPIC, 1, 0))
-            .await
-            .expect("pull")
-            .records;
-        assert_eq!(decode_records(records).expect("records").len(), 10);
+        assert_eq!(queue_bodies(&broker, 1).await.len(), 10);
     });
 }
 
@@ -129,17 +138,10 @@ fn an_invalid_batch_among_concurrent_sends_is_refused_alone() {
         );
         // Nothing of the refused batch was stored: "c" follows "a".
         assert_eq!(answers[2].as_ref().expect("c")[0].queue_offset, 2);
-        let records = broker
-            .pull(pull("g", TOPIC, 0, 0))
-            .await
-            .expect("pull")
-            .records;
-        let bodies: Vec<_> = decode_records(records)
-            .expect("records")
-            .into_iter()
-            .map(|m| m.body)
-            .collect();
-        assert_eq!(bodies, ["first", "a", "c"].map(bytes::Bytes::from));
+        assert_eq!(
+            queue_bodies(&broker, 0).await,
+            ["first", "a", "c"].map(bytes::Bytes::from)
+        );
     });
 }
 
@@ -188,17 +190,10 @@ fn a_sync_send_whose_fsync_outlasts_the_timeout_is_answered_flush_disk_timeout_a
             .expect("send after the disk caught up");
         assert_eq!(next[0].status, SendStatus::Ok);
         assert_eq!(next[0].queue_offset, 2);
-        let records = broker
-            .pull(pull("g", TOPIC, 0, 0))
-            .await
-            .expect("pull")
-            .records;
-        let bodies: Vec<_> = decode_records(records)
-            .expect("records")
-            .into_iter()
-            .map(|m| m.body)
-            .collect();
-        assert_eq!(bodies, ["first", "late", "next"].map(bytes::Bytes::from));
+        assert_eq!(
+            queue_bodies(&broker, 0).await,
+            ["first", "late", "next"].map(bytes::Bytes::from)
+        );
         broker.shutdown().await.unwrap();
     });
 }
