@@ -88,7 +88,7 @@ impl CqEntry {
 
 /// One file of a queue: entries from logical offset `base`. Its descriptor comes and goes
 /// with the store's [`FileCache`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct CqFile {
     base: u64,
     file: Arc<CachedFile>,
@@ -103,13 +103,12 @@ impl CqFile {
 /// One queue's index files.
 #[derive(Debug)]
 pub struct ConsumeQueue {
-    topic: String,
+    topic: Box<str>,
     queue_id: u32,
     files_cache: Arc<FileCache>,
-    dir: PathBuf,
     file_entries: u64,
     /// Never empty; contiguous; sorted by base.
-    files: RwLock<Vec<Arc<CqFile>>>,
+    files: RwLock<Vec<CqFile>>,
     /// First logical offset readers may use (entries below point at deleted segments).
     min: AtomicU64,
     /// Number of complete entries readers may use.
@@ -175,7 +174,7 @@ impl ConsumeQueue {
                 disk.create_dir_all(dir)?;
                 repairs.created = true;
                 let file = files_cache.open(dir.join(queue_file_name(0)), OpenMode::Create)?;
-                (vec![Arc::new(CqFile { base: 0, file })], 0, 0)
+                (vec![CqFile { base: 0, file }], 0, 0)
             }
             _ => {
                 migrate_legacy_file(disk, dir)?;
@@ -184,10 +183,9 @@ impl ConsumeQueue {
         };
         Ok((
             ConsumeQueue {
-                topic: topic.to_string(),
+                topic: topic.into(),
                 queue_id,
                 files_cache: files_cache.clone(),
-                dir: dir.to_path_buf(),
                 file_entries: file_entries.max(1),
                 files: RwLock::new(files),
                 min: AtomicU64::new(min),
@@ -212,9 +210,10 @@ impl ConsumeQueue {
         self.queue_id
     }
 
-    /// The queue's directory (errors name it).
-    pub fn path(&self) -> &Path {
-        &self.dir
+    /// The queue's directory (errors name it). Not kept apart: it is the parent of every file's
+    /// path, and with hundreds of thousands of queues each path held once counts.
+    pub fn path(&self) -> PathBuf {
+        dir_of(&self.files.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn disk(&self) -> &Disk {
@@ -236,7 +235,7 @@ impl ConsumeQueue {
         self.files_snapshot().first().map_or(0, |f| f.base)
     }
 
-    fn files_snapshot(&self) -> Vec<Arc<CqFile>> {
+    fn files_snapshot(&self) -> Vec<CqFile> {
         self.files.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -246,7 +245,7 @@ impl ConsumeQueue {
 
     /// The file holding logical offset `offset` and the offset its entries end at (exclusive;
     /// for the last file, where it stops taking entries).
-    fn file_at(&self, offset: u64) -> io::Result<(Arc<CqFile>, Option<u64>)> {
+    fn file_at(&self, offset: u64) -> io::Result<(CqFile, Option<u64>)> {
         let files = self.files.read().unwrap_or_else(|e| e.into_inner());
         let idx = files.partition_point(|f| f.base <= offset);
         if idx == 0 {
@@ -289,16 +288,17 @@ impl ConsumeQueue {
 
     /// Starts a new file at logical offset `base` (the end of the last one).
     fn roll(&self, base: u64) -> io::Result<()> {
-        let path = self.dir.join(queue_file_name(base));
+        let dir = self.path();
+        let path = dir.join(queue_file_name(base));
         let file = self.files_cache.open(path.clone(), OpenMode::CreateNew)?;
-        if let Err(e) = self.disk().sync_dir(&self.dir) {
+        if let Err(e) = self.disk().sync_dir(&dir) {
             let _ = self.disk().remove_file(&path);
             return Err(store_to_io(e));
         }
         self.files
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::new(CqFile { base, file }));
+            .push(CqFile { base, file });
         Ok(())
     }
 
@@ -409,7 +409,7 @@ impl ConsumeQueue {
             }
             drop(files);
             if removed {
-                self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
+                self.disk().sync_dir(&self.path()).map_err(store_to_io)?;
             }
             tail.start = count;
             tail.bytes.clear();
@@ -435,8 +435,9 @@ impl ConsumeQueue {
     pub fn restart_at(&self, base: u64) -> io::Result<()> {
         let mut tail = self.tail();
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
-        let path = self.dir.join(queue_file_name(base));
-        let old: Vec<Arc<CqFile>> = std::mem::take(&mut *files);
+        let dir = dir_of(&files);
+        let path = dir.join(queue_file_name(base));
+        let old: Vec<CqFile> = std::mem::take(&mut *files);
         for f in old.iter().filter(|f| f.base >= base) {
             self.disk().remove_file(f.path())?;
         }
@@ -445,12 +446,12 @@ impl ConsumeQueue {
         handle.set_len(0)?;
         handle.sync_all()?;
         drop(handle);
-        self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
+        self.disk().sync_dir(&dir).map_err(store_to_io)?;
         for f in old.iter().filter(|f| f.base < base) {
             self.disk().remove_file(f.path())?;
         }
-        self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
-        files.push(Arc::new(CqFile { base, file }));
+        self.disk().sync_dir(&dir).map_err(store_to_io)?;
+        files.push(CqFile { base, file });
         drop(files);
         tail.start = base;
         tail.bytes.clear();
@@ -486,7 +487,7 @@ impl ConsumeQueue {
     /// answers how many files and bytes went. The directory is fsynced once after. Writer only.
     pub fn delete_files_below_min(&self) -> io::Result<(usize, u64)> {
         let min = self.min.load(Ordering::Acquire);
-        let doomed: Vec<Arc<CqFile>> = {
+        let doomed: Vec<CqFile> = {
             let files = self.files.read().unwrap_or_else(|e| e.into_inner());
             files
                 .windows(2)
@@ -504,7 +505,7 @@ impl ConsumeQueue {
                 .retain(|g| g.base != f.base);
         }
         if !doomed.is_empty() {
-            self.disk().sync_dir(&self.dir).map_err(store_to_io)?;
+            self.disk().sync_dir(&self.path()).map_err(store_to_io)?;
         }
         Ok((doomed.len(), bytes))
     }
@@ -647,13 +648,22 @@ fn store_to_io(e: crate::error::StoreError) -> io::Error {
     }
 }
 
+/// The directory holding `files` (a queue's files are never none).
+fn dir_of(files: &[CqFile]) -> PathBuf {
+    files
+        .first()
+        .and_then(|f| f.path().parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
 /// The files of a queue directory that exists, in order, with the queue's first and next
 /// offsets; a gap or a partial last entry is repaired and counted in `repairs`.
 fn existing_files(
     files_cache: &Arc<FileCache>,
     dir: &Path,
     repairs: &mut QueueRepairs,
-) -> io::Result<(Vec<Arc<CqFile>>, u64, u64)> {
+) -> io::Result<(Vec<CqFile>, u64, u64)> {
     let disk = files_cache.disk();
     let mut bases: Vec<u64> = disk
         .read_dir(dir)?
@@ -667,7 +677,7 @@ fn existing_files(
         })
         .collect();
     bases.sort_unstable();
-    let mut files: Vec<Arc<CqFile>> = Vec::with_capacity(bases.len().max(1));
+    let mut files: Vec<CqFile> = Vec::with_capacity(bases.len().max(1));
     let mut expected_base = None;
     for base in bases {
         let path = dir.join(queue_file_name(base));
@@ -679,10 +689,10 @@ fn existing_files(
         }
         let len = disk.file_len(&path)?;
         expected_base = Some(base + len / ENTRY_SIZE as u64);
-        files.push(Arc::new(CqFile {
+        files.push(CqFile {
             base,
             file: files_cache.existing(path),
-        }));
+        });
     }
     if repairs.dropped_files > 0 {
         disk.sync_dir(dir).map_err(store_to_io)?;
@@ -693,7 +703,7 @@ fn existing_files(
         // An existing directory that had lost its files: the new one must outlive a crash.
         disk.sync_dir(dir).map_err(store_to_io)?;
         repairs.refilled = true;
-        files.push(Arc::new(CqFile { base: 0, file }));
+        files.push(CqFile { base: 0, file });
     }
     // Only the last file can end in a partial entry: every earlier one was full when the
     // next was started.

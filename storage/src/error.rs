@@ -8,7 +8,7 @@
 
 use crate::message::MessageEncodeError;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(Clone, Debug, thiserror::Error)]
@@ -101,9 +101,9 @@ pub enum AppendRejected {
 /// inside (`store.append_batch(..)?` leaves the expected outcome to handle).
 pub type Appended<T> = Result<Result<T, AppendRejected>, StoreError>;
 
-pub(crate) fn io_err(path: &Path, source: io::Error) -> StoreError {
+pub(crate) fn io_err(path: impl Into<PathBuf>, source: io::Error) -> StoreError {
     StoreError::Io {
-        path: path.to_path_buf(),
+        path: path.into(),
         source: Arc::new(source),
     }
 }
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn each_cause_is_told_once_down_the_source_chain() {
         let io = io_err(
-            Path::new("/x/commitlog"),
+            "/x/commitlog",
             io::Error::new(io::ErrorKind::StorageFull, "no space"),
         );
         assert_eq!(chain(&io), ["i/o error on /x/commitlog", "no space"]);

@@ -64,7 +64,9 @@ pub struct FileCache {
 #[derive(Debug)]
 pub struct CachedFile {
     cache: Arc<FileCache>,
-    path: PathBuf,
+    /// Boxed: exactly as long as the path, where a joined `PathBuf` keeps spare capacity
+    /// (a store may hold hundreds of thousands of these).
+    path: Box<Path>,
     handle: RwLock<Option<Arc<DiskFile>>>,
     /// Used since the clock hand last passed.
     referenced: AtomicBool,
@@ -110,7 +112,7 @@ impl FileCache {
     pub fn existing(self: &Arc<Self>, path: PathBuf) -> Arc<CachedFile> {
         Arc::new(CachedFile {
             cache: self.clone(),
-            path,
+            path: path.into_boxed_path(),
             handle: RwLock::new(None),
             referenced: AtomicBool::new(false),
         })

@@ -763,7 +763,7 @@ impl MessageStore {
                     .load_queue(topic, queue_id, true)?
                     .ok_or_else(|| {
                         io_err(
-                            &queue_dir(&self.shared.config.dir).join(topic),
+                            queue_dir(&self.shared.config.dir).join(topic),
                             io::Error::new(io::ErrorKind::InvalidInput, "invalid topic name"),
                         )
                     })?;
