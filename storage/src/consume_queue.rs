@@ -515,6 +515,16 @@ impl ConsumeQueue {
         self.synced.load(Ordering::Acquire) < self.max_offset()
     }
 
+    /// Writes the buffered tail to the files without an fsync, letting its buffer go: the
+    /// entries reach the page cache and stay [`needs_sync`](Self::needs_sync) until a
+    /// [`sync`](Self::sync).
+    pub fn write_buffered(&self) -> io::Result<()> {
+        let mut tail = self.tail();
+        self.write_tail(&mut tail)?;
+        tail.bytes = Vec::new();
+        Ok(())
+    }
+
     /// Writes the buffered tail and fsyncs every file holding entries published since the
     /// last sync; returns whether it did.
     pub fn sync(&self) -> io::Result<bool> {

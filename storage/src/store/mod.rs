@@ -43,7 +43,7 @@ mod recovery;
 mod retention;
 
 pub use crate::error::{AppendRejected, Appended, StoreError};
-pub use durability::{Durability, SyncWaiter};
+pub use durability::{Durability, SyncWaiter, FSYNC_QUEUES_EVERY_CHECKPOINT};
 pub use reader::StoreReader;
 pub use retention::{DeletedSegment, RetentionOutcome, RetentionRequest};
 
@@ -59,7 +59,7 @@ use crate::message::{
 use bytes::Bytes;
 use durability::{
     spawn_flusher, spawn_group_commit, stop_group_commit, CommitState, Flusher, GroupCommit,
-    GroupQueue,
+    GroupQueue, LastCheckpoint,
 };
 use recovery::{recover, settle_queue};
 use std::collections::{BTreeSet, HashMap};
@@ -89,6 +89,11 @@ pub struct StoreConfig {
     pub flush_policy: FlushPolicy,
     /// For `Async`: how often the background flusher fsyncs.
     pub flush_interval: Duration,
+    /// With more than [`FSYNC_QUEUES_EVERY_CHECKPOINT`] queues written between checkpoints,
+    /// how often a checkpoint fsyncs their files and advances (one in this interval over
+    /// `flush_interval`; default 10 s, RocketMQ's is 60 s). The others write the queues'
+    /// buffered entries without an fsync; recovery re-indexes the log written since.
+    pub thorough_checkpoint_interval: Duration,
     /// Address written as STOREHOSTADDRESS into every record.
     pub store_host: SocketAddr,
     /// Largest accepted message body in bytes (default 4 MiB).
@@ -110,6 +115,7 @@ pub struct StoreConfig {
 impl StoreConfig {
     pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 30;
     pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+    pub const DEFAULT_THOROUGH_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
     pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
     pub const DEFAULT_OPEN_QUEUE_FILES: usize = 256;
     pub const DEFAULT_SYNC_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -122,6 +128,7 @@ impl StoreConfig {
             segment_size: Self::DEFAULT_SEGMENT_SIZE,
             flush_policy: FlushPolicy::Async,
             flush_interval: Self::DEFAULT_FLUSH_INTERVAL,
+            thorough_checkpoint_interval: Self::DEFAULT_THOROUGH_CHECKPOINT_INTERVAL,
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
             queue_file_entries: DEFAULT_FILE_ENTRIES,
@@ -314,8 +321,8 @@ struct Shared {
     commit_cv: Condvar,
     /// Commit-log position below which every record has published consume-queue entries.
     indexed_end: AtomicU64,
-    /// Serialises checkpoints; holds the position of the last one written.
-    checkpoint: Mutex<Option<u64>>,
+    /// Serialises checkpoints; holds the position of the last one written and when.
+    checkpoint: Mutex<LastCheckpoint>,
     fsyncs: AtomicU64,
     group: Mutex<GroupQueue>,
     group_cv: Condvar,
@@ -546,7 +553,7 @@ impl MessageStore {
             commit: Mutex::new(CommitState::new(recovered.durable)),
             commit_cv: Condvar::new(),
             indexed_end: AtomicU64::new(valid_end),
-            checkpoint: Mutex::new(None),
+            checkpoint: Mutex::new(LastCheckpoint::default()),
             fsyncs: AtomicU64::new(0),
             group: Mutex::new(GroupQueue::default()),
             group_cv: Condvar::new(),

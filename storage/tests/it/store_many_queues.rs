@@ -5,8 +5,10 @@
 use skiff_storage::disk::sim::SimDisk;
 use skiff_storage::disk::Disk;
 use skiff_storage::message::decode_records;
-use skiff_storage::store::{FlushPolicy, MessageStore, ReadStatus, StoreConfig, StoreError};
-use skiff_storage::testsuite::{message, store_config};
+use skiff_storage::store::{
+    FlushPolicy, MessageStore, ReadStatus, StoreConfig, StoreError, FSYNC_QUEUES_EVERY_CHECKPOINT,
+};
+use skiff_storage::testsuite::{message, store_config, NO_BACKGROUND_FLUSH};
 use std::path::Path;
 
 const OPEN_QUEUE_FILES: usize = 8;
@@ -81,6 +83,67 @@ fn a_thousand_queues_hold_no_more_files_than_the_cache_and_a_reopen_opens_none()
     verify(&store, 250);
     assert!(disk.open_files() <= base + OPEN_QUEUE_FILES);
     assert_eq!(store.reader().queues().unwrap().len(), 1000);
+}
+
+#[test]
+fn with_more_queues_written_than_a_checkpoint_fsyncs_only_every_nth_fsyncs_them_and_a_power_cut_loses_no_entry(
+) {
+    const PER_THOROUGH: u32 = 4;
+    let topics = (FSYNC_QUEUES_EVERY_CHECKPOINT as u32) / 4 + 50;
+    let queues = u64::from(topics) * 4;
+    let disk = SimDisk::new();
+    let config = StoreConfig {
+        thorough_checkpoint_interval: NO_BACKGROUND_FLUSH * PER_THOROUGH,
+        ..config(&disk, 1 << 20)
+    };
+    let mut store = MessageStore::open(config.clone()).unwrap();
+    fill(&mut store, topics);
+    // Light passes: the commit log is fsynced, the queues' entries written but not fsynced.
+    for pass in 1..PER_THOROUGH {
+        let before = disk.fsync_count();
+        store.flush().unwrap();
+        let fsyncs = disk.fsync_count() - before;
+        assert!(fsyncs <= 2, "light pass {pass} ran {fsyncs} fsyncs");
+    }
+    // The power goes: nothing unsynced reaches the disk. The log was fsynced, so recovery
+    // rebuilds every queue's entry from it.
+    disk.kill();
+    drop(store);
+    disk.power_cut(&mut |_| 0);
+    let mut store = MessageStore::open(config.clone()).unwrap();
+    verify(&store, topics);
+
+    // A fresh round: the last pass of each round fsyncs every queue written and advances the
+    // checkpoint, so after a cut nothing needs rebuilding.
+    let more: Vec<_> = (0..topics)
+        .flat_map(|t| (0..4).map(move |q| message(&topic(t), q, "second")))
+        .collect();
+    for batch in more.chunks(64) {
+        store.append_batch(batch).unwrap().unwrap();
+    }
+    for _ in 1..PER_THOROUGH {
+        store.flush().unwrap();
+    }
+    let before = disk.fsync_count();
+    store.flush().unwrap();
+    assert!(
+        disk.fsync_count() - before >= queues,
+        "a thorough pass fsyncs every queue written ({} fsyncs)",
+        disk.fsync_count() - before
+    );
+    disk.kill();
+    drop(store);
+    disk.power_cut(&mut |_| 0);
+    let store = MessageStore::open(config).unwrap();
+    let reader = store.reader();
+    for t in 0..topics {
+        for q in 0..4 {
+            let r = reader.read(&topic(t), q, 1, 8, u32::MAX, None).unwrap();
+            let msgs = decode_records(r.records).unwrap();
+            assert_eq!(msgs.len(), 1, "{}/{q}", topic(t));
+            assert_eq!(&msgs[0].body[..], b"second");
+        }
+    }
 }
 
 #[test]
