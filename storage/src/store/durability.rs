@@ -134,8 +134,8 @@ impl Shared {
         }
     }
 
-    /// Makes the commit log and consume queues durable and records that in the checkpoint.
-    /// `force` writes it even when nothing was appended since the last one.
+    /// Makes the commit log and consume queues durable and records that in the checkpoint
+    /// (see [`CheckpointPass`] for when, and when a pass may be light).
     ///
     /// With many queues written since the last checkpoint, fsyncing every one of their files
     /// each interval was most of the broker's cost per message (10,000 topics: one fsync, two
@@ -144,7 +144,8 @@ impl Shared {
     /// flush policy's promise) and writes the queues' buffered entries to their files
     /// without an fsync, leaving the checkpoint where it was: a crash costs recovery a
     /// longer re-index from the log, never an entry.
-    pub(super) fn checkpoint(&self, force: bool) -> Result<(), StoreError> {
+    pub(super) fn checkpoint(&self, pass: CheckpointPass) -> Result<(), StoreError> {
+        let force = pass == CheckpointPass::Forced;
         let mut last = lock(&self.checkpoint);
         // Read the indexed end before the queues' ends and the timestamp: every record below
         // it already has its entry published, so the syncs that follow cover it.
@@ -164,7 +165,7 @@ impl Shared {
         // A fixed order, so a simulated power cut after the n-th file operation replays.
         queues.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
         self.wait_durable(indexed)?;
-        let thorough = force
+        let thorough = pass != CheckpointPass::Interval
             || queues.len() <= FSYNC_QUEUES_EVERY_CHECKPOINT
             || last.light_passes + 1 >= self.checkpoints_per_thorough();
         if !thorough {
@@ -199,6 +200,19 @@ impl Shared {
 /// Up to this many queues written since the last checkpoint, every checkpoint fsyncs them;
 /// with more, one per `StoreConfig::thorough_checkpoint_interval` does.
 pub const FSYNC_QUEUES_EVERY_CHECKPOINT: usize = 1_024;
+
+/// What asks for a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CheckpointPass {
+    /// The flush interval came round: light when many queues were written (see
+    /// [`Shared::checkpoint`]); nothing when nothing was appended.
+    Interval,
+    /// An explicit flush, or the store closing: thorough; nothing when nothing was appended.
+    Thorough,
+    /// Thorough, and the checkpoint written even when nothing was appended (at open, after
+    /// retention moved the log's start).
+    Forced,
+}
 
 /// The last checkpoint written, and the light passes since.
 #[derive(Debug, Default)]
@@ -396,7 +410,7 @@ pub(super) fn spawn_flusher(shared: &Arc<Shared>) -> Result<Flusher, StoreError>
             }
             drop(stopped);
             let Some(shared) = weak.upgrade() else { return };
-            if let Err(e) = shared.checkpoint(false) {
+            if let Err(e) = shared.checkpoint(CheckpointPass::Interval) {
                 tracing::error!(
                     error = &e as &dyn std::error::Error,
                     "background flush failed"

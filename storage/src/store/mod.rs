@@ -58,8 +58,8 @@ use crate::message::{
 };
 use bytes::Bytes;
 use durability::{
-    spawn_flusher, spawn_group_commit, stop_group_commit, CommitState, Flusher, GroupCommit,
-    GroupQueue, LastCheckpoint,
+    spawn_flusher, spawn_group_commit, stop_group_commit, CheckpointPass, CommitState, Flusher,
+    GroupCommit, GroupQueue, LastCheckpoint,
 };
 use recovery::{recover, settle_queue};
 use std::collections::{BTreeSet, HashMap};
@@ -561,7 +561,7 @@ impl MessageStore {
             config,
         });
         // Recovery may have re-indexed or cut files: make that durable before serving.
-        shared.checkpoint(true)?;
+        shared.checkpoint(CheckpointPass::Forced)?;
         let flusher = spawn_flusher(&shared)?;
         // Started under `Async` too: a `SyncWaiter` is handed out under both policies and
         // `notify_when_durable` must answer under both, while a thread parked on an empty queue
@@ -871,7 +871,16 @@ impl MessageStore {
 
     /// fsyncs the commit log and consume queues and writes the recovery checkpoint.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        self.shared.checkpoint(false)
+        self.shared.checkpoint(CheckpointPass::Thorough)
+    }
+
+    /// What the background flusher runs every `flush_interval`: [`flush`](Self::flush), or with
+    /// more than [`FSYNC_QUEUES_EVERY_CHECKPOINT`] queues written since the last checkpoint,
+    /// a light pass for all but one in `thorough_checkpoint_interval` (see
+    /// `StoreConfig::thorough_checkpoint_interval`). For callers driving the store without the
+    /// flusher.
+    pub fn flush_on_interval(&mut self) -> Result<(), StoreError> {
+        self.shared.checkpoint(CheckpointPass::Interval)
     }
 
     fn shutdown(&mut self) -> Result<(), StoreError> {
@@ -889,7 +898,7 @@ impl MessageStore {
             // Memory and disk disagree; leave the repair to recovery rather than checkpointing.
             Ok(())
         } else {
-            self.shared.checkpoint(false)
+            self.shared.checkpoint(CheckpointPass::Thorough)
         };
         self.shared.release_files();
         checkpointed

@@ -14,6 +14,7 @@
 //! At open, each queue's min offset is found again from where the log starts, so a cut between
 //! the steps leaves nothing to repair but files that the next run deletes.
 
+use super::durability::CheckpointPass;
 use super::{MessageStore, StoreError};
 use crate::commit_log::MIN_RECORD_SIZE;
 use crate::consume_queue::ConsumeQueue;
@@ -171,7 +172,7 @@ impl MessageStore {
             outcome.bytes_freed += bytes;
         }
         outcome.min_commit_log_offset = self.shared.log.first_base();
-        self.shared.checkpoint(true)?;
+        self.shared.checkpoint(CheckpointPass::Forced)?;
         // The caller logs the run at info with its reason (age or disk use).
         tracing::debug!(
             segments = outcome.segments.len(),
