@@ -140,10 +140,10 @@ impl Shared {
     /// With many queues written since the last checkpoint, fsyncing every one of their files
     /// each interval was most of the broker's cost per message (10,000 topics: one fsync, two
     /// opens and a close per seven sends). Then only one checkpoint per
-    /// `thorough_checkpoint_interval` is thorough; between them a light pass fsyncs the commit log (the
-    /// flush policy's promise) and writes the queues' buffered entries to their files
-    /// without an fsync, leaving the checkpoint where it was: a crash costs recovery a
-    /// longer re-index from the log, never an entry.
+    /// `thorough_checkpoint_interval` is thorough; between them a light pass fsyncs the
+    /// commit log (the flush policy's promise) and writes the queues' buffered entries to
+    /// their files without an fsync, leaving the checkpoint where it was: a crash costs
+    /// recovery a longer re-index from the log, never an entry.
     pub(super) fn checkpoint(&self, pass: CheckpointPass) -> Result<(), StoreError> {
         let force = pass == CheckpointPass::Forced;
         let mut last = lock(&self.checkpoint);
