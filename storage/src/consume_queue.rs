@@ -521,6 +521,10 @@ impl ConsumeQueue {
     pub fn write_buffered(&self) -> io::Result<()> {
         let mut tail = self.tail();
         self.write_tail(&mut tail)?;
+        // A checkpoint meets every queue written since the last one, most of them a few entries
+        // a second: the buffer goes with its entries instead of staying at its largest, which
+        // with tens of thousands of queues was several MiB. A busy queue fills it again at the
+        // cost of a few reallocations per checkpoint.
         tail.bytes = Vec::new();
         Ok(())
     }
@@ -533,14 +537,7 @@ impl ConsumeQueue {
         if synced >= max {
             return Ok(false);
         }
-        let mut tail = self.tail();
-        self.write_tail(&mut tail)?;
-        // A checkpoint meets every queue written since the last one, most of them a few entries
-        // a second: the buffer goes with its entries instead of staying at its largest, which
-        // with tens of thousands of queues was several MiB. A busy queue fills it again at the
-        // cost of a few reallocations per checkpoint.
-        tail.bytes = Vec::new();
-        drop(tail);
+        self.write_buffered()?;
         let files = self.files_snapshot();
         for (i, f) in files.iter().enumerate() {
             let end = files.get(i + 1).map_or(u64::MAX, |n| n.base);

@@ -166,7 +166,7 @@ impl Shared {
         queues.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
         self.wait_durable(indexed)?;
         let thorough = pass != CheckpointPass::Interval
-            || queues.len() <= FSYNC_QUEUES_EVERY_CHECKPOINT
+            || queues.len() <= self.config.queues_fsynced_every_checkpoint
             || last.light_passes + 1 >= self.checkpoints_per_thorough();
         if !thorough {
             for q in &queues {
@@ -196,10 +196,6 @@ impl Shared {
             .max(1)
     }
 }
-
-/// Up to this many queues written since the last checkpoint, every checkpoint fsyncs them;
-/// with more, one per `StoreConfig::thorough_checkpoint_interval` does.
-pub const FSYNC_QUEUES_EVERY_CHECKPOINT: usize = 1_024;
 
 /// What asks for a checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

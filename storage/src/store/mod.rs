@@ -43,7 +43,7 @@ mod recovery;
 mod retention;
 
 pub use crate::error::{AppendRejected, Appended, StoreError};
-pub use durability::{Durability, SyncWaiter, FSYNC_QUEUES_EVERY_CHECKPOINT};
+pub use durability::{Durability, SyncWaiter};
 pub use reader::StoreReader;
 pub use retention::{DeletedSegment, RetentionOutcome, RetentionRequest};
 
@@ -89,8 +89,10 @@ pub struct StoreConfig {
     pub flush_policy: FlushPolicy,
     /// For `Async`: how often the background flusher fsyncs.
     pub flush_interval: Duration,
-    /// With more than [`FSYNC_QUEUES_EVERY_CHECKPOINT`] queues written between checkpoints,
-    /// how often a checkpoint fsyncs their files and advances (one in this interval over
+    /// Up to this many queues written between checkpoints, every checkpoint fsyncs their files
+    /// (default 1,024).
+    pub queues_fsynced_every_checkpoint: usize,
+    /// With more, how often a checkpoint fsyncs them and advances (one in this interval over
     /// `flush_interval`; default 10 s, RocketMQ's is 60 s). The others write the queues'
     /// buffered entries without an fsync; recovery re-indexes the log written since.
     pub thorough_checkpoint_interval: Duration,
@@ -115,6 +117,7 @@ pub struct StoreConfig {
 impl StoreConfig {
     pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 30;
     pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+    pub const DEFAULT_QUEUES_FSYNCED_EVERY_CHECKPOINT: usize = 1_024;
     pub const DEFAULT_THOROUGH_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
     pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
     pub const DEFAULT_OPEN_QUEUE_FILES: usize = 256;
@@ -128,6 +131,7 @@ impl StoreConfig {
             segment_size: Self::DEFAULT_SEGMENT_SIZE,
             flush_policy: FlushPolicy::Async,
             flush_interval: Self::DEFAULT_FLUSH_INTERVAL,
+            queues_fsynced_every_checkpoint: Self::DEFAULT_QUEUES_FSYNCED_EVERY_CHECKPOINT,
             thorough_checkpoint_interval: Self::DEFAULT_THOROUGH_CHECKPOINT_INTERVAL,
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
@@ -875,9 +879,8 @@ impl MessageStore {
     }
 
     /// What the background flusher runs every `flush_interval`: [`flush`](Self::flush), or with
-    /// more than [`FSYNC_QUEUES_EVERY_CHECKPOINT`] queues written since the last checkpoint,
-    /// a light pass for all but one in `thorough_checkpoint_interval` (see
-    /// `StoreConfig::thorough_checkpoint_interval`). For callers driving the store without the
+    /// more than `StoreConfig::queues_fsynced_every_checkpoint` queues written since the last
+    /// checkpoint, a light pass for all but one per `thorough_checkpoint_interval`. For callers driving the store without the
     /// flusher.
     pub fn flush_on_interval(&mut self) -> Result<(), StoreError> {
         self.shared.checkpoint(CheckpointPass::Interval)

@@ -5,9 +5,7 @@
 use skiff_storage::disk::sim::SimDisk;
 use skiff_storage::disk::Disk;
 use skiff_storage::message::decode_records;
-use skiff_storage::store::{
-    FlushPolicy, MessageStore, ReadStatus, StoreConfig, StoreError, FSYNC_QUEUES_EVERY_CHECKPOINT,
-};
+use skiff_storage::store::{FlushPolicy, MessageStore, ReadStatus, StoreConfig, StoreError};
 use skiff_storage::testsuite::{message, store_config, NO_BACKGROUND_FLUSH};
 use std::path::Path;
 
@@ -89,7 +87,7 @@ fn a_thousand_queues_hold_no_more_files_than_the_cache_and_a_reopen_opens_none()
 fn with_more_queues_written_than_a_checkpoint_fsyncs_only_every_nth_fsyncs_them_and_a_power_cut_loses_no_entry(
 ) {
     const PER_THOROUGH: u32 = 4;
-    let topics = (FSYNC_QUEUES_EVERY_CHECKPOINT as u32) / 4 + 50;
+    let topics = (StoreConfig::DEFAULT_QUEUES_FSYNCED_EVERY_CHECKPOINT as u32) / 4 + 50;
     let queues = u64::from(topics) * 4;
     let disk = SimDisk::new();
     let config = StoreConfig {
