@@ -167,7 +167,10 @@ impl Shared {
         self.wait_durable(indexed)?;
         let thorough = pass != CheckpointPass::Interval
             || queues.len() <= self.config.queues_fsynced_every_checkpoint
-            || last.light_passes + 1 >= self.checkpoints_per_thorough();
+            || last.light_passes + 1 >= self.checkpoints_per_thorough()
+            || last
+                .thorough_at
+                .is_some_and(|at| at.elapsed() >= self.config.thorough_checkpoint_interval);
         if !thorough {
             for q in &queues {
                 q.write_buffered().map_err(|e| io_err(q.path(), e))?;
@@ -182,12 +185,14 @@ impl Shared {
         write_checkpoint(&self.config.disk, &self.config.dir, indexed, last_timestamp)?;
         last.position = Some(indexed);
         last.light_passes = 0;
+        last.thorough_at = Some(Instant::now());
         Ok(())
     }
 
-    /// One checkpoint in this many is thorough when light passes are taken: one per
-    /// `thorough_checkpoint_interval` at the flush interval (counted, not timed, so that a
-    /// slow pass does not make the next one thorough too).
+    /// One interval pass in this many is thorough when light passes are taken: one per
+    /// `thorough_checkpoint_interval` at the flush interval. Counted as well as timed (from
+    /// the end of the last thorough pass): a light pass over tens of thousands of queues takes
+    /// seconds, and the count alone would then stretch the interval many times over.
     fn checkpoints_per_thorough(&self) -> u32 {
         let interval = self.config.flush_interval.max(Duration::from_millis(1));
         let thorough = self.config.thorough_checkpoint_interval;
@@ -210,10 +215,11 @@ pub(super) enum CheckpointPass {
     Forced,
 }
 
-/// The last checkpoint written, and the light passes since.
+/// The last checkpoint written, when it ended, and the light passes since.
 #[derive(Debug, Default)]
 pub(super) struct LastCheckpoint {
     position: Option<u64>,
+    thorough_at: Option<Instant>,
     light_passes: u32,
 }
 

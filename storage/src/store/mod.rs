@@ -62,7 +62,7 @@ use durability::{
     GroupCommit, GroupQueue, LastCheckpoint,
 };
 use recovery::{recover, settle_queue};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -251,7 +251,7 @@ struct QueueOpener<'a> {
     config: &'a StoreConfig,
     log: &'a CommitLog,
     files: &'a Arc<FileCache>,
-    new_dirs: &'a Mutex<BTreeSet<PathBuf>>,
+    new_dirs: &'a Mutex<NewDirs>,
     recovered_from: u64,
 }
 
@@ -271,10 +271,9 @@ impl QueueOpener<'_> {
         if !create && !queue_on_disk(disk, &path).map_err(|e| io_err(&path, e))? {
             return Ok(None);
         }
-        let mut new_dirs = Vec::new();
-        if disk.kind(&tdir).map_err(|e| io_err(&tdir, e))?.is_none() {
+        let new_topic = disk.kind(&tdir).map_err(|e| io_err(&tdir, e))?.is_none();
+        if new_topic {
             disk.create_dir_all(&tdir).map_err(|e| io_err(&tdir, e))?;
-            new_dirs.push(root);
         }
         let (q, repairs) = ConsumeQueue::open(
             self.files,
@@ -290,19 +289,53 @@ impl QueueOpener<'_> {
         if repairs.dropped_files > 0 {
             tracing::warn!(dir = %path.display(), files = repairs.dropped_files, "deleted consume-queue files past a gap");
         }
-        if repairs.created {
-            // Made durable by the next checkpoint, which is what vouches for the queue's
-            // entries: a crash before it re-creates the queue from the commit log.
-            new_dirs.push(tdir);
-            new_dirs.push(path);
-        } else {
+        if !repairs.created {
             let damaged = repairs.cut_bytes > 0 || repairs.dropped_files > 0 || repairs.refilled;
             settle_queue(self.config, self.log, &q, self.recovered_from, damaged)?;
         }
-        if !new_dirs.is_empty() {
-            lock(self.new_dirs).extend(new_dirs);
+        if new_topic || repairs.created {
+            // Made durable by the next thorough checkpoint, which is what vouches for the
+            // queue's entries: a crash before it re-creates the queue from the commit log.
+            lock(self.new_dirs).add(new_topic, repairs.created.then_some((topic, queue_id)));
         }
         Ok(Some(Arc::new(q)))
+    }
+}
+
+/// Directories created since the last thorough checkpoint, which fsyncs them before it counts
+/// on what they hold. Kept as names, not paths: a burst of new queues (tens of thousands at a
+/// start) would otherwise hold two paths apiece until then.
+#[derive(Debug, Default)]
+struct NewDirs {
+    /// The consume-queue root gained a topic directory.
+    root: bool,
+    /// Topic directories that gained queue directories, and those queues.
+    queues: BTreeMap<String, Vec<u32>>,
+}
+
+impl NewDirs {
+    fn is_empty(&self) -> bool {
+        !self.root && self.queues.is_empty()
+    }
+
+    /// Records a topic directory made in the root, and a queue directory made in its topic's.
+    fn add(&mut self, new_topic: bool, new_queue: Option<(&str, u32)>) {
+        self.root |= new_topic;
+        if let Some((topic, queue_id)) = new_queue {
+            match self.queues.get_mut(topic) {
+                Some(ids) => ids.push(queue_id),
+                None => {
+                    self.queues.insert(topic.to_string(), vec![queue_id]);
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, other: NewDirs) {
+        self.root |= other.root;
+        for (topic, ids) in other.queues {
+            self.queues.entry(topic).or_default().extend(ids);
+        }
     }
 }
 
@@ -314,8 +347,7 @@ struct Shared {
     queues: RwLock<QueueMap>,
     /// Every consume-queue file's descriptor comes from here.
     files: Arc<FileCache>,
-    /// Directories created since the last checkpoint, to fsync before the next one.
-    new_dirs: Mutex<BTreeSet<PathBuf>>,
+    new_dirs: Mutex<NewDirs>,
     /// The commit-log position recovery started from: a queue opened later, which the scan
     /// from here never met, holds no valid entry at or past it.
     recovered_from: u64,
@@ -451,14 +483,29 @@ impl Shared {
         Ok(out.into_iter().collect())
     }
 
-    /// fsyncs the directories created since the last checkpoint.
+    /// fsyncs the directories created since the last thorough checkpoint.
     fn sync_new_dirs(&self) -> Result<(), StoreError> {
         let dirs = std::mem::take(&mut *lock(&self.new_dirs));
-        for (i, dir) in dirs.iter().enumerate() {
-            if let Err(e) = self.config.disk.sync_dir(dir) {
-                // Put back what is still to do, so the next checkpoint tries again.
-                lock(&self.new_dirs).extend(dirs.iter().skip(i).cloned());
-                return Err(e);
+        if let Err(e) = self.sync_dirs(&dirs) {
+            // Put them back, so the next checkpoint tries again (a second fsync of a directory
+            // already done costs nothing but the call).
+            lock(&self.new_dirs).merge(dirs);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn sync_dirs(&self, dirs: &NewDirs) -> Result<(), StoreError> {
+        let disk = &self.config.disk;
+        let root = queue_dir(&self.config.dir);
+        if dirs.root {
+            disk.sync_dir(&root)?;
+        }
+        for (topic, ids) in &dirs.queues {
+            let topic_dir = root.join(topic);
+            disk.sync_dir(&topic_dir)?;
+            for id in ids {
+                disk.sync_dir(&topic_dir.join(id.to_string()))?;
             }
         }
         Ok(())
@@ -537,7 +584,7 @@ impl MessageStore {
         create_durable_dir(&disk, &cq_dir)?;
         let log = CommitLog::open(&disk, &cl_dir)?;
         let files = FileCache::new(disk.clone(), config.open_queue_files);
-        let new_dirs = Mutex::new(BTreeSet::new());
+        let new_dirs = Mutex::new(NewDirs::default());
         let recovered = recover(&config, &log, &files, &new_dirs)?;
         let valid_end = recovered.valid_end;
         log.publish_written(valid_end);

@@ -7,13 +7,13 @@
 //! the tail a crash could have left unindexed, not with the number of queues.
 
 use super::checkpoint::read_checkpoint;
-use super::{is_valid_topic, QueueMap, QueueOpener, StoreConfig, StoreError};
+use super::{is_valid_topic, NewDirs, QueueMap, QueueOpener, StoreConfig, StoreError};
 use crate::commit_log::{CommitLog, ScanStep, MIN_RECORD_SIZE};
 use crate::consume_queue::{ConsumeQueue, CqEntry, ENTRY_SIZE};
 use crate::error::io_err;
 use crate::file_cache::FileCache;
 use crate::message::{property, tag_hash_code, RecordLayout};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -462,7 +462,7 @@ pub(super) fn recover(
     config: &StoreConfig,
     log: &CommitLog,
     files: &Arc<FileCache>,
-    new_dirs: &Mutex<BTreeSet<PathBuf>>,
+    new_dirs: &Mutex<NewDirs>,
 ) -> Result<Recovered, StoreError> {
     let first_base = log.first_base();
     let files_end = log.files_end()?;
