@@ -92,9 +92,10 @@ pub struct StoreConfig {
     /// Up to this many queues written between checkpoints, every checkpoint fsyncs their files
     /// (default 1,024).
     pub queues_fsynced_every_checkpoint: usize,
-    /// With more, how often a checkpoint fsyncs them and advances (one in this interval over
-    /// `flush_interval`; default 10 s, RocketMQ's is 60 s). The others write the queues'
-    /// buffered entries without an fsync; recovery re-indexes the log written since.
+    /// With more, how often a checkpoint fsyncs them and advances: once this long after the
+    /// last did, or after this interval over `flush_interval` passes, whichever comes first
+    /// (default 10 s; RocketMQ's is 60 s). The others write the queues' buffered entries
+    /// without an fsync; recovery re-indexes the log written since.
     pub thorough_checkpoint_interval: Duration,
     /// Address written as STOREHOSTADDRESS into every record.
     pub store_host: SocketAddr,
@@ -347,6 +348,7 @@ struct Shared {
     queues: RwLock<QueueMap>,
     /// Every consume-queue file's descriptor comes from here.
     files: Arc<FileCache>,
+    /// Directories to fsync at the next thorough checkpoint.
     new_dirs: Mutex<NewDirs>,
     /// The commit-log position recovery started from: a queue opened later, which the scan
     /// from here never met, holds no valid entry at or past it.
@@ -927,8 +929,8 @@ impl MessageStore {
 
     /// What the background flusher runs every `flush_interval`: [`flush`](Self::flush), or with
     /// more than `StoreConfig::queues_fsynced_every_checkpoint` queues written since the last
-    /// checkpoint, a light pass for all but one per `thorough_checkpoint_interval`. For callers driving the store without the
-    /// flusher.
+    /// checkpoint, a light pass for all but one per `thorough_checkpoint_interval`. For
+    /// callers driving the store without the flusher.
     pub fn flush_on_interval(&mut self) -> Result<(), StoreError> {
         self.shared.checkpoint(CheckpointPass::Interval)
     }
