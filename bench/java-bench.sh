@@ -137,6 +137,32 @@ cpu_ticks() { # cpu_ticks PID,PID...: utime + stime of the processes (/proc/PID/
     done
     echo "$t"
 }
+machine_ticks() { # machine_ticks: "busy total" CPU ticks of the whole machine since boot (/proc/stat)
+    local cpu user nice system idle iowait irq softirq steal rest
+    read -r cpu user nice system idle iowait irq softirq steal rest </proc/stat
+    local busy=$((user + nice + system + irq + softirq)) # guest time is already in user and nice
+    echo "$busy $((busy + idle + iowait + steal))"
+}
+children_cpu_ms() { # children_cpu_ms: CHILDREN_MS= user + system CPU of this shell's reaped children
+    local u s
+    # In this shell, so never as $(children_cpu_ms): a subshell has no children of its own.
+    times >"$work/times"
+    { read -r _; read -r u s; } <"$work/times"
+    CHILDREN_MS=$("$PYTHON" -c 'import re, sys
+ms = lambda v: (lambda m: (int(m[1]) * 60 + float(m[2])) * 1000)(re.fullmatch(r"(\d+)m([\d.]+)s", v))
+print(round(ms(sys.argv[1]) + ms(sys.argv[2])))' "$u" "$s")
+}
+# client_and_machine N J0 J1 M0 M1: key=value pairs for the client's CPU per message (from
+# children_cpu_ms before and after it ran) and the machine's busy cores meanwhile (machine_ticks).
+client_and_machine() {
+    "$PYTHON" - "$@" <<'EOF'
+import os, sys
+n, j0, j1 = (int(x) for x in sys.argv[1:4])
+(b0, t0), (b1, t1) = (map(int, m.split()) for m in sys.argv[4:6])
+cores = os.cpu_count()
+print(f"client_cpu_us={(j1 - j0) * 1e3 / n} machine_busy_cores={(b1 - b0) / (t1 - t0) * cores}")
+EOF
+}
 hwm_kib() { # hwm_kib PID,PID...: the sum of their VmHWM (peak RSS), KiB
     local p t=0 k
     for p in ${1//,/ }; do
@@ -276,15 +302,15 @@ EOF
 }
 
 run_rocketmq() { # run_rocketmq NAME RUN_DIR: one send phase and one drain; appends a result line
-    local b=$1 rdir=$2 c0 c1 c2 kv drain q_args=() s_args=() timeout
+    local b=$1 rdir=$2 c0 c1 c2 m0 m1 j0 j1 kv drain stored q_args=() s_args=() timeout
     if ((seconds > 0)); then s_args=(--seconds "$seconds"); else q_args=(-q "$messages"); fi
     mkdir -p "$rdir/client"
     local jvm=(java -Xms512m -Xmx1g -XX:+UseG1GC -Duser.home="$rdir/client" -cp "$java_cp")
-    c0=$(cpu_ticks "$PIDS")
+    c0=$(cpu_ticks "$PIDS") m0=$(machine_ticks) && children_cpu_ms && j0=$CHILDREN_MS
     run_client "$rdir/send" "${jvm[@]}" skiff.bench.javabench.JavaBench produce "${s_args[@]}" -- \
         -n "$NAMESRV" -t "$topic" -w "$threads" -s "$size" -ri 1000 "${q_args[@]}" \
         || fail_run "$b: the Producer failed" "$rdir/send.out" "$rdir/send.err"
-    c1=$(cpu_ticks "$PIDS")
+    c1=$(cpu_ticks "$PIDS") m1=$(machine_ticks) && children_cpu_ms && j1=$CHILDREN_MS
     kv=$(parse_send "$rdir/send.out" "$warmup") || fail_run "$b: no result from the Producer" "$rdir/send.out"
     timeout=$((600 + messages / 1000))
     run_client "$rdir/drain" "${jvm[@]}" skiff.bench.javabench.JavaBench drain --namesrv "$NAMESRV" \
@@ -294,11 +320,12 @@ run_rocketmq() { # run_rocketmq NAME RUN_DIR: one send phase and one drain; appe
     c2=$(cpu_ticks "$PIDS")
     drain=$(grep '^JAVABENCH STORED=' "$rdir/drain.out" | tail -1)
     [[ -n $drain ]] || fail_run "$b: no result from the Consumer" "$rdir/drain.out"
+    stored=${drain#*STORED=} stored=${stored%% *}
     "$PYTHON" - "$b" "$run" "$kv" "${drain#JAVABENCH }" "$c0" "$c1" "$c2" "$clk_tck" "$(hwm_kib "$PIDS")" \
-        >>"$results" <<'EOF'
+        "$(client_and_machine "$stored" "$j0" "$j1" "$m0" "$m1")" >>"$results" <<'EOF'
 import sys
-b, run, send, drain, c0, c1, c2, tck, hwm = sys.argv[1:10]
-d = dict(x.split("=", 1) for x in (send + " " + drain).split())
+b, run, send, drain, c0, c1, c2, tck, hwm, client = sys.argv[1:11]
+d = dict(x.split("=", 1) for x in (send + " " + drain + " " + client).split())
 sent, tck = int(d["STORED"]), int(tck)
 send_s, drain_s = int(d["send_ms"]) / 1000, int(d["DRAIN_MS"]) / 1000
 r = {
@@ -309,7 +336,7 @@ r = {
     "cpu_drain_us": (int(c2) - int(c1)) / tck * 1e6 / sent,
     "rss_mib": int(hwm) / 1024,
 }
-for k in ("tps", "avg_rt_ms", "max_rt_ms", "failed", "tps_lines"):
+for k in ("tps", "avg_rt_ms", "max_rt_ms", "failed", "tps_lines", "client_cpu_us", "machine_busy_cores"):
     if k in d:
         r[k] = float(d[k])
 print(f"{b}\t{run}\t" + " ".join(f"{k}={v}" for k, v in r.items()) + f"\tlines={d['lines']}")
@@ -317,19 +344,20 @@ EOF
 }
 
 run_redis() { # run_redis RUN_DIR: redis-benchmark XADD; appends a result line
-    local rdir=$1 c0 c1 t0 t1 len
-    c0=$(cpu_ticks "$PIDS")
+    local rdir=$1 c0 c1 t0 t1 m0 m1 j0 j1 len
+    c0=$(cpu_ticks "$PIDS") m0=$(machine_ticks) && children_cpu_ms && j0=$CHILDREN_MS
     t0=$(date +%s%N)
     run_client "$rdir/redis-benchmark" redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$threads" \
         -n "$messages" --csv XADD bench '*' p "$payload" \
         || fail_run "redis-benchmark failed" "$rdir/redis-benchmark.out" "$rdir/redis-benchmark.err"
     t1=$(date +%s%N)
-    c1=$(cpu_ticks "$PIDS")
+    c1=$(cpu_ticks "$PIDS") m1=$(machine_ticks) && children_cpu_ms && j1=$CHILDREN_MS
     len=$(redis-cli -h 127.0.0.1 -p "$PORT" XLEN bench)
     "$PYTHON" - "$rdir/redis-benchmark.out" "$run" "$messages" "$len" "$t0" "$t1" "$c0" "$c1" \
-        "$clk_tck" "$(hwm_kib "$PIDS")" >>"$results" <<'EOF'
+        "$clk_tck" "$(hwm_kib "$PIDS")" "$(client_and_machine "$messages" "$j0" "$j1" "$m0" "$m1")" \
+        >>"$results" <<'EOF'
 import csv, sys
-path, run, n, xlen, t0, t1, c0, c1, tck, hwm = sys.argv[1:11]
+path, run, n, xlen, t0, t1, c0, c1, tck, hwm, client = sys.argv[1:12]
 rows = [r for r in csv.reader(open(path)) if r and r[0] != "test"]
 if not rows:
     sys.exit("no result line from redis-benchmark")
@@ -340,6 +368,7 @@ r = {
     "tps": float(row[1]), "avg_rt_ms": float(row[2]), "max_rt_ms": float(row[7]),
     "sent": xlen, "failed": n - xlen, "send_s": send_s, "send_rate": xlen / send_s,
     "cpu_send_us": (int(c1) - int(c0)) / int(tck) * 1e6 / n, "rss_mib": int(hwm) / 1024,
+    **{k: float(v) for k, v in (x.split("=", 1) for x in client.split())},
 }
 print(f"redis-xadd\t{run}\t" + " ".join(f"{k}={v}" for k, v in r.items()) + "\tlines=-")
 EOF
@@ -398,6 +427,8 @@ cols = [
     ("broker CPU µs/msg (send)", "cpu_send_us", "{:.1f}", 1, 1),
     ("broker CPU µs/msg (drain)", "cpu_drain_us", "{:.1f}", 1, 0),
     ("peak RSS MiB (VmHWM)", "rss_mib", "{:.0f}", 1, 1),
+    ("client CPU µs/msg (send; its process whole, start included)", "client_cpu_us", "{:.1f}", 1, 1),
+    ("machine CPU busy during send, cores", "machine_busy_cores", "{:.2f}", 0, 0),
 ]
 def med(b, k):
     vs = [r[k] for r in rows.get(b, []) if k in r]

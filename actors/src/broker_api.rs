@@ -169,6 +169,14 @@ pub enum SendStatus {
 }
 
 impl SendStatus {
+    /// Every status, for code that maps from another vocabulary back to this one.
+    pub const ALL: [SendStatus; 4] = [
+        SendStatus::Ok,
+        SendStatus::FlushDiskTimeout,
+        SendStatus::FlushSlaveTimeout,
+        SendStatus::SlaveNotAvailable,
+    ];
+
     /// The name RocketMQ's clients give it.
     pub fn name(self) -> &'static str {
         match self {

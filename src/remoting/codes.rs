@@ -135,14 +135,9 @@ pub fn send_status_code(status: SendStatus) -> i32 {
 
 /// The status a send answer's code says its message is stored with; `None` for a refusal.
 pub fn send_status_of(code: i32) -> Option<SendStatus> {
-    [
-        SendStatus::Ok,
-        SendStatus::FlushDiskTimeout,
-        SendStatus::FlushSlaveTimeout,
-        SendStatus::SlaveNotAvailable,
-    ]
-    .into_iter()
-    .find(|status| send_status_code(*status) == code)
+    SendStatus::ALL
+        .into_iter()
+        .find(|status| send_status_code(*status) == code)
 }
 
 /// SYSTEM_BUSY's remark, Java's words when its thread pool rejects a request.
@@ -252,12 +247,7 @@ mod tests {
 
     #[test]
     fn every_send_status_round_trips_through_its_code_and_a_refusal_has_none() {
-        for status in [
-            SendStatus::Ok,
-            SendStatus::FlushDiskTimeout,
-            SendStatus::FlushSlaveTimeout,
-            SendStatus::SlaveNotAvailable,
-        ] {
+        for status in SendStatus::ALL {
             assert_eq!(send_status_of(send_status_code(status)), Some(status));
         }
         assert_eq!(send_status_code(SendStatus::FlushDiskTimeout), 10);

@@ -268,7 +268,7 @@ impl QueueOpener<'_> {
         let disk = &self.config.disk;
         let root = queue_dir(&self.config.dir);
         let tdir = root.join(topic);
-        let path = tdir.join(queue_id.to_string());
+        let path = queue_path(&tdir, queue_id);
         if !create && !queue_on_disk(disk, &path).map_err(|e| io_err(&path, e))? {
             return Ok(None);
         }
@@ -507,7 +507,7 @@ impl Shared {
             let topic_dir = root.join(topic);
             disk.sync_dir(&topic_dir)?;
             for id in ids {
-                disk.sync_dir(&topic_dir.join(id.to_string()))?;
+                disk.sync_dir(&queue_path(&topic_dir, *id))?;
             }
         }
         Ok(())
@@ -517,6 +517,11 @@ impl Shared {
 /// The root of the consume-queue files under the store directory.
 fn queue_dir(dir: &Path) -> PathBuf {
     dir.join("consumequeue")
+}
+
+/// A queue's directory: its id under its topic's directory (`<queue root>/<topic>/<queue id>`).
+fn queue_path(topic_dir: &Path, queue_id: u32) -> PathBuf {
+    topic_dir.join(queue_id.to_string())
 }
 
 /// Creates `dir` when missing and fsyncs its parent, so the directory survives a power cut.
