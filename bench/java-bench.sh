@@ -138,8 +138,8 @@ cpu_ticks() { # cpu_ticks PID,PID...: utime + stime of the processes (/proc/PID/
     echo "$t"
 }
 machine_ticks() { # machine_ticks: "busy total" CPU ticks of the whole machine since boot (/proc/stat)
-    local cpu user nice system idle iowait irq softirq steal rest
-    read -r cpu user nice system idle iowait irq softirq steal rest </proc/stat
+    local user nice system idle iowait irq softirq steal
+    read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
     local busy=$((user + nice + system + irq + softirq)) # guest time is already in user and nice
     echo "$busy $((busy + idle + iowait + steal))"
 }
