@@ -2,12 +2,9 @@
 # Shell functions the bench scripts share (grpc-bench.sh, java-bench.sh, scale.sh); sourced,
 # not run. PYTHON names the interpreter (default python3).
 
-PYTHON=${PYTHON:-python3}
-
-# free_port: a free loopback port (bound, then released).
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# free_port comes from the test scripts' functions.
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/lib.sh"
 
 # wait_port PORT PID...: until PORT accepts connections (60 s), while the PIDs live; 2 when one
 # of them exited, 1 at the deadline.

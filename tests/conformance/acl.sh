@@ -124,9 +124,8 @@ trap cleanup EXIT
 # its process group), and a second one would cut the cleanup short.
 trap 'trap "" INT TERM; log interrupted; exit 130' INT TERM
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/lib.sh
+source "$ROOT/tests/lib.sh"
 
 # ---- broker under test ---------------------------------------------------------------------------
 NAMESRV="" GRPC="" BROKER_ADDR=""

@@ -168,9 +168,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'log interrupted; exit 130' INT TERM
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/lib.sh
+source "$ROOT/tests/lib.sh"
 
 NAMESRV="" GRPC=""
 start_apache() {

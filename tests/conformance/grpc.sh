@@ -118,9 +118,8 @@ start_apache() {
     GRPC=$(sed -n 's/^GRPC=//p' <<<"$out" | tail -1)
 }
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/lib.sh
+source "$ROOT/tests/lib.sh"
 
 start_skiff() {
     local skiff=${SKIFF_BIN:-}

@@ -96,9 +96,8 @@ trap cleanup EXIT
 # Further signals are ignored once interrupted, so a second one cannot cut the cleanup short.
 trap 'trap "" INT TERM; log interrupted; exit 130' INT TERM
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/lib.sh
+source "$ROOT/tests/lib.sh"
 
 # ---- skiff ------------------------------------------------------------------------------------------
 port=$(free_port)

@@ -90,9 +90,8 @@ run_bounded() {
     return "$rc"
 }
 
-free_port() {
-    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=tests/lib.sh
+source "$ROOT/tests/lib.sh"
 
 # Bounded retry loop until 127.0.0.1:$1 accepts a connection; fails early if $2 (pid) died.
 wait_port() {
