@@ -155,6 +155,24 @@ func await(timeout time.Duration, done func() bool) bool {
 	return done()
 }
 
+// awaitSteady is await whose condition must then hold at every check for `hold` in a row.
+func awaitSteady(timeout, hold time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	var since time.Time
+	for time.Now().Before(deadline) {
+		switch {
+		case !done():
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= hold:
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
 // ---- push-consumer deliveries ------------------------------------------------------------------
 
 type received struct {
