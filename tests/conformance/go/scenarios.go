@@ -518,8 +518,8 @@ func rebalanceTwo(c *Ctx) {
 	}
 	// Each change of the group's members makes the broker notify both clients, and each notice
 	// rebalances anew: in the first seconds several arrive. Once, on a loaded machine against
-	// Apache, the split changed after it was first seen (A then consumed from B's queues, which
-	// both delivered). The split is taken once it has held for 2 s.
+	// Apache, the split changed after it was first seen, and A and B both consumed the messages
+	// of B's queues. The split is taken once it has held for 2 s.
 	split := awaitSteady(45*time.Second, 2*time.Second, func() bool {
 		qa, qb := assigned(a, topic), assigned(b, topic)
 		return len(qa) > 0 && len(qb) > 0 && len(qa)+len(qb) == nq && disjoint(qa, qb)
