@@ -7,7 +7,8 @@
 //! checkpoints.
 
 use super::checkpoint::write_checkpoint;
-use super::{lock, Shared, StoreError};
+use super::queues::Shared;
+use super::{lock, StoreError};
 use crate::consume_queue::ConsumeQueue;
 use crate::error::io_err;
 use std::sync::atomic::Ordering;

@@ -7,7 +7,8 @@
 //! the tail a crash could have left unindexed, not with the number of queues.
 
 use super::checkpoint::read_checkpoint;
-use super::{is_valid_topic, NewDirs, QueueMap, QueueOpener, StoreConfig, StoreError};
+use super::queues::{NewDirs, QueueMap, QueueOpener};
+use super::{is_valid_topic, StoreConfig, StoreError};
 use crate::commit_log::{CommitLog, ScanStep, MIN_RECORD_SIZE};
 use crate::consume_queue::{ConsumeQueue, CqEntry, ENTRY_SIZE};
 use crate::error::io_err;
