@@ -15,9 +15,22 @@
 //! about 7% of the broker's CPU under a produce benchmark. Readers see the tail as if it were in
 //! the file. A crash loses only tail entries newer than the last checkpoint, and recovery
 //! rebuilds those from the commit log as it rebuilds any lost index entry.
+//!
+//! # Files
+//! - this file: the entry format, [`ConsumeQueue`] and its writer's side (the tail, rolling
+//!   files, truncation, retention, sync);
+//! - `read`: reading entries by logical offset and searching them by store timestamp;
+//! - `on_disk`: what a queue's directory holds at open: listing and repairing its files, and
+//!   moving a legacy single-file queue into its directory.
+
+mod on_disk;
+mod read;
+
+pub(crate) use on_disk::queue_on_disk;
 
 use crate::disk::{Disk, OpenMode};
 use crate::file_cache::{CachedFile, FileCache};
+use on_disk::{existing_files, legacy_file_aside, migrate_legacy_file};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,9 +46,6 @@ pub const TAIL_ENTRIES: usize = 256;
 
 /// Entries per consume-queue file (RocketMQ's 300,000): 8.4 MB files.
 pub const DEFAULT_FILE_ENTRIES: u64 = 300_000;
-
-/// Suffix of a legacy single-file queue being moved into its directory (see [`ConsumeQueue::open`]).
-const MIGRATING_SUFFIX: &str = ".migrating";
 
 pub fn queue_file_name(base: u64) -> String {
     format!("{base:020}")
@@ -133,10 +143,6 @@ impl Tail {
 
 fn entries_bytes(n: u64) -> u64 {
     n * ENTRY_SIZE as u64
-}
-
-fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
 /// What [`ConsumeQueue::open`] repaired, for the caller to log.
@@ -302,28 +308,6 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Reads whole entries at logical offset `from` from the files.
-    fn read_files(&self, from: u64, out: &mut [u8]) -> io::Result<()> {
-        let mut offset = from;
-        let mut done = 0usize;
-        while done < out.len() {
-            let (file, next) = self.file_at(offset)?;
-            let wanted = ((out.len() - done) / ENTRY_SIZE) as u64;
-            let n = next.map_or(wanted, |next| wanted.min(next - offset));
-            if n == 0 {
-                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-            }
-            let len = n as usize * ENTRY_SIZE;
-            file.file.handle()?.read_exact_at(
-                &mut out[done..done + len],
-                entries_bytes(offset - file.base),
-            )?;
-            offset += n;
-            done += len;
-        }
-        Ok(())
-    }
-
     /// Writes `bytes` (whole encoded entries) at logical offset `start`, into the in-memory tail
     /// while it has room. Readers do not see them until [`publish`](Self::publish). Writer only.
     pub fn write_entries(&self, start: u64, bytes: &[u8]) -> io::Result<()> {
@@ -356,28 +340,6 @@ impl ConsumeQueue {
         self.write_files(tail.start, &tail.bytes)?;
         tail.start = tail.end();
         tail.bytes.clear();
-        Ok(())
-    }
-
-    /// Copies entries `from..from + out.len() / ENTRY_SIZE` from the files and the tail.
-    fn copy_entries(&self, from: u64, out: &mut [u8]) -> io::Result<()> {
-        let tail = self.tail();
-        let end = from + (out.len() / ENTRY_SIZE) as u64;
-        let in_file = (end.min(tail.start).saturating_sub(from) as usize) * ENTRY_SIZE;
-        if in_file > 0 {
-            self.read_files(from, &mut out[..in_file])?;
-        }
-        if in_file < out.len() {
-            let skip = (from.max(tail.start) - tail.start) as usize * ENTRY_SIZE;
-            let wanted = out.len() - in_file;
-            let Some(buffered) = tail.bytes.get(skip..skip + wanted) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "consume-queue entries past the written end",
-                ));
-            };
-            out[in_file..].copy_from_slice(buffered);
-        }
         Ok(())
     }
 
@@ -548,100 +510,6 @@ impl ConsumeQueue {
         self.synced.fetch_max(max, Ordering::AcqRel);
         Ok(true)
     }
-
-    /// Reads up to `n` entries from logical offset `from` (bounded by the published max) with
-    /// at most one pread per file into `buf`; `Ok(None)` entries mark values no writer
-    /// produces.
-    pub fn read_entries(
-        &self,
-        from: u64,
-        n: u64,
-        buf: &mut Vec<u8>,
-    ) -> io::Result<Vec<Option<CqEntry>>> {
-        let max = self.max_offset();
-        if from >= max || n == 0 {
-            return Ok(Vec::new());
-        }
-        let n = n.min(max - from) as usize;
-        buf.clear();
-        buf.resize(n * ENTRY_SIZE, 0);
-        self.copy_entries(from, buf)?;
-        Ok(buf
-            .chunks_exact(ENTRY_SIZE)
-            .map(|c| {
-                let mut a = [0u8; ENTRY_SIZE];
-                a.copy_from_slice(c);
-                CqEntry::decode(&a)
-            })
-            .collect())
-    }
-
-    /// The entry at `offset`, reading past the published max (recovery inspects unpublished
-    /// tails too). `Ok(None)` when absent or invalid.
-    pub fn entry_raw(&self, offset: u64) -> io::Result<Option<CqEntry>> {
-        let mut a = [0u8; ENTRY_SIZE];
-        match self.copy_entries(offset, &mut a) {
-            Ok(()) => Ok(CqEntry::decode(&a)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::UnexpectedEof | io::ErrorKind::NotFound
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The published entry at `offset`, if it is at or above the min offset.
-    pub fn entry(&self, offset: u64) -> io::Result<Option<CqEntry>> {
-        if offset >= self.max_offset() || offset < self.min_offset() {
-            return Ok(None);
-        }
-        self.entry_raw(offset)
-    }
-
-    /// Binary search over store timestamps (non-decreasing within a queue, the writer makes
-    /// them so) between the min and max offsets. Lower: first offset with timestamp >= `ts`;
-    /// Upper: last offset with timestamp <= `ts`. Returns the max offset when every entry is
-    /// older and the min offset when every entry is newer (or the queue is empty).
-    pub fn search_by_timestamp(&self, ts: i64, upper: bool) -> io::Result<u64> {
-        let max = self.max_offset();
-        let min = self.min_offset();
-        if max == min {
-            return Ok(min);
-        }
-        let ts_at = |i: u64| -> io::Result<i64> {
-            Ok(self
-                .entry_raw(i)?
-                .map(|e| e.store_timestamp)
-                .unwrap_or(i64::MAX))
-        };
-        if ts_at(max - 1)? < ts {
-            return Ok(max);
-        }
-        if ts_at(min)? > ts {
-            return Ok(min);
-        }
-        // First index whose timestamp is >= ts (Lower) or > ts (Upper).
-        let (mut lo, mut hi) = (min, max);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let t = ts_at(mid)?;
-            let go_right = if upper { t <= ts } else { t < ts };
-            if go_right {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(if upper {
-            lo.saturating_sub(1).max(min)
-        } else {
-            lo
-        })
-    }
 }
 
 /// The directory fsync helper answers a `StoreError`; inside this io-level module its cause is
@@ -662,112 +530,6 @@ fn dir_of(files: &[CqFile]) -> PathBuf {
         .and_then(|f| f.path().parent())
         .map(Path::to_path_buf)
         .unwrap_or_default()
-}
-
-/// The files of a queue directory that exists, in order, with the queue's first and next
-/// offsets; a gap or a partial last entry is repaired and counted in `repairs`.
-fn existing_files(
-    files_cache: &Arc<FileCache>,
-    dir: &Path,
-    repairs: &mut QueueRepairs,
-) -> io::Result<(Vec<CqFile>, u64, u64)> {
-    let disk = files_cache.disk();
-    let mut bases: Vec<u64> = disk
-        .read_dir(dir)?
-        .into_iter()
-        .filter(|e| !e.is_dir)
-        .filter_map(|e| {
-            e.name
-                .as_deref()
-                .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|n| n.parse::<u64>().ok())
-        })
-        .collect();
-    bases.sort_unstable();
-    let mut files: Vec<CqFile> = Vec::with_capacity(bases.len().max(1));
-    let mut expected_base = None;
-    for base in bases {
-        let path = dir.join(queue_file_name(base));
-        if expected_base.is_some_and(|b| b != base) {
-            // Past a gap nothing can be trusted (a crash mid-reset); recovery re-indexes.
-            disk.remove_file(&path)?;
-            repairs.dropped_files += 1;
-            continue;
-        }
-        let len = disk.file_len(&path)?;
-        expected_base = Some(base + len / ENTRY_SIZE as u64);
-        files.push(CqFile {
-            base,
-            file: files_cache.existing(path),
-        });
-    }
-    if repairs.dropped_files > 0 {
-        disk.sync_dir(dir).map_err(store_to_io)?;
-    }
-    if files.is_empty() {
-        let path = dir.join(queue_file_name(0));
-        let file = files_cache.open(path, OpenMode::Create)?;
-        // An existing directory that had lost its files: the new one must outlive a crash.
-        disk.sync_dir(dir).map_err(store_to_io)?;
-        repairs.refilled = true;
-        files.push(CqFile { base: 0, file });
-    }
-    // Only the last file can end in a partial entry: every earlier one was full when the
-    // next was started.
-    let last = files
-        .last()
-        .cloned()
-        .ok_or_else(|| invalid("no file".into()))?;
-    let len = disk.file_len(last.path())?;
-    let whole = len - len % ENTRY_SIZE as u64;
-    if whole != len {
-        last.file.handle()?.set_len(whole)?;
-        repairs.cut_bytes = len - whole;
-    }
-    let min = files.first().map_or(0, |f| f.base);
-    let count = last.base + whole / ENTRY_SIZE as u64;
-    Ok((files, min, count))
-}
-
-/// Where a legacy single-file queue at `dir` is moved while it becomes a directory.
-fn legacy_aside_path(dir: &Path) -> PathBuf {
-    let mut aside = dir.as_os_str().to_owned();
-    aside.push(MIGRATING_SUFFIX);
-    PathBuf::from(aside)
-}
-
-/// Whether the queue at `dir` has anything on disk: its directory, a legacy single file, or
-/// such a file set aside by a migration cut short.
-pub(crate) fn queue_on_disk(disk: &Disk, dir: &Path) -> io::Result<bool> {
-    Ok(disk.kind(dir)?.is_some() || legacy_file_aside(disk, dir)?)
-}
-
-/// Whether a migration of a legacy single-file queue at `dir` was cut short, leaving the file
-/// aside and no directory.
-fn legacy_file_aside(disk: &Disk, dir: &Path) -> io::Result<bool> {
-    Ok(disk.kind(&legacy_aside_path(dir))? == Some(false))
-}
-
-/// Moves a legacy single-file queue at `dir` into the directory layout, as `dir/<0>`. Resumable:
-/// the file is first renamed aside, so a crash leaves either the legacy file or the aside copy,
-/// which the next open moves on.
-fn migrate_legacy_file(disk: &Disk, dir: &Path) -> io::Result<()> {
-    let Some(parent) = dir.parent() else {
-        return Ok(());
-    };
-    let aside = legacy_aside_path(dir);
-    if disk.kind(dir)? == Some(false) {
-        disk.rename(dir, &aside)?;
-        disk.sync_dir(parent).map_err(store_to_io)?;
-    }
-    if disk.kind(&aside)? == Some(false) {
-        disk.create_dir_all(dir)?;
-        disk.rename(&aside, &dir.join(queue_file_name(0)))?;
-        disk.sync_dir(dir).map_err(store_to_io)?;
-        disk.sync_dir(parent).map_err(store_to_io)?;
-        tracing::info!(dir = %dir.display(), "moved a single-file consume queue into its directory");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -927,28 +689,6 @@ mod file_tests {
         q.delete_files_below_min()?;
         assert_eq!(q.first_file_base(), 30);
         assert_eq!(q.min_offset(), 35);
-        Ok(())
-    }
-
-    #[test]
-    fn a_legacy_single_file_becomes_the_first_file() -> io::Result<()> {
-        let disk = Disk::Simulated(SimDisk::new());
-        disk.create_dir_all(Path::new("/cq/t"))?;
-        let legacy = disk.open(Path::new("/cq/t/0"), OpenMode::Create)?;
-        let mut bytes = Vec::new();
-        for i in 0..3 {
-            entry(i).encode_into(&mut bytes);
-        }
-        legacy.write_all_at(&bytes, 0)?;
-        let (q, _) = ConsumeQueue::open(
-            &FileCache::new(disk.clone(), 8),
-            "t",
-            0,
-            Path::new("/cq/t/0"),
-            10,
-        )?;
-        assert_eq!(q.max_offset(), 3);
-        assert_eq!(q.entry(2)?, Some(entry(2)));
         Ok(())
     }
 }
