@@ -5,6 +5,10 @@
 //!
 //! `Clone` is cheap (the I/O cause is shared behind an `Arc`): one failed fsync answers every
 //! waiter it covered with the same error.
+//!
+//! The errno numbers the store tells apart live here too, with [`is_out_of_descriptors`]: the
+//! file cache, the simulated disk and [`StoreError`] all need them, and this module imports
+//! none of those.
 
 use crate::message::MessageEncodeError;
 use std::io;
@@ -74,7 +78,7 @@ impl StoreError {
 
     /// An I/O error whose cause is a descriptor shortage (EMFILE, ENFILE).
     pub(crate) fn io_says_out_of_descriptors(&self) -> bool {
-        matches!(self, StoreError::Io { source, .. } if crate::file_cache::is_out_of_descriptors(source))
+        matches!(self, StoreError::Io { source, .. } if is_out_of_descriptors(source))
     }
 
     /// An I/O error whose cause is a full device (ENOSPC, or EDQUOT for a quota).
@@ -100,6 +104,16 @@ pub enum AppendRejected {
 /// An append's answer: fail-stop failures outside, the rejection of a batch by its content
 /// inside (`store.append_batch(..)?` leaves the expected outcome to handle).
 pub type Appended<T> = Result<Result<T, AppendRejected>, StoreError>;
+
+/// "Too many open files" for the process (EMFILE) and for the system (ENFILE): the same
+/// numbers on Linux and macOS.
+pub(crate) const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
+/// Whether `error` says the process or the system has no descriptor left.
+pub fn is_out_of_descriptors(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(EMFILE | ENFILE))
+}
 
 pub(crate) fn io_err(path: impl Into<PathBuf>, source: io::Error) -> StoreError {
     StoreError::Io {

@@ -22,15 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
-/// "Too many open files" for the process (EMFILE) and for the system (ENFILE): the same
-/// numbers on Linux and macOS.
-const EMFILE: i32 = 24;
-const ENFILE: i32 = 23;
-
-/// Whether `error` says the process or the system has no descriptor left.
-pub fn is_out_of_descriptors(error: &io::Error) -> bool {
-    matches!(error.raw_os_error(), Some(EMFILE | ENFILE))
-}
+// Still public at its path from before it moved down to `error`, where `StoreError` needs it
+// without importing this module.
+pub use crate::error::is_out_of_descriptors;
 
 /// Counters of a [`FileCache`], for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

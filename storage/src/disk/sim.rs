@@ -22,6 +22,7 @@
 //! [`SimDisk::limit_open_files`] makes an open past a number of open files fail with EMFILE.
 
 use super::{DirEntry, OpenMode};
+use crate::error::EMFILE;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -107,9 +108,6 @@ impl State {
 }
 
 const ROOT: Ino = 0;
-
-/// "Too many open files", the same number on Linux and macOS.
-const EMFILE: i32 = 24;
 
 /// The in-memory disk; clones share it.
 #[derive(Clone)]
