@@ -7,14 +7,16 @@
 //! - [`disk`]: the file-system seam under the store: the real disk and, with the `testsuite`
 //!   feature, a simulated one that can lose power or fill up.
 //! - [`clock`]: wall-clock milliseconds since the Unix epoch, as RocketMQ stores them.
+//! - [`stats`]: lock-free latency histograms the store keeps for the node's metrics (fsync time).
 //! - [`message`]: the RocketMQ stored-message record layout, shared by the commit log and the wire.
 //! - [`commit_log`]: append-only segment files of stored-message records.
 //! - [`file_cache`]: the bounded set of open consume-queue files, so descriptors do not grow
 //!   with the number of queues.
-//! - [`consume_queue`]: per (topic, queue id) fixed-size index entries into the commit log.
+//! - [`consume_queue`]: per (topic, queue id) fixed-size index entries into the commit log; its
+//!   module docs list its files (read, on_disk).
 //! - [`store`]: [`store::MessageStore`], the single writer over both, with recovery and flush
 //!   policies, and [`store::StoreReader`], the shared read handle; its module docs list its
-//!   files (reader, durability, checkpoint, recovery).
+//!   files (append, queues, reader, durability, checkpoint, recovery, retention).
 //! - [`record`]: the versioned, checksummed bincode codec every sled value goes through.
 //! - [`offset_table`]: the durable consumer-offset table (`topic@group` -> queue -> offset).
 //! - [`metadata`]: topic and subscription-group configuration.
@@ -24,6 +26,8 @@
 //!   request mode (pull or pop) per topic.
 //! - [`timer_index`]: pending timer messages by due time, with the ingest cursor and the
 //!   delivery in flight that make each timer fire once across crashes.
+//! - [`transaction_states`]: what became of each transactional half message (checked back,
+//!   committed, rolled back), in place of RocketMQ's op topic.
 //! - `testsuite` (feature `testsuite`, and this crate's unit tests): set-up shared by tests,
 //!   such as store configurations and ready-to-append messages.
 
