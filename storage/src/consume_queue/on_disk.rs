@@ -11,7 +11,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Suffix of a legacy single-file queue being moved into its directory (see [`ConsumeQueue::open`]).
+/// Suffix of a legacy single-file queue being moved into its directory (see
+/// [`ConsumeQueue::open`](super::ConsumeQueue::open)).
 const MIGRATING_SUFFIX: &str = ".migrating";
 
 fn invalid(msg: String) -> io::Error {

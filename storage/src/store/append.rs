@@ -39,7 +39,8 @@ impl MessageStore {
     }
 
     /// Appends without waiting for durability even under `Sync`; pair with
-    /// [`SyncWaiter::wait_durable`] so many appenders share one fsync.
+    /// [`SyncWaiter::wait_durable`](super::SyncWaiter::wait_durable) so many appenders share
+    /// one fsync.
     ///
     /// The batch is validated as a whole first, so an invalid message appends nothing. After an
     /// I/O error the store refuses further appends until reopened (recovery repairs the tail).
