@@ -10,6 +10,7 @@
 
 use crate::logic::delay::InvalidDelayLevel;
 use crate::logic::pop::InvalidReceipt;
+use crate::logic::sends::IllegalSend;
 use crate::logic::sql92::Sql92Error;
 use crate::logic::timer::InvalidTimer;
 use skiff_storage::store::AppendRejected;
@@ -46,9 +47,29 @@ pub enum Refused {
     #[error("queue {queue_id} of topic {topic} is out of range: the topic has {queues} queues")]
     IllegalQueue {
         topic: String,
-        queue_id: u32,
+        queue_id: i64,
         queues: u32,
     },
+    /// An acknowledgement or invisible-time change of an offset the queue does not hold.
+    #[error(
+        "offset {offset} of queue {queue_id} of topic {topic} is outside the stored {min}..{max}"
+    )]
+    OffsetOutOfQueue {
+        topic: String,
+        queue_id: u32,
+        offset: i64,
+        min: u64,
+        max: u64,
+    },
+    /// A receipt whose invisible time ended before the acknowledgement or change came, judged
+    /// by the broker's clock.
+    #[error(
+        "the receipt handle is expired: it was invisible until {expired_at_ms}, now is {now_ms}"
+    )]
+    ReceiptExpired { expired_at_ms: i64, now_ms: i64 },
+    /// A client's send the broker refuses before storing anything.
+    #[error(transparent)]
+    IllegalSend(#[from] IllegalSend),
     /// A name the offset table and the pop checkpoints cannot hold (empty, `@`, NUL).
     #[error("{kind} {name:?} is not a valid name: {rule}")]
     InvalidName {

@@ -16,6 +16,7 @@ use prost_types::Timestamp;
 use skiff_actors::logic::transaction::{
     CHECK_IMMUNITY_TIME_IN_SECONDS, PRODUCER_GROUP, TRANSACTION_PREPARED_TYPE, TRAN_MSG,
 };
+use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::property::{
     DELAY, KEYS, POP_CK, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS, UNIQ_KEY,
 };
@@ -228,7 +229,7 @@ pub fn message_to_append(
     }
     if let Some(deliver_at) = &system.delivery_timestamp {
         let deliver_at_ms = timestamp_ms(deliver_at);
-        let now = now_ms();
+        let now = epoch_millis();
         if deliver_at_ms - now > MAX_DELAY_MS {
             return Err(Unstorable::IllegalDeliveryTime { deliver_at_ms });
         }
@@ -276,7 +277,7 @@ pub fn message_to_append(
         .born_timestamp
         .as_ref()
         .map(timestamp_ms)
-        .unwrap_or_else(now_ms);
+        .unwrap_or_else(epoch_millis);
     push_property(&mut properties, BORN_TIMESTAMP, &born_timestamp.to_string());
 
     // Stored as plain bytes whatever the client sent, so a remoting consumer (whose clients
@@ -463,13 +464,6 @@ pub fn duration(ms: i64) -> prost_types::Duration {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,7 +633,7 @@ mod tests {
             pb::Code::IllegalMessagePropertyKey
         );
         let far = pb::SystemProperties {
-            delivery_timestamp: Some(timestamp(now_ms() + MAX_DELAY_MS + 60_000)),
+            delivery_timestamp: Some(timestamp(epoch_millis() + MAX_DELAY_MS + 60_000)),
             ..base.clone()
         };
         assert_eq!(

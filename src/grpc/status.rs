@@ -3,6 +3,7 @@
 //! themselves. The codes are those the Apache proxy answers for the same refusal.
 
 use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::sends::IllegalSend;
 use skiff_actors::refused::{NameKind, Refused};
 use skiff_storage::error::AppendRejected;
 use tracing::warn;
@@ -36,6 +37,16 @@ pub fn refusal_code(refused: &Refused) -> Code {
         | Refused::ModeForbidden { .. }
         | Refused::BrokerCursor { .. } => Code::Forbidden,
         Refused::IllegalQueue { .. } => Code::BadRequest,
+        // The offsets of a gRPC acknowledgement come from its receipt handle: one outside the
+        // queue is a handle this broker did not hand out.
+        Refused::OffsetOutOfQueue { .. } | Refused::ReceiptExpired { .. } => {
+            Code::InvalidReceiptHandle
+        }
+        Refused::IllegalSend(IllegalSend::TopicName { .. }) => Code::IllegalTopic,
+        Refused::IllegalSend(IllegalSend::Forbidden { .. }) => Code::Forbidden,
+        Refused::IllegalSend(
+            IllegalSend::BatchWithTransaction | IllegalSend::BatchToRetryTopic { .. },
+        ) => Code::BadRequest,
         Refused::InvalidName {
             kind: NameKind::Topic,
             ..

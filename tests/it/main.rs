@@ -16,6 +16,7 @@
 //!   front door with a client generated from the same schema.
 
 mod common;
+mod door_parity;
 mod embedded_at_least_once;
 mod embedded_crash;
 mod embedded_offset_rules;

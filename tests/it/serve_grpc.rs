@@ -13,6 +13,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::common::grpc::{call, code_of, connect, message, resource};
 use tonic::Request;
 
 use skiff::grpc::pb::messaging_service_client::MessagingServiceClient;
@@ -24,7 +26,6 @@ use skiff::testsuite;
 use skiff::NodeConfig;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-const CLIENT_ID: &str = "grpc-test-client@1";
 
 async fn start(dir: &std::path::Path) -> anyhow::Result<Serving> {
     let mut config = NodeConfig::in_dir(dir);
@@ -34,35 +35,6 @@ async fn start(dir: &std::path::Path) -> anyhow::Result<Serving> {
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
     Ok(serve::start(config).await?)
-}
-
-async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<MessagingServiceClient<Channel>> {
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {addr}"))?;
-    Ok(MessagingServiceClient::new(channel))
-}
-
-fn call<T>(message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("x-mq-client-id", CLIENT_ID.parse().expect("ascii"));
-    request.set_timeout(Duration::from_secs(15));
-    request
-}
-
-fn resource(name: &str) -> Option<pb::Resource> {
-    Some(pb::Resource {
-        resource_namespace: String::new(),
-        name: name.to_owned(),
-    })
-}
-
-fn code_of(status: &Option<pb::Status>) -> Option<Code> {
-    status.as_ref().and_then(|s| Code::try_from(s.code).ok())
 }
 
 fn consumer_settings(group: &str, topic: &str) -> pb::Settings {
@@ -117,21 +89,6 @@ async fn handshake(
         anyhow::bail!("the answer carries no settings: {answer:?}");
     };
     Ok((settings, commands, inbound))
-}
-
-fn message(topic: &str, body: &str, tag: &str, key: &str, id: &str) -> pb::Message {
-    pb::Message {
-        topic: resource(topic),
-        user_properties: [("origin".to_owned(), "grpc".to_owned())].into(),
-        system_properties: Some(pb::SystemProperties {
-            tag: Some(tag.to_owned()),
-            keys: vec![key.to_owned()],
-            message_id: id.to_owned(),
-            message_type: pb::MessageType::Normal as i32,
-            ..Default::default()
-        }),
-        body: body.as_bytes().to_vec().into(),
-    }
 }
 
 async fn receive(

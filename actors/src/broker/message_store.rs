@@ -206,7 +206,7 @@ impl MessageStoreActor {
             if message.queue_id >= queues {
                 return Err(Refused::IllegalQueue {
                     topic: topic.name.clone(),
-                    queue_id: message.queue_id,
+                    queue_id: message.queue_id.into(),
                     queues,
                 }
                 .into());

@@ -54,8 +54,8 @@ pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
-pub use pop::{Assignment, PopAnswer, PopRequest};
-pub use sends::TransactionEnded;
+pub use pop::{AckRequest, Assignment, ExpiredReceipt, PopAnswer, PopRequest};
+pub use sends::{ClientSend, TransactionEnded};
 
 use crate::broker_api::BrokerError;
 use crate::metrics::Metrics;

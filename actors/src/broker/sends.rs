@@ -1,4 +1,5 @@
-//! [`BrokerHandle`]'s producer-side calls: routes, sends (with the retry topic's dead-letter
+//! [`BrokerHandle`]'s producer-side calls: routes, a client's send whatever door it came in by
+//! ([`ClientSend`]: the checks, the queue choice), sends (with the retry topic's dead-letter
 //! rule), send-backs, END_TRANSACTION and producer registration.
 
 use crate::broker::handle::{mailbox, BrokerHandle};
@@ -10,6 +11,8 @@ use crate::broker_api::{
     SendStatus, TopicRoute, TransactionCheckListener,
 };
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::sends::{check_client_send, QueueChoice};
+use crate::logic::transaction::is_prepared;
 use crate::refused::Refused;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
 use skiff_storage::message::{
@@ -46,7 +49,82 @@ impl Answer<()> for SendBackOutcome {
     }
 }
 
+/// A send from a client, whatever door it came in by (remoting, gRPC, the console): the
+/// broker refuses what Java's broker refuses of a client's send, picks the queue, and stores.
+#[derive(Debug, Clone)]
+pub struct ClientSend {
+    /// Messages of one topic; their queue ids are set by `queue`.
+    pub messages: Vec<MessageToAppend>,
+    pub queue: QueueChoice,
+    /// The messages came as one batch request (SEND_BATCH_MESSAGE, a gRPC request of several):
+    /// a batch may not hold transaction halves nor go to a retry topic.
+    pub batch: bool,
+    /// Queues the topic gets if this send creates it; `None` takes the configured default.
+    pub auto_create_queue_nums: Option<u32>,
+}
+
 impl BrokerHandle {
+    /// A client's send: checked, given its queue, stored (see [`ClientSend`]). Nothing is
+    /// stored when any check fails.
+    pub async fn send(&self, send: ClientSend) -> Result<Vec<SendResult>, BrokerError> {
+        let ClientSend {
+            mut messages,
+            queue,
+            batch,
+            auto_create_queue_nums,
+        } = send;
+        let Some(first) = messages.first() else {
+            return Ok(Vec::new());
+        };
+        let topic = first.topic.clone();
+        let transactional = messages.iter().any(|m| is_prepared(m.sys_flag));
+        check_client_send(&topic, batch, transactional).map_err(Refused::from)?;
+        let queue_id = self.send_queue(&topic, &queue, auto_create_queue_nums)?;
+        for message in &mut messages {
+            message.queue_id = queue_id;
+        }
+        self.append_sent(messages, auto_create_queue_nums).await
+    }
+
+    /// For a send that must know its queue before it is stored (a reply, pushed to its requester
+    /// first): the checks of [`BrokerHandle::send`], the topic made as a send would make it
+    /// (Java's `msgCheck`), and the queue the send then names as [`QueueChoice::Given`].
+    pub async fn prepare_send(
+        &self,
+        topic: &str,
+        choice: &QueueChoice,
+        auto_create_queue_nums: Option<u32>,
+    ) -> Result<u32, BrokerError> {
+        check_client_send(topic, false, false).map_err(Refused::from)?;
+        self.route(topic).await?;
+        self.send_queue(topic, choice, auto_create_queue_nums)
+    }
+
+    /// The queue a client's send to `topic` goes to. A topic that does not exist yet counts
+    /// the queues the send would create it with; one with no write queue refuses the send.
+    pub fn send_queue(
+        &self,
+        topic: &str,
+        choice: &QueueChoice,
+        auto_create_queue_nums: Option<u32>,
+    ) -> Result<u32, BrokerError> {
+        if let QueueChoice::Given(queue_id) = choice {
+            // The store judges the range, as it does for every append.
+            return Ok(*queue_id);
+        }
+        let write_queues = match self.inner.registry.topic(topic)? {
+            Some(config) => config.write_queue_nums,
+            None => auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums),
+        };
+        if write_queues == 0 {
+            return Err(Refused::NoWriteQueue {
+                topic: topic.to_owned(),
+            }
+            .into());
+        }
+        Ok(choice.pick(write_queues, rand::random()))
+    }
+
     /// A topic's route, auto-creating the topic when enabled (else `TopicNotExist`).
     pub async fn route(&self, topic: impl Into<String>) -> Result<TopicRoute, BrokerError> {
         let config = self
@@ -72,15 +150,32 @@ impl BrokerHandle {
         request: SendRequest,
     ) -> Result<Vec<SendResult>, BrokerError> {
         let SendRequest {
-            mut messages,
+            messages,
             broker_name: _,
             auto_create_queue_nums,
         } = request;
-        let default_queue_nums =
-            auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
         if messages.is_empty() {
             return Ok(Vec::new());
         }
+        // No client, in process or not, writes the broker's own topics.
+        let mut checked: Option<&str> = None;
+        for message in &messages {
+            if checked != Some(message.topic.as_str()) {
+                check_client_send(&message.topic, false, false).map_err(Refused::from)?;
+                checked = Some(&message.topic);
+            }
+        }
+        self.append_sent(messages, auto_create_queue_nums).await
+    }
+
+    /// Stores checked messages of clients: the retry topic's dead-letter rule, then the store.
+    async fn append_sent(
+        &self,
+        mut messages: Vec<MessageToAppend>,
+        auto_create_queue_nums: Option<u32>,
+    ) -> Result<Vec<SendResult>, BrokerError> {
+        let default_queue_nums =
+            auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
         for message in &mut messages {
             self.dead_letter_if_exhausted(message)?;
         }

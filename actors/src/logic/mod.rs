@@ -24,6 +24,7 @@
 //!   and what their real topic gets when they fire.
 //! - [`transaction`]: where half messages wait, what a commit stores, when a half is checked back.
 //! - [`reply`]: request-reply's reply topic and message type.
+//! - [`sends`]: what the broker refuses of a client's send, and how a send's queue is chosen.
 //! - [`names`]: well-formed topic and group names, and the three kinds of system topic.
 //! - [`topic_attributes`]: UPDATE_AND_CREATE_TOPIC's `+key=value,-key` attribute changes,
 //!   applied to a topic's `message.type`.
@@ -39,6 +40,7 @@ pub mod pull;
 pub mod pull_from_where;
 pub mod queue;
 pub mod reply;
+pub mod sends;
 pub mod sql92;
 pub mod timer;
 pub mod topic_attributes;

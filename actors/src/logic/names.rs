@@ -55,6 +55,18 @@ pub enum NameProblem {
     },
 }
 
+impl std::fmt::Display for NameProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameProblem::Blank => f.write_str("the name is blank"),
+            NameProblem::IllegalCharacters => {
+                f.write_str("only the characters [%|a-zA-Z0-9_-] are allowed")
+            }
+            NameProblem::TooLong { max } => write!(f, "the name is longer than {max} bytes"),
+        }
+    }
+}
+
 /// Whether every byte of `name` is one RocketMQ allows in topic and group names.
 pub fn has_only_name_characters(name: &str) -> bool {
     name.bytes().all(is_topic_character)

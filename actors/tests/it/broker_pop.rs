@@ -3,9 +3,12 @@
 //! topic with one more reconsume, however often (as on Java's broker);
 //! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged.
 
-use skiff_actors::broker::{BrokerConfig, BrokerHandle, PopAnswer, PopRequest};
+use skiff_actors::broker::{
+    AckRequest, BrokerConfig, BrokerHandle, ExpiredReceipt, PopAnswer, PopRequest,
+};
 use skiff_actors::broker_api::{BrokerApi, ExpressionType, PullStatus, SendRequest};
 use skiff_actors::logic::pop::{Receipt, TopicKind};
+use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
 use skiff_storage::message::property::{FIRST_POP_TIME, POP_CK};
 use skiff_storage::message::{decode_records, StoredMessage};
@@ -84,6 +87,19 @@ async fn ack(broker: &BrokerHandle, answer: &PopAnswer, message: &StoredMessage)
         )
         .await
         .unwrap()
+}
+
+/// The acknowledgement a door builds from a receipt.
+fn ack_request(answer: &PopAnswer, message: &StoredMessage, expired: ExpiredReceipt) -> AckRequest {
+    let receipt = receipt_of(answer, message);
+    AckRequest {
+        group: GROUP.into(),
+        topic: receipt.kind.stored_topic(GROUP, TOPIC),
+        queue_id: receipt.queue_id as i32,
+        offset: message.queue_offset as i64,
+        receipt,
+        expired,
+    }
 }
 
 /// Waits, in real time and without moving the paused clock, until `done` holds: revivals wait
@@ -224,7 +240,10 @@ fn a_new_invisible_time_moves_the_revival_and_the_old_receipt_acks_nothing() {
         let receipt = receipt_of(&answer, message);
         advance(Duration::from_secs(5)).await;
         let (pop_time, invisible) = broker
-            .change_invisible_time(GROUP, TOPIC, 0, message.queue_offset, &receipt, 30_000)
+            .change_invisible(
+                ack_request(&answer, message, ExpiredReceipt::Refuse),
+                30_000,
+            )
             .await
             .unwrap();
         assert_eq!(invisible, 30_000);
@@ -366,6 +385,75 @@ fn two_pops_of_one_queue_at_once_never_hand_out_the_same_message() {
             one.message_count.min(two.message_count),
             0,
             "the queue is claimed by one pop; the other skips it"
+        );
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn an_expired_receipt_is_judged_by_the_brokers_clock_and_refused_only_where_the_door_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["late"]).await;
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let message = &popped(&answer)[0];
+        // The paused clock is the broker's: past the invisible time by it, whatever the wall
+        // clock says.
+        advance(INVISIBLE + Duration::from_secs(1)).await;
+        let refused = broker
+            .ack(ack_request(&answer, message, ExpiredReceipt::Refuse))
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(skiff_actors::broker_api::BrokerError::Refused(
+                    Refused::ReceiptExpired { .. }
+                ))
+            ),
+            "{refused:?}"
+        );
+        // Refused, it acknowledged nothing: the message comes back for its next consumer.
+        let again = pop_until_found(&broker, "the revived message").await;
+        assert_eq!(bodies(&popped(&again)), ["late"]);
+        // The remoting door takes the same late acknowledgement, as Java's broker does; it
+        // finds nothing held any more and changes nothing.
+        let held = broker
+            .ack(ack_request(&answer, message, ExpiredReceipt::Accept))
+            .await
+            .unwrap();
+        assert!(!held, "the first pop's checkpoint was revived");
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn an_acknowledgement_outside_the_queue_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        send(&broker, &["one"]).await;
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let message = &popped(&answer)[0];
+        let mut past_the_end = ack_request(&answer, message, ExpiredReceipt::Refuse);
+        past_the_end.offset = 5;
+        let mut no_such_queue = ack_request(&answer, message, ExpiredReceipt::Refuse);
+        no_such_queue.queue_id = 99;
+        for (request, what) in [(past_the_end, "offset"), (no_such_queue, "queue")] {
+            let answer = broker.ack(request).await;
+            assert!(
+                matches!(
+                    answer,
+                    Err(skiff_actors::broker_api::BrokerError::Refused(
+                        Refused::OffsetOutOfQueue { .. } | Refused::IllegalQueue { .. }
+                    ))
+                ),
+                "{what}: {answer:?}"
+            );
+        }
+        assert!(
+            ack(&broker, &answer, message).await,
+            "the message is still held after the refused acknowledgements"
         );
         broker.shutdown().await.unwrap();
     });

@@ -3,11 +3,10 @@
 //! consumer with `setClientRebalance(false)` asks for (QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE).
 //! Codes and remarks are those of Java's pop processors.
 
-use skiff_actors::refused::Refused;
 use std::time::Duration;
 
-use skiff_actors::broker::PopRequest;
-use skiff_actors::broker_api::{BrokerError, ExpressionType};
+use skiff_actors::broker::{AckRequest, ExpiredReceipt, PopRequest};
+use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::logic::pop::{Receipt, TopicKind, MAX_POP_MESSAGES};
 use skiff_storage::pop_state::RequestModeEntry;
 
@@ -29,53 +28,20 @@ fn receipt_failure(e: skiff_actors::logic::pop::InvalidReceipt) -> Failure {
     Failure::system(e.to_string())
 }
 
-impl Processor {
-    /// The stored topic and queue an acknowledgement or invisible-time change names, checked as
-    /// Java checks them: unknown topic TOPIC_NOT_EXIST, queue out of range MESSAGE_ILLEGAL,
-    /// offset outside the queue NO_MESSAGE (`end_inclusive`: ACK accepts the max offset itself).
-    fn popped_message(
-        &self,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        end_inclusive: bool,
-    ) -> Result<(u32, u64), Failure> {
-        let config = self
-            .broker
-            .topic(topic)
-            .map_err(broker_failure)?
-            .ok_or_else(|| {
-                broker_failure(BrokerError::Refused(Refused::TopicNotExist {
-                    topic: topic.to_owned(),
-                }))
-            })?;
-        let queue = u32::try_from(queue_id)
-            .ok()
-            .filter(|q| *q < config.read_queue_nums)
-            .ok_or_else(|| {
-                Failure::new(
-                    code::MESSAGE_ILLEGAL,
-                    format!(
-                        "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{}]",
-                        config.read_queue_nums
-                    ),
-                )
-            })?;
-        let min = self.broker.reader().min_offset(topic, queue);
-        let max = self.broker.reader().max_offset(topic, queue);
-        let in_range = u64::try_from(offset)
-            .ok()
-            .filter(|o| *o >= min && (*o < max || (end_inclusive && *o == max)));
-        in_range.map(|o| (queue, o)).ok_or_else(|| {
-            Failure::new(
-                code::NO_MESSAGE,
-                format!(
-                    "offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{min}~{max}"
-                ),
-            )
-        })
-    }
+/// What an ACK_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME header names, for the broker to check.
+/// Java's broker takes an acknowledgement of an expired receipt, so remoting does too.
+fn acked(header: &AckMessageRequestHeader) -> Result<AckRequest, Failure> {
+    Ok(AckRequest {
+        group: header.consumer_group.clone(),
+        topic: header.topic.clone(),
+        queue_id: header.queue_id,
+        offset: header.offset,
+        receipt: Receipt::parse(&header.extra_info).map_err(receipt_failure)?,
+        expired: ExpiredReceipt::Accept,
+    })
+}
 
+impl Processor {
     /// POP_MESSAGE (200050).
     pub(super) async fn pop(&self, request: &RemotingCommand) -> Outcome {
         let header = PopMessageRequestHeader::from_command(request)?;
@@ -137,19 +103,10 @@ impl Processor {
     /// ACK_MESSAGE (200051).
     pub(super) async fn ack(&self, request: &RemotingCommand) -> Outcome {
         let header = AckMessageRequestHeader::from_command(request)?;
-        let (queue_id, offset) =
-            self.popped_message(&header.topic, header.queue_id, header.offset, true)?;
-        let receipt = Receipt::parse(&header.extra_info).map_err(receipt_failure)?;
         self.broker
-            .ack_popped(
-                &header.consumer_group,
-                &header.topic,
-                queue_id,
-                offset,
-                &receipt,
-            )
+            .ack(acked(&header)?)
             .await
-            .map_err(broker_failure)?;
+            .map_err(failure_to(rc::ACK_MESSAGE))?;
         Ok(success())
     }
 
@@ -203,25 +160,17 @@ impl Processor {
         let invisible_ms = header.invisible_time.ok_or(HeaderError::Missing {
             field: "invisibleTime",
         })?;
-        let (queue_id, offset) =
-            self.popped_message(&header.topic, header.queue_id, header.offset, false)?;
-        let receipt = Receipt::parse(&header.extra_info).map_err(receipt_failure)?;
+        let changed = acked(&header)?;
+        let revive_qid = changed.receipt.revive_queue_id;
         let (pop_time, invisible_time) = self
             .broker
-            .change_invisible_time(
-                &header.consumer_group,
-                &header.topic,
-                queue_id,
-                offset,
-                &receipt,
-                invisible_ms.max(0),
-            )
+            .change_invisible(changed, invisible_ms.max(0))
             .await
-            .map_err(broker_failure)?;
+            .map_err(failure_to(rc::CHANGE_MESSAGE_INVISIBLETIME))?;
         let answer = ChangeInvisibleTimeResponseHeader {
             pop_time,
             invisible_time,
-            revive_qid: receipt.revive_queue_id,
+            revive_qid,
         };
         Ok(success().with_ext_fields(answer.to_ext()))
     }

@@ -2,15 +2,14 @@
 
 use bytes::Bytes;
 
-use skiff_actors::broker_api::{SendRequest, SendResult};
+use skiff_actors::broker::ClientSend;
+use skiff_actors::broker_api::SendResult;
 use skiff_actors::logic::delay::RETRY_TOPIC_PREFIX;
-use skiff_actors::logic::names::is_send_forbidden;
-use skiff_actors::logic::transaction::is_prepared;
+use skiff_actors::logic::sends::QueueChoice;
 use skiff_storage::message::property::{
     CLUSTER, MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, UNIQ_KEY,
 };
 use skiff_storage::message::{property, push_property, set_property, MessageToAppend};
-use skiff_storage::store::is_valid_topic;
 
 use super::{broker_failure, ext, Failure, Outcome, Processor};
 use crate::remoting::body::decode_batch;
@@ -37,84 +36,21 @@ impl Processor {
         // message holding the encoded batch; skiff reads "1" as true, as it reads every boolean
         // (docs/wire-protocol.md §9), and stores the three messages the client sent.
         let batch = header.batch.unwrap_or(false);
-        self.check_send(&header, batch)?;
-        let queue_id = self.send_queue(&header)?;
+        check_properties_length(&header)?;
         let cluster = &self.broker.config().cluster_name;
-        let messages = messages_to_append(&header, queue_id, conn, &request.body, batch, cluster)?;
+        let messages = messages_to_append(&header, conn, &request.body, batch, cluster)?;
         let echoed = EchoedIds::of(&header, &messages, batch);
         let results = self
             .broker
-            .send_messages(SendRequest {
+            .send(ClientSend {
+                messages,
+                queue: queue_choice(&header),
+                batch,
                 auto_create_queue_nums: Some(self.auto_create_queue_nums(&header)),
-                ..SendRequest::new(messages)
             })
             .await
             .map_err(broker_failure)?;
         send_answer(&results, echoed)
-    }
-
-    /// Refuses what Java's broker refuses before storing anything, with its codes and remarks.
-    pub(super) fn check_send(
-        &self,
-        header: &SendMessageRequestHeader,
-        batch: bool,
-    ) -> Result<(), Failure> {
-        let topic = header.topic.as_str();
-        if topic.trim().is_empty() {
-            return Err(Failure::system("The specified topic is blank."));
-        }
-        if !is_valid_topic(topic) {
-            return Err(Failure::system(format!(
-                "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-            )));
-        }
-        if is_send_forbidden(topic) {
-            return Err(Failure::new(
-                code::NO_PERMISSION,
-                format!("Sending message to topic[{topic}] is forbidden."),
-            ));
-        }
-        if header.properties_too_long() {
-            return Err(Failure::new(
-                code::MESSAGE_ILLEGAL,
-                format!(
-                    "the message properties length is {}, over the limit of {}",
-                    header.properties.as_ref().map_or(0, String::len),
-                    headers::MAX_PROPERTIES_LEN
-                ),
-            ));
-        }
-        if batch && is_prepared(header.sys_flag) {
-            // Java's client never batches halves; one END_TRANSACTION names one half.
-            return Err(Failure::new(
-                code::MESSAGE_ILLEGAL,
-                "batch message does not support transaction",
-            ));
-        }
-        if batch && topic.starts_with(RETRY_TOPIC_PREFIX) {
-            return Err(Failure::new(
-                code::MESSAGE_ILLEGAL,
-                "batch request does not support retry group",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The queue a send goes to: the header's, or a random one when it is negative (Java's
-    /// `randomQueueId(writeQueueNums)`).
-    pub(super) fn send_queue(&self, header: &SendMessageRequestHeader) -> Result<u32, Failure> {
-        if let Ok(queue_id) = u32::try_from(header.queue_id) {
-            return Ok(queue_id);
-        }
-        let queues = self
-            .broker
-            .topic(&header.topic)
-            .map_err(broker_failure)?
-            .map(|t| t.write_queue_nums)
-            .or_else(|| u32::try_from(header.default_topic_queue_nums).ok())
-            .unwrap_or(1)
-            .max(1);
-        Ok(rand::random::<u32>() % queues)
     }
 
     /// How many queues the topic gets if this send creates it: what the producer asks for, at
@@ -127,6 +63,27 @@ impl Processor {
             .unwrap_or(config.default_topic_queue_nums);
         asked.min(config.default_topic_queue_nums).max(1)
     }
+}
+
+/// The header's properties string is capped on the wire, before any message is built.
+pub(super) fn check_properties_length(header: &SendMessageRequestHeader) -> Result<(), Failure> {
+    if header.properties_too_long() {
+        return Err(Failure::new(
+            code::MESSAGE_ILLEGAL,
+            format!(
+                "the message properties length is {}, over the limit of {}",
+                header.properties.as_ref().map_or(0, String::len),
+                headers::MAX_PROPERTIES_LEN
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The queue a send names: the header's, or any when it is negative (Java's
+/// `randomQueueId(writeQueueNums)`).
+pub(super) fn queue_choice(header: &SendMessageRequestHeader) -> QueueChoice {
+    u32::try_from(header.queue_id).map_or(QueueChoice::Random, QueueChoice::Given)
 }
 
 /// The message a send header and body describe, from `conn`, with `properties` in wire form.
@@ -155,7 +112,6 @@ pub(super) fn sent_message(
 /// the header's topic, queue and flags.
 fn messages_to_append(
     header: &SendMessageRequestHeader,
-    queue_id: u32,
     conn: &ConnectionHandle,
     body: &Bytes,
     batch: bool,
@@ -167,7 +123,8 @@ fn messages_to_append(
     } else {
         send_properties(header, cluster)
     };
-    let template = sent_message(header, queue_id, conn, properties, body);
+    // The broker sets the queue once it has chosen one.
+    let template = sent_message(header, 0, conn, properties, body);
     if !batch {
         return Ok(vec![template]);
     }

@@ -4,6 +4,8 @@
 //! [`BrokerError`]. Handlers never choose a code for a broker error themselves.
 
 use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::names::NameProblem;
+use skiff_actors::logic::sends::IllegalSend;
 use skiff_actors::logic::transaction::EndRefusal;
 use skiff_actors::refused::Refused;
 use skiff_storage::transaction_states::HalfState;
@@ -139,6 +141,36 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
                 "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]"
             ),
         ),
+        (
+            Refused::IllegalQueue {
+                topic,
+                queue_id,
+                queues,
+            },
+            Some(rc::ACK_MESSAGE | rc::CHANGE_MESSAGE_INVISIBLETIME),
+        ) => Failure::new(
+            code::MESSAGE_ILLEGAL,
+            format!(
+                "queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{queues}]"
+            ),
+        ),
+        (
+            Refused::OffsetOutOfQueue {
+                topic,
+                queue_id,
+                offset,
+                min,
+                max,
+            },
+            _,
+        ) => Failure::new(
+            code::NO_MESSAGE,
+            format!("offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{min}~{max}"),
+        ),
+        (Refused::ReceiptExpired { .. }, _) => {
+            Failure::new(code::NO_MESSAGE, refused.to_string())
+        }
+        (Refused::IllegalSend(illegal), _) => illegal_send_answer(illegal),
         (Refused::InvalidName { .. }, Some(rc::POP_MESSAGE | rc::NOTIFICATION)) => {
             Failure::new(code::INVALID_PARAMETER, refused.to_string())
         }
@@ -147,6 +179,38 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
             Failure::new(code::NO_PERMISSION, rule.to_string())
         }
         (other, _) => Failure::system(error_chain(other)),
+    }
+}
+
+/// Java's codes and remarks for a refused send (`msgCheck`, the batch checks).
+fn illegal_send_answer(illegal: &IllegalSend) -> Failure {
+    match illegal {
+        IllegalSend::TopicName {
+            problem: NameProblem::Blank,
+            ..
+        } => Failure::system("The specified topic is blank."),
+        IllegalSend::TopicName {
+            topic,
+            problem: NameProblem::IllegalCharacters,
+        } => Failure::system(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )),
+        IllegalSend::TopicName {
+            problem: NameProblem::TooLong { .. },
+            ..
+        } => Failure::system("The specified topic is longer than topic max length."),
+        IllegalSend::Forbidden { topic } => Failure::new(
+            code::NO_PERMISSION,
+            format!("Sending message to topic[{topic}] is forbidden."),
+        ),
+        IllegalSend::BatchWithTransaction => Failure::new(
+            code::MESSAGE_ILLEGAL,
+            "batch message does not support transaction",
+        ),
+        IllegalSend::BatchToRetryTopic { .. } => Failure::new(
+            code::MESSAGE_ILLEGAL,
+            "batch request does not support retry group",
+        ),
     }
 }
 
@@ -247,6 +311,43 @@ mod tests {
                 Some(rc::END_TRANSACTION),
                 code::SYSTEM_ERROR,
                 "Find prepared transaction message failed",
+            ),
+            (
+                IllegalSend::Forbidden {
+                    topic: "SCHEDULE_TOPIC_XXXX".to_owned(),
+                }
+                .into(),
+                Some(rc::SEND_MESSAGE_V2),
+                code::NO_PERMISSION,
+                "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
+            ),
+            (
+                IllegalSend::BatchWithTransaction.into(),
+                Some(rc::SEND_BATCH_MESSAGE),
+                code::MESSAGE_ILLEGAL,
+                "batch message does not support transaction",
+            ),
+            (
+                Refused::IllegalQueue {
+                    topic: "T".to_owned(),
+                    queue_id: -1,
+                    queues: 4,
+                },
+                Some(rc::ACK_MESSAGE),
+                code::MESSAGE_ILLEGAL,
+                "queueId[-1] is illegal",
+            ),
+            (
+                Refused::OffsetOutOfQueue {
+                    topic: "T".to_owned(),
+                    queue_id: 1,
+                    offset: 9,
+                    min: 0,
+                    max: 3,
+                },
+                Some(rc::ACK_MESSAGE),
+                code::NO_MESSAGE,
+                "offset is illegal, key:T@1, commit:9, store:0~3",
             ),
             (
                 Refused::DiskFull {

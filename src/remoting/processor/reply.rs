@@ -15,12 +15,15 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use tracing::{debug, warn};
 
-use skiff_actors::broker_api::SendRequest;
+use skiff_actors::broker::ClientSend;
+use skiff_actors::logic::sends::QueueChoice;
 use skiff_storage::message::property::{PUSH_REPLY_TIME, REPLY_TO_CLIENT};
 use skiff_storage::message::{property, set_property};
 
 use super::admin_clients::CALL_CLIENT_TIMEOUT;
-use super::produce::{sent_message, DEFAULT_REGION, TRACE_SWITCH};
+use super::produce::{
+    check_properties_length, queue_choice, sent_message, DEFAULT_REGION, TRACE_SWITCH,
+};
 use super::{broker_failure, ext, Outcome, Processor};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
@@ -62,14 +65,17 @@ impl Processor {
         request: &RemotingCommand,
     ) -> Outcome {
         let header = SendMessageRequestHeader::from_request(request)?;
-        self.check_send(&header, false)?;
-        // Java's `msgCheck`: the topic must exist, or be created as a send would create it,
-        // before anything is pushed.
-        self.broker
-            .route(header.topic.clone())
+        check_properties_length(&header)?;
+        let auto_create_queue_nums = Some(self.auto_create_queue_nums(&header));
+        let queue_id = self
+            .broker
+            .prepare_send(
+                &header.topic,
+                &queue_choice(&header),
+                auto_create_queue_nums,
+            )
             .await
             .map_err(broker_failure)?;
-        let queue_id = self.send_queue(&header)?;
         let properties = reply_properties(&header);
 
         let pushed = self
@@ -87,9 +93,11 @@ impl Processor {
         };
         match self
             .broker
-            .send_messages(SendRequest {
-                auto_create_queue_nums: Some(self.auto_create_queue_nums(&header)),
-                ..SendRequest::new(vec![message])
+            .send(ClientSend {
+                messages: vec![message],
+                queue: QueueChoice::Given(queue_id),
+                batch: false,
+                auto_create_queue_nums,
             })
             .await
         {

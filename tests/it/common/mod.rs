@@ -3,6 +3,8 @@
 //! tests over the wire, a `skiff serve` child process and raw requests.
 #![allow(dead_code)]
 
+pub mod grpc;
+
 use skiff::actors::broker_api::{BrokerApi, BrokerError, RemoteError};
 use skiff::actors::consumer::push_consumer::PushConsumer;
 use skiff::actors::consumer::{ConsumeStatus, Listener, ReceivedMessage};

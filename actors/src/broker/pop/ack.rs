@@ -6,15 +6,196 @@ use super::actor::{Ack, Acked, ChangeInvisible, OrderlyBlocked};
 use super::{PopRequest, SourcesFor};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::WakeQueue;
-use crate::broker_api::{BrokerError, ExpressionType};
+use crate::broker_api::{BrokerError, ExpressionType, SendBackRequest};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
 use crate::logic::pop::{initial_pop_offset, PopMode, Receipt};
 use crate::logic::queue::GroupQueue;
+use crate::refused::Refused;
+use skiff_storage::message::property::UNIQ_KEY;
+use skiff_storage::message::{decode_records, StoredMessage};
 use skiff_storage::metadata::TopicConfig;
 use std::time::Duration;
 
+/// What an acknowledgement of a receipt whose invisible time has ended gets. RocketMQ's two
+/// front ends differ here, and skiff answers as each does: its gRPC proxy refuses one
+/// (INVALID_RECEIPT_HANDLE), its broker takes one over remoting, since an acknowledgement that
+/// comes after the invisible time but before the revive still keeps the message from coming back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiredReceipt {
+    Refuse,
+    Accept,
+}
+
+/// An acknowledgement (or invisible-time change) of one popped message, whatever door it came in
+/// by: the broker checks the topic, the queue and the offset range as Java's broker does, and the
+/// receipt's expiry by its own clock.
+#[derive(Debug, Clone)]
+pub struct AckRequest {
+    pub group: String,
+    /// The topic the message was read from (a pop retry topic when the receipt says so).
+    pub topic: String,
+    pub queue_id: i32,
+    pub offset: i64,
+    pub receipt: Receipt,
+    pub expired: ExpiredReceipt,
+}
+
 impl BrokerHandle {
-    /// ACK_MESSAGE (and each entry of BATCH_ACK_MESSAGE): `topic` is the topic the message was
+    /// ACK_MESSAGE, one entry of a gRPC AckMessage: answers whether the message was still held.
+    pub async fn ack(&self, request: AckRequest) -> Result<bool, BrokerError> {
+        let (queue_id, offset) = self.acked_message(&request, true)?;
+        self.ack_popped(
+            &request.group,
+            &request.topic,
+            queue_id,
+            offset,
+            &request.receipt,
+        )
+        .await
+    }
+
+    /// Every entry of a batch of acknowledgements, in one call (one hop for a door that has to
+    /// hop onto the broker's arbiter), each answered on its own as [`BrokerHandle::ack`] answers.
+    pub async fn ack_all(&self, requests: Vec<AckRequest>) -> Vec<Result<bool, BrokerError>> {
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            answers.push(self.ack(request).await);
+        }
+        answers
+    }
+
+    /// CHANGE_MESSAGE_INVISIBLETIME, gRPC ChangeInvisibleDuration: the message stays invisible
+    /// `invisible_ms` from now. Answers the pop time and invisible time its new receipt carries.
+    pub async fn change_invisible(
+        &self,
+        request: AckRequest,
+        invisible_ms: i64,
+    ) -> Result<(i64, i64), BrokerError> {
+        let (queue_id, offset) = self.acked_message(&request, false)?;
+        self.change_invisible_time(
+            &request.group,
+            &request.topic,
+            queue_id,
+            offset,
+            &request.receipt,
+            invisible_ms,
+        )
+        .await
+    }
+
+    /// The queue and offset `request` names, checked as Java's ack processor checks them:
+    /// the topic exists, the queue is one of its read queues, the offset is stored
+    /// (`end_inclusive`: an acknowledgement may name the max offset itself), and, when the door
+    /// refuses expired receipts, the receipt is still invisible by the broker's clock.
+    fn acked_message(
+        &self,
+        request: &AckRequest,
+        end_inclusive: bool,
+    ) -> Result<(u32, u64), BrokerError> {
+        Self::check_names(&request.group, &request.topic)?;
+        if request.expired == ExpiredReceipt::Refuse {
+            let now_ms = self.inner.clock.now_ms();
+            let expired_at_ms = request
+                .receipt
+                .pop_time_ms
+                .saturating_add(request.receipt.invisible_ms);
+            if expired_at_ms < now_ms {
+                return Err(Refused::ReceiptExpired {
+                    expired_at_ms,
+                    now_ms,
+                }
+                .into());
+            }
+        }
+        let topic = self.pop_topic(&request.topic)?;
+        let queue_id = u32::try_from(request.queue_id)
+            .ok()
+            .filter(|q| *q < topic.read_queue_nums)
+            .ok_or_else(|| Refused::IllegalQueue {
+                topic: topic.name.clone(),
+                queue_id: request.queue_id.into(),
+                queues: topic.read_queue_nums,
+            })?;
+        let min = self.inner.reader.min_offset(&topic.name, queue_id);
+        let max = self.inner.reader.max_offset(&topic.name, queue_id);
+        u64::try_from(request.offset)
+            .ok()
+            .filter(|o| *o >= min && (*o < max || (end_inclusive && *o == max)))
+            .map(|offset| (queue_id, offset))
+            .ok_or_else(|| {
+                Refused::OffsetOutOfQueue {
+                    topic: topic.name.clone(),
+                    queue_id,
+                    offset: request.offset,
+                    min,
+                    max,
+                }
+                .into()
+            })
+    }
+
+    /// ForwardMessageToDeadLetterQueue: the message `request` names (checked as an
+    /// acknowledgement is) goes to the group's dead-letter topic, as
+    /// [`BrokerHandle::dead_letter_popped`] sends it.
+    pub async fn dead_letter(
+        &self,
+        request: AckRequest,
+        max_attempts: u32,
+    ) -> Result<(), BrokerError> {
+        let (queue_id, offset) = self.acked_message(&request, false)?;
+        let read = self
+            .inner
+            .reader
+            .read(&request.topic, queue_id, offset, 1, 1 << 20, None)?;
+        let message = decode_records(read.records)
+            .ok()
+            .and_then(|m| m.into_iter().next())
+            .filter(|m| m.queue_offset == offset)
+            .ok_or_else(|| Refused::OffsetOutOfQueue {
+                topic: request.topic.clone(),
+                queue_id,
+                offset: request.offset,
+                min: self.inner.reader.min_offset(&request.topic, queue_id),
+                max: self.inner.reader.max_offset(&request.topic, queue_id),
+            })?;
+        self.dead_letter_popped(&request.group, &message, &request.receipt, max_attempts)
+            .await
+    }
+
+    /// The proxy's rule for a message popped `max_attempts` times already: it goes to the
+    /// group's dead-letter topic and its pop is acknowledged, instead of reaching the consumer
+    /// again.
+    pub async fn dead_letter_popped(
+        &self,
+        group: &str,
+        message: &StoredMessage,
+        receipt: &Receipt,
+        max_attempts: u32,
+    ) -> Result<(), BrokerError> {
+        self.send_back(SendBackRequest {
+            group: group.to_owned(),
+            physical_offset: message.physical_offset,
+            delay_level: -1,
+            origin_msg_id: message.property(UNIQ_KEY).map(str::to_owned),
+            origin_topic: Some(message.topic.clone()),
+            max_reconsume_times: Some(max_attempts.saturating_sub(1)),
+            broker_name: None,
+        })
+        .await?;
+        let topic = receipt.kind.stored_topic(group, &message.topic);
+        self.ack_popped(
+            group,
+            &topic,
+            receipt.queue_id,
+            message.queue_offset,
+            receipt,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Each entry of BATCH_ACK_MESSAGE (whose offsets are already within the queue), and what
+    /// [`BrokerHandle::ack`] does once its checks pass: `topic` is the topic the message was
     /// read from (the receipt's kind resolved). Answers whether the message was still held; an
     /// acknowledgement of one already revived is accepted and changes nothing, as in Java.
     pub async fn ack_popped(
@@ -51,9 +232,8 @@ impl BrokerHandle {
         }
     }
 
-    /// CHANGE_MESSAGE_INVISIBLETIME: the message stays invisible `invisible_ms` from now.
-    /// Answers the pop time and invisible time its new receipt carries.
-    pub async fn change_invisible_time(
+    /// What [`BrokerHandle::change_invisible`] does once its checks pass.
+    async fn change_invisible_time(
         &self,
         group: &str,
         topic: &str,

@@ -18,6 +18,7 @@
 //!   queue round robin, checkpoints and their revival, orderly blocks, request modes.
 
 mod ack;
+pub use ack::{AckRequest, ExpiredReceipt};
 pub mod actor;
 mod assignment;
 mod read;
@@ -200,7 +201,7 @@ impl BrokerHandle {
             if queue_id >= topic.read_queue_nums {
                 return Err(Refused::IllegalQueue {
                     topic: topic.name.clone(),
-                    queue_id,
+                    queue_id: queue_id.into(),
                     queues: topic.read_queue_nums,
                 }
                 .into());
