@@ -51,6 +51,8 @@
 //! * [`protected`]: protected mode, which peers a node beyond loopback serves.
 //! * [`tls`]: the TLS acceptor both protocols share, and the TLS mode.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
+//! * `calendar`: day counts to and from dates, which `admin`'s times and `acl`'s signed
+//!   date-times share; it imports nothing, so neither depends on the other through it.
 //! * [`http`]: the HTTP listener `skiff serve` runs beside the others: `/metrics` and the web
 //!   console.
 //! * [`console`]: the web console's API and page, and its samples of the last hour.
@@ -73,6 +75,7 @@
 pub mod acl;
 pub mod admin;
 pub mod broker_link;
+mod calendar;
 pub mod config;
 pub mod console;
 pub mod descriptors;
