@@ -33,6 +33,7 @@ use skiff_storage::metadata::{TopicConfig, TopicMessageType, PERM_READ, PERM_WRI
 use super::{Console, ConsoleUser};
 use crate::acl::{Acl, Action, Check, Need};
 use crate::broker_link::LinkError;
+use crate::error_text::error_chain;
 
 /// Messages one browse answers at most.
 const MAX_BROWSE: u64 = 200;
@@ -125,17 +126,6 @@ impl From<skiff_storage::store::StoreError> for ApiError {
     fn from(e: skiff_storage::store::StoreError) -> ApiError {
         BrokerError::Store(e).into()
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
