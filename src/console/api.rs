@@ -26,7 +26,7 @@ use skiff_actors::logic::delay::{dlq_topic, retry_topic};
 use skiff_actors::logic::names;
 use skiff_actors::refused::Refused;
 use skiff_storage::message::{
-    decode_records, encode_properties, parse_properties, MessageToAppend, StoredMessage,
+    decode_records, encode_properties, parse_properties, property, MessageToAppend, StoredMessage,
 };
 use skiff_storage::metadata::{TopicConfig, TopicMessageType, PERM_READ, PERM_WRITE};
 
@@ -484,16 +484,16 @@ async fn send_message(
     let unique_id = skiff_actors::producer::unique_id();
     let mut pairs: Vec<(String, String)> = message.properties.into_iter().collect();
     if let Some(tag) = message.tag.filter(|t| !t.is_empty()) {
-        pairs.push(("TAGS".into(), tag));
+        pairs.push((property::TAGS.into(), tag));
     }
     if let Some(keys) = message.keys.filter(|k| !k.trim().is_empty()) {
-        pairs.push(("KEYS".into(), keys));
+        pairs.push((property::KEYS.into(), keys));
     }
     if let Some(level) = message.delay_level.filter(|l| *l > 0) {
-        pairs.push(("DELAY".into(), level.to_string()));
+        pairs.push((property::DELAY.into(), level.to_string()));
     }
-    pairs.push(("UNIQ_KEY".into(), unique_id.clone()));
-    pairs.push(("WAIT".into(), "true".into()));
+    pairs.push((property::UNIQ_KEY.into(), unique_id.clone()));
+    pairs.push((property::WAIT.into(), "true".into()));
     let borrowed: Vec<(&str, &str)> = pairs
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -724,7 +724,7 @@ async fn resend_dead_letter(
             letter.topic
         )));
     }
-    let Some(original) = letter.property("RETRY_TOPIC").map(str::to_owned) else {
+    let Some(original) = letter.property(property::RETRY_TOPIC).map(str::to_owned) else {
         return Err(ApiError::bad_request(format!(
             "dead letter {} does not name the topic it came from (no RETRY_TOPIC)",
             letter.offset_msg_id()
@@ -740,11 +740,11 @@ async fn resend_dead_letter(
         properties: skiff_storage::message::without_properties(
             &letter.properties,
             &[
-                "RETRY_TOPIC",
-                "DELAY",
-                "REAL_TOPIC",
-                "REAL_QID",
-                "ORIGIN_MESSAGE_ID",
+                property::RETRY_TOPIC,
+                property::DELAY,
+                property::REAL_TOPIC,
+                property::REAL_QID,
+                property::ORIGIN_MESSAGE_ID,
             ],
         ),
         ..MessageToAppend::copy_of(letter)
@@ -826,12 +826,12 @@ async fn resend_dead_letters(
 fn summary(message: &StoredMessage) -> Value {
     json!({
         "msg_id": message.offset_msg_id(),
-        "uniq_key": message.property("UNIQ_KEY"),
+        "uniq_key": message.property(property::UNIQ_KEY),
         "topic": message.topic,
         "queue_id": message.queue_id,
         "queue_offset": message.queue_offset,
-        "tags": message.property("TAGS"),
-        "keys": message.property("KEYS"),
+        "tags": message.property(property::TAGS),
+        "keys": message.property(property::KEYS),
         "born_ms": message.born_timestamp,
         "store_ms": message.store_timestamp,
         "body_size": message.body.len(),
@@ -976,7 +976,7 @@ async fn message(
                 found = indexed(&broker, &topic, &id, 32)
                     .await?
                     .into_iter()
-                    .find(|m| m.property("UNIQ_KEY") == Some(id.as_str()));
+                    .find(|m| m.property(property::UNIQ_KEY) == Some(id.as_str()));
             }
             let Some(message) = found else {
                 return Err(ApiError::not_found(format!("no message has id {id}")));
@@ -1034,7 +1034,7 @@ async fn traces(
         .on_broker(move |broker| async move {
             let mut ids = vec![message_id.clone()];
             let stored = by_offset_id(&broker, &message_id)?;
-            if let Some(uniq) = stored.as_ref().and_then(|m| m.property("UNIQ_KEY")) {
+            if let Some(uniq) = stored.as_ref().and_then(|m| m.property(property::UNIQ_KEY)) {
                 ids.push(uniq.to_owned());
             }
             if broker.topic(&topic)?.is_none() {
