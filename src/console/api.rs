@@ -201,12 +201,6 @@ fn perm_text(perm: u32) -> &'static str {
     }
 }
 
-/// RocketMQ's own topics, and those the broker keeps for groups (retry, dead-letter and pop
-/// retry topics all begin with `%`).
-fn is_system_topic(name: &str) -> bool {
-    names::is_rocketmq_system_topic(name) || name.starts_with('%')
-}
-
 // ---- overview --------------------------------------------------------------------------------
 
 #[derive(Serialize)]
@@ -311,7 +305,7 @@ fn topic_row(broker: &BrokerHandle, config: &TopicConfig) -> TopicRow {
         message_type: config.message_type.map(TopicMessageType::as_str),
         messages,
         max_offset,
-        system: is_system_topic(&config.name),
+        system: names::is_system_or_group_topic(&config.name),
     }
 }
 
