@@ -21,33 +21,31 @@
 //! * `message <msg-id> [--topic T]`, `query <topic> <key>`: finding stored messages, see
 //!   [`lookup`].
 //!
+//! `topics` is in [`topic_list`]; `progress` and `reset-offset` are in [`offsets`]. This file
+//! holds the command line, the errors, the request helper every command shares and the time
+//! formats.
+//!
 //! `--json` prints JSON instead of a table (for the commands of [`resources`] and [`lookup`];
 //! the others print their table either way). [`run`] returns the text to print.
 
 mod lookup;
+mod offsets;
 mod resources;
+mod topic_list;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use skiff_actors::logic::delay::retry_topic;
 use skiff_storage::clock::epoch_millis;
-use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
+use skiff_storage::metadata::TopicMessageType;
 
 use crate::acl::signature::Credentials;
-use crate::remoting::body::{
-    self, BodyError, BrokerData, ConsumeStats, JsonBody, MessageQueue, ResetOffsetBody,
-    TopicRouteData,
-};
+use crate::calendar::{civil_from_days, days_from_civil, days_in_month};
+use crate::remoting::body::{BodyError, JsonBody, TopicRouteData};
 use crate::remoting::client::{ClientConfig, ClientError, RemotingClient};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
-use crate::remoting::headers::{
-    BoundaryType, CustomHeader, GetConsumeStatsRequestHeader, GetMaxOffsetRequestHeader,
-    GetRouteInfoRequestHeader, HeaderError, OffsetResponseHeader, ResetOffsetRequestHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-};
+use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader, HeaderError};
 
 fn parse_message_type(name: &str) -> Result<TopicMessageType, String> {
     TopicMessageType::from_name(name).ok_or_else(|| {
@@ -293,279 +291,6 @@ impl Admin {
         let response = self.call(&self.namesrv, request).await?;
         TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", e))
     }
-
-    /// One GET_ALL_TOPIC_LIST_FROM_NAMESERVER and one GET_ALL_TOPIC_CONFIG (21) per master,
-    /// whatever the number of topics: a route lookup per topic costs a round trip each, which
-    /// at 100,000 topics is most of a minute.
-    async fn topics(&self) -> Result<String, AdminError> {
-        let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
-        let response = self.call(&self.namesrv, request).await?;
-        let topics =
-            decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", e))?;
-        let summaries = self.topic_summaries().await;
-        let rows = topics
-            .into_iter()
-            .map(|topic| match summaries.get(&topic) {
-                // A listed name no broker keeps (e.g. a cluster name on RocketMQ) shows dashes.
-                None => vec![
-                    topic,
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ],
-                Some(summary) => vec![
-                    topic,
-                    summary.brokers.join(","),
-                    summary.read_queues.to_string(),
-                    summary.write_queues.to_string(),
-                    perm_name(summary.perm),
-                    summary.message_type.clone().unwrap_or_else(|| "-".into()),
-                ],
-            })
-            .collect::<Vec<_>>();
-        Ok(table(
-            &[
-                "TOPIC",
-                "BROKER",
-                "READ QUEUES",
-                "WRITE QUEUES",
-                "PERM",
-                "MESSAGE TYPE",
-            ],
-            &rows,
-        ))
-    }
-
-    /// Each topic's queues, perm and `message.type` summed over the masters that keep it, from
-    /// GET_ALL_TOPIC_CONFIG (21). Best effort: a broker that does not answer adds nothing.
-    async fn topic_summaries(&self) -> BTreeMap<String, TopicSummary> {
-        let mut summaries: BTreeMap<String, TopicSummary> = BTreeMap::new();
-        for (broker, addr) in self.masters_by_name().await.unwrap_or_default() {
-            let Ok(configs) = self.all_topic_configs(&addr).await else {
-                continue;
-            };
-            for (topic, mut config) in configs {
-                let summary = summaries.entry(topic).or_insert_with(|| TopicSummary {
-                    perm: config.perm,
-                    ..TopicSummary::default()
-                });
-                summary.brokers.push(broker.clone());
-                summary.read_queues += config.read_queue_nums;
-                summary.write_queues += config.write_queue_nums;
-                if let Some(message_type) = config.attributes.remove(MESSAGE_TYPE_ATTRIBUTE) {
-                    summary.message_type = Some(message_type);
-                }
-            }
-        }
-        summaries
-    }
-
-    /// Every topic config of the broker at `addr`, read in pages as the Java client does (a
-    /// broker that does not page answers them all at once, without `totalTopicNum`). When the
-    /// topics change between pages, the broker's data version moves and the reading starts over.
-    async fn all_topic_configs(
-        &self,
-        addr: &str,
-    ) -> Result<BTreeMap<String, body::TopicConfigBody>, AdminError> {
-        let mut configs = BTreeMap::new();
-        let mut version: Option<body::DataVersion> = None;
-        let mut seq = 0usize;
-        loop {
-            let version_json = version
-                .map(|v| serde_json::to_string(&v).unwrap_or_default())
-                .unwrap_or_default();
-            let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_CONFIG)
-                .with_ext("topicSeq", seq.to_string())
-                .with_ext("maxTopicNum", TOPIC_PAGE.to_string())
-                .with_ext("dataVersion", version_json);
-            let response = self.call(addr, request).await?;
-            let page = body::TopicConfigWrapper::decode(&response.body)
-                .map_err(|e| bad(addr, "topic configs", e))?;
-            let Some(total) = response
-                .ext("totalTopicNum")
-                .and_then(|t| t.parse::<usize>().ok())
-            else {
-                return Ok(page.topic_config_table);
-            };
-            if version.is_some_and(|v| v != page.data_version) {
-                configs.clear();
-                seq = 0;
-                version = Some(page.data_version);
-                continue;
-            }
-            version = Some(page.data_version);
-            let got = page.topic_config_table.len();
-            seq += got;
-            configs.extend(page.topic_config_table);
-            if got == 0 || seq >= total {
-                return Ok(configs);
-            }
-        }
-    }
-
-    /// Master addresses of every broker: cluster info, else the group's retry topic route,
-    /// else the name server itself.
-    async fn brokers_for_group(&self, group: &str) -> Vec<String> {
-        let request = RemotingCommand::new_request(rc::GET_BROKER_CLUSTER_INFO);
-        if let Ok(response) = self.call(&self.namesrv, request).await {
-            if let Ok(addrs) = cluster_masters(&response.body) {
-                if !addrs.is_empty() {
-                    return addrs.into_iter().collect();
-                }
-            }
-        }
-        if let Ok(route) = self.route(&retry_topic(group)).await {
-            let addrs = masters(&route);
-            if !addrs.is_empty() {
-                return addrs.into_iter().collect();
-            }
-        }
-        vec![self.namesrv.clone()]
-    }
-
-    async fn progress(&self, group: &str) -> Result<String, AdminError> {
-        let mut merged = ConsumeStats::default();
-        for addr in self.brokers_for_group(group).await {
-            let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS).with_ext_fields(
-                GetConsumeStatsRequestHeader {
-                    consumer_group: group.to_owned(),
-                    ..Default::default()
-                }
-                .to_ext(),
-            );
-            let response = self.call(&addr, request).await?;
-            let stats =
-                ConsumeStats::decode(&response.body).map_err(|e| bad(&addr, "consume stats", e))?;
-            merged.offset_table.extend(stats.offset_table);
-            merged.consume_tps += stats.consume_tps;
-        }
-        Ok(progress_table(group, &merged))
-    }
-
-    async fn reset_offset(
-        &self,
-        group: &str,
-        topic: &str,
-        timestamp: i64,
-    ) -> Result<String, AdminError> {
-        let route = self.route(topic).await?;
-        let addrs = masters(&route);
-        if addrs.is_empty() {
-            return Err(AdminError::NoBroker {
-                topic: topic.to_owned(),
-            });
-        }
-        let mut reset = BTreeMap::new();
-        for addr in addrs {
-            let request = RemotingCommand::new_request(rc::INVOKE_BROKER_TO_RESET_OFFSET)
-                .with_ext_fields(
-                    ResetOffsetRequestHeader {
-                        topic: topic.to_owned(),
-                        group: group.to_owned(),
-                        timestamp: Some(timestamp),
-                        is_force: true,
-                        ..Default::default()
-                    }
-                    .to_ext(),
-                );
-            match self.call(&addr, request).await {
-                Ok(response) => {
-                    let body = ResetOffsetBody::decode(&response.body)
-                        .map_err(|e| bad(&addr, "reset answer", e))?;
-                    reset.extend(body.offset_table);
-                }
-                // A Java broker that resets through its online consumers refuses when there
-                // are none; then the offsets are written directly, as Java's admin does.
-                Err(AdminError::Remote { code: c, .. }) if c == code::CONSUMER_NOT_ONLINE => {
-                    reset.extend(self.reset_offline(&addr, group, topic, timestamp).await?);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let rows: Vec<Vec<String>> = reset
-            .iter()
-            .map(|(mq, offset)| {
-                vec![
-                    mq.topic.clone(),
-                    mq.broker_name.clone(),
-                    mq.queue_id.to_string(),
-                    offset.to_string(),
-                ]
-            })
-            .collect();
-        let mut out = format!(
-            "reset group {group} on topic {topic} to {} ({timestamp} ms)\n",
-            format_time(timestamp)
-        );
-        out.push_str(&table(&["TOPIC", "BROKER", "QID", "NEW OFFSET"], &rows));
-        Ok(out)
-    }
-}
-
-impl Admin {
-    /// Java's `resetOffsetByTimestampOld`: per queue of the topic the broker has stats for, the
-    /// offset at `timestamp` (SEARCH_OFFSET_BY_TIMESTAMP; the end for a negative time) written
-    /// with an acknowledged UPDATE_CONSUMER_OFFSET.
-    async fn reset_offline(
-        &self,
-        addr: &str,
-        group: &str,
-        topic: &str,
-        timestamp: i64,
-    ) -> Result<BTreeMap<MessageQueue, i64>, AdminError> {
-        let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS).with_ext_fields(
-            GetConsumeStatsRequestHeader {
-                consumer_group: group.to_owned(),
-                topic: Some(topic.to_owned()),
-                topic_list: Vec::new(),
-            }
-            .to_ext(),
-        );
-        let response = self.call(addr, request).await?;
-        let stats =
-            ConsumeStats::decode(&response.body).map_err(|e| bad(addr, "consume stats", e))?;
-        let mut reset = BTreeMap::new();
-        for mq in stats.offset_table.keys().filter(|mq| mq.topic == topic) {
-            let lookup = if timestamp < 0 {
-                RemotingCommand::new_request(rc::GET_MAX_OFFSET).with_ext_fields(
-                    GetMaxOffsetRequestHeader {
-                        topic: topic.to_owned(),
-                        queue_id: mq.queue_id,
-                        committed: true,
-                    }
-                    .to_ext(),
-                )
-            } else {
-                RemotingCommand::new_request(rc::SEARCH_OFFSET_BY_TIMESTAMP).with_ext_fields(
-                    SearchOffsetRequestHeader {
-                        topic: topic.to_owned(),
-                        queue_id: mq.queue_id,
-                        timestamp,
-                        boundary_type: BoundaryType::Lower,
-                    }
-                    .to_ext(),
-                )
-            };
-            let response = self.call(addr, lookup).await?;
-            let offset = OffsetResponseHeader::from_command(&response)
-                .map_err(|e| bad(addr, "offset answer", e))?
-                .offset;
-            let update = RemotingCommand::new_request(rc::UPDATE_CONSUMER_OFFSET).with_ext_fields(
-                UpdateConsumerOffsetRequestHeader {
-                    consumer_group: group.to_owned(),
-                    topic: topic.to_owned(),
-                    queue_id: mq.queue_id,
-                    commit_offset: offset,
-                }
-                .to_ext(),
-            );
-            self.call(addr, update).await?;
-            reset.insert(mq.clone(), offset);
-        }
-        Ok(reset)
-    }
 }
 
 fn bad(addr: &str, what: &'static str, error: impl Into<AnswerError>) -> AdminError {
@@ -576,105 +301,12 @@ fn bad(addr: &str, what: &'static str, error: impl Into<AnswerError>) -> AdminEr
     }
 }
 
-/// `TopicList` body: `{"topicList":[...],"brokerAddr":...}`; sorted, deduplicated.
-fn decode_topic_list(bytes: &[u8]) -> Result<BTreeSet<String>, BodyError> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct TopicList {
-        #[serde(default)]
-        topic_list: Option<Vec<String>>,
-    }
-    let list: TopicList = body::decode_json(bytes, "TopicList")?;
-    Ok(list.topic_list.unwrap_or_default().into_iter().collect())
-}
-
-/// Master addresses of a `ClusterInfo` body (`brokerAddrTable`: name → BrokerData).
-fn cluster_masters(bytes: &[u8]) -> Result<BTreeSet<String>, BodyError> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ClusterInfo {
-        #[serde(default)]
-        broker_addr_table: Option<BTreeMap<String, BrokerData>>,
-    }
-    let info: ClusterInfo = body::decode_json(bytes, "ClusterInfo")?;
-    Ok(info
-        .broker_addr_table
-        .unwrap_or_default()
-        .values()
-        .filter_map(|b| b.broker_addrs.get(&0).cloned())
-        .collect())
-}
-
 fn masters(route: &TopicRouteData) -> BTreeSet<String> {
     route
         .broker_datas
         .iter()
         .filter_map(|b| b.broker_addrs.get(&0).cloned())
         .collect()
-}
-
-/// Topics asked for per GET_ALL_TOPIC_CONFIG page (the Java client's `maxPageSizeInGetMetadata`).
-const TOPIC_PAGE: usize = 2000;
-
-/// What `skiff admin topics` shows of one topic, over every master that keeps it.
-#[derive(Debug, Default)]
-struct TopicSummary {
-    brokers: Vec<String>,
-    read_queues: i32,
-    write_queues: i32,
-    perm: i32,
-    message_type: Option<String>,
-}
-
-/// `PermName.perm2String`: `RW-`-style read, write, inherit flags.
-fn perm_name(perm: i32) -> String {
-    let flag = |bit: i32, c: char| if perm & bit != 0 { c } else { '-' };
-    [flag(4, 'R'), flag(2, 'W'), flag(1, 'X')].iter().collect()
-}
-
-fn progress_table(group: &str, stats: &ConsumeStats) -> String {
-    let mut rows = Vec::new();
-    let (mut total_lag, mut total_in_flight) = (0i64, 0i64);
-    for (mq, w) in &stats.offset_table {
-        let lag = (w.broker_offset - w.consumer_offset).max(0);
-        let in_flight = (w.pull_offset - w.consumer_offset).max(0);
-        total_lag += lag;
-        total_in_flight += in_flight;
-        rows.push(vec![
-            mq.topic.clone(),
-            mq.broker_name.clone(),
-            mq.queue_id.to_string(),
-            w.broker_offset.to_string(),
-            w.consumer_offset.to_string(),
-            lag.to_string(),
-            in_flight.to_string(),
-            if w.last_timestamp > 0 {
-                format_time(w.last_timestamp)
-            } else {
-                "-".to_owned()
-            },
-        ]);
-    }
-    let mut out = format!("consumer group {group}\n");
-    out.push_str(&table(
-        &[
-            "TOPIC",
-            "BROKER",
-            "QID",
-            "BROKER OFFSET",
-            "CONSUMER OFFSET",
-            "LAG",
-            "IN-FLIGHT",
-            "LAST CONSUME TIME (UTC)",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
-        out,
-        "total lag: {total_lag}, in flight: {total_in_flight}, consume tps: {:.2}",
-        stats.consume_tps
-    );
-    out
 }
 
 /// Left-aligned columns separated by two spaces.
@@ -744,39 +376,6 @@ pub fn parse_time(value: &str, now_ms: i64) -> Result<i64, AdminError> {
     Ok((((days * 24 + h) * 60 + mi) * 60 + s) * 1000 + ms)
 }
 
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day count since 1970-01-01.
-pub(crate) fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 /// `yyyy-MM-dd HH:mm:ss.SSS` in UTC.
 pub fn format_time(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
@@ -794,7 +393,7 @@ pub fn format_time(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remoting::body::OffsetWrapper;
+    use crate::remoting::body::{ConsumeStats, MessageQueue, OffsetWrapper};
     use crate::remoting::server::{
         ConnectionHandle, HandlerFuture, RemotingServer, RequestHandler, ServerConfig,
     };
@@ -878,57 +477,6 @@ mod tests {
         assert_eq!(format_time(1_700_000_000_123), "2023-11-14 22:13:20.123");
         assert_eq!(format_time(0), "1970-01-01 00:00:00.000");
         Ok(())
-    }
-
-    #[test]
-    fn bodies() -> anyhow::Result<()> {
-        let topics = decode_topic_list(br#"{"topicList":["b","a","b"],"brokerAddr":null}"#)?;
-        assert_eq!(topics.into_iter().collect::<Vec<_>>(), vec!["a", "b"]);
-        let masters = cluster_masters(
-            br#"{"brokerAddrTable":{"b1":{"brokerName":"b1","brokerAddrs":{0:"h1:1",1:"h2:1"}},"b2":{"brokerName":"b2","brokerAddrs":{"1":"h3:1"}}},"clusterAddrTable":{"c":["b1","b2"]}}"#,
-        )?;
-        assert_eq!(masters.into_iter().collect::<Vec<_>>(), vec!["h1:1"]);
-        assert_eq!(perm_name(6), "RW-");
-        assert_eq!(perm_name(7), "RWX");
-        Ok(())
-    }
-
-    #[test]
-    fn progress_rows() {
-        let mut stats = ConsumeStats::default();
-        stats.offset_table.insert(
-            MessageQueue {
-                topic: "T".into(),
-                broker_name: "skiff".into(),
-                queue_id: 1,
-            },
-            OffsetWrapper {
-                broker_offset: 10,
-                consumer_offset: 4,
-                pull_offset: 6,
-                last_timestamp: 1_700_000_000_123,
-            },
-        );
-        let text = progress_table("g", &stats);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "consumer group g");
-        assert!(lines[1].starts_with("TOPIC  BROKER  QID  BROKER OFFSET"));
-        let cells: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(
-            cells,
-            vec![
-                "T",
-                "skiff",
-                "1",
-                "10",
-                "4",
-                "6",
-                "2",
-                "2023-11-14",
-                "22:13:20.123"
-            ]
-        );
-        assert!(lines[3].starts_with("total lag: 6, in flight: 2"));
     }
 
     /// A Java-like broker without online consumers: 222 is refused with CONSUMER_NOT_ONLINE.

@@ -51,6 +51,10 @@
 //! * [`protected`]: protected mode, which peers a node beyond loopback serves.
 //! * [`tls`]: the TLS acceptor both protocols share, and the TLS mode.
 //! * [`admin`]: `skiff admin`, admin requests over the network.
+//! * `calendar`: day counts to and from dates, which `admin`'s times and `acl`'s signed
+//!   date-times share; it imports nothing, so neither depends on the other through it.
+//! * `error_text`: an error and its sources as one line of text, for every door's answers and
+//!   logs.
 //! * [`http`]: the HTTP listener `skiff serve` runs beside the others: `/metrics` and the web
 //!   console.
 //! * [`console`]: the web console's API and page, and its samples of the last hour.
@@ -73,9 +77,11 @@
 pub mod acl;
 pub mod admin;
 pub mod broker_link;
+mod calendar;
 pub mod config;
 pub mod console;
 pub mod descriptors;
+mod error_text;
 pub mod grpc;
 pub mod http;
 pub mod node;

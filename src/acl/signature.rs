@@ -12,7 +12,7 @@ use ring::hmac;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::admin::{civil_from_days, days_from_civil};
+use crate::calendar::{civil_from_days, days_from_civil};
 
 /// The extension field holding the caller's access key.
 pub const ACCESS_KEY: &str = "AccessKey";

@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use skiff_storage::message::{decode_records, property_pairs, StoredMessage};
+use skiff_storage::message::{decode_records, property, property_pairs, StoredMessage};
 
 use super::resources::Rendered;
 use super::{bad, masters, Admin, AdminError};
@@ -152,9 +152,9 @@ impl Admin {
         }
         // Java's client keeps only exact matches: an index hit may be another key's.
         found.retain(|m| {
-            let keys = m.property("KEYS").unwrap_or_default();
+            let keys = m.property(property::KEYS).unwrap_or_default();
             if unique {
-                m.property("UNIQ_KEY") == Some(key)
+                m.property(property::UNIQ_KEY) == Some(key)
             } else {
                 keys.split(' ').any(|k| k == key)
             }
@@ -200,11 +200,11 @@ fn show(found: &[StoredMessage]) -> Rendered {
             ("Queue Offset", m.queue_offset.to_string()),
             (
                 "Message ID (unique key)",
-                m.property("UNIQ_KEY").unwrap_or("-").to_owned(),
+                m.property(property::UNIQ_KEY).unwrap_or("-").to_owned(),
             ),
             ("Offset Message ID", m.offset_msg_id()),
-            ("Tags", m.property("TAGS").unwrap_or("-").to_owned()),
-            ("Keys", m.property("KEYS").unwrap_or("-").to_owned()),
+            ("Tags", m.property(property::TAGS).unwrap_or("-").to_owned()),
+            ("Keys", m.property(property::KEYS).unwrap_or("-").to_owned()),
             ("Born Timestamp", super::format_time(m.born_timestamp)),
             ("Store Timestamp", super::format_time(m.store_timestamp)),
             ("Born Host", m.born_host.to_string()),
@@ -228,7 +228,7 @@ fn show(found: &[StoredMessage]) -> Rendered {
             "topic": m.topic,
             "queue_id": m.queue_id,
             "queue_offset": m.queue_offset,
-            "msg_id": m.property("UNIQ_KEY"),
+            "msg_id": m.property(property::UNIQ_KEY),
             "offset_msg_id": m.offset_msg_id(),
             "born_timestamp": m.born_timestamp,
             "store_timestamp": m.store_timestamp,

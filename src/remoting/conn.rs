@@ -18,6 +18,7 @@ use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
 use super::slots::ConnectionSlot;
+use crate::error_text::error_chain;
 
 /// Identifies one connection for the lifetime of the process; the broker's registry of
 /// client connections knows a remoting connection by it.
@@ -553,18 +554,6 @@ fn on_decode_error(conn: &ConnectionHandle, err: &frame::FrameError) -> bool {
     }
     warn!(conn = %conn.id(), peer = %conn.peer_addr(), error = %error, "undecodable frame, closing connection");
     false
-}
-
-/// An error and its sources, joined with ": ".
-pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut s = err.to_string();
-    let mut src = err.source();
-    while let Some(e) = src {
-        s.push_str(": ");
-        s.push_str(&e.to_string());
-        src = e.source();
-    }
-    s
 }
 
 const WRITE_BATCH_BYTES: usize = 256 * 1024;

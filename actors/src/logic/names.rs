@@ -1,4 +1,4 @@
-//! Topic and group names: which are well formed (Java's `TopicValidator`), and the three kinds of
+//! Topic and group names: which are well formed (Java's `TopicValidator`), and the four kinds of
 //! system topic, which are different rules and live here side by side so none is mistaken for
 //! another:
 //!
@@ -8,6 +8,8 @@
 //!   timers, retries, dead letters); they are created on first use whatever `auto_create_topic`
 //!   says.
 //! - [`is_send_forbidden`]: the topics a producer may not send to directly.
+//! - [`is_system_or_group_topic`]: the topics a listing marks as not the user's own (the
+//!   console's `system` flag).
 
 use crate::logic::delay::{DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_TOPIC};
 use crate::logic::timer::TIMER_TOPIC;
@@ -120,6 +122,14 @@ pub fn is_send_forbidden(topic: &str) -> bool {
     NOT_ALLOWED_SEND_TOPICS.contains(&topic)
 }
 
+/// Whether a topic is not one a user created for their own messages: one of RocketMQ's own
+/// system topics, or one the broker keeps for a consumer group. Every group topic (retry,
+/// dead-letter, pop retry) begins with `%`, so the prefix alone decides, and a user's topic that
+/// begins with `%` (a legal name) is counted with them. Listings use it to set such topics apart.
+pub fn is_system_or_group_topic(topic: &str) -> bool {
+    is_rocketmq_system_topic(topic) || topic.starts_with('%')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,22 +175,26 @@ mod tests {
     }
 
     #[test]
-    fn the_three_kinds_of_system_topic_differ() {
+    fn the_four_kinds_of_system_topic_differ() {
         let cases = [
-            // (topic, RocketMQ's system topic, written by skiff's broker, send forbidden)
-            ("TBW102", true, false, false),
-            ("SCHEDULE_TOPIC_XXXX", true, true, true),
-            ("RMQ_SYS_TRANS_HALF_TOPIC", true, true, true),
-            ("rmq_sys_wheel_timer", true, true, true),
-            ("rmq_sys_other", true, false, false),
-            ("%RETRY%G", false, true, false),
-            ("%DLQ%G", false, true, false),
-            ("Orders", false, false, false),
+            // (topic, RocketMQ's system topic, written by skiff's broker, send forbidden,
+            // system or group topic)
+            ("TBW102", true, false, false, true),
+            ("SCHEDULE_TOPIC_XXXX", true, true, true, true),
+            ("RMQ_SYS_TRANS_HALF_TOPIC", true, true, true, true),
+            ("rmq_sys_wheel_timer", true, true, true, true),
+            ("rmq_sys_other", true, false, false, true),
+            ("%RETRY%G", false, true, false, true),
+            ("%DLQ%G", false, true, false, true),
+            ("%RETRY%G_Orders", false, true, false, true),
+            ("Orders", false, false, false, false),
+            ("Orders%1", false, false, false, false),
         ];
-        for (topic, rocketmq, broker, forbidden) in cases {
+        for (topic, rocketmq, broker, forbidden, system_or_group) in cases {
             assert_eq!(is_rocketmq_system_topic(topic), rocketmq, "{topic}");
             assert_eq!(is_broker_written_topic(topic), broker, "{topic}");
             assert_eq!(is_send_forbidden(topic), forbidden, "{topic}");
+            assert_eq!(is_system_or_group_topic(topic), system_or_group, "{topic}");
         }
     }
 }

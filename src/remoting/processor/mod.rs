@@ -62,10 +62,10 @@ use skiff_actors::broker_api::ConsumerNotifier;
 
 use super::body::BodyError;
 use super::codes::{request as rc, response as code};
-use super::conn::error_chain;
 use super::frame::RemotingCommand;
 use super::headers::{CustomHeader, HeaderError, NotifyConsumerIdsChangedRequestHeader};
 use super::server::{ConnectionHandle, ConnectionId};
+use crate::error_text::error_chain;
 use clients::ClientTable;
 use refusal::{broker_failure, failure_to};
 

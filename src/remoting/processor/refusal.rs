@@ -13,8 +13,8 @@ use tracing::warn;
 
 use super::consume::sql92_parse_remark;
 use super::{suggest_todo, Failure};
+use crate::error_text::error_chain;
 use crate::remoting::codes::{request as rc, response as code};
-use crate::remoting::conn::error_chain;
 
 /// The answer for a broker error to any request.
 pub(super) fn broker_failure(e: BrokerError) -> Failure {

@@ -119,7 +119,7 @@ impl Processor {
         let response = match pushed {
             Ok(()) => RemotingCommand::new_response(code::SUCCESS, None),
             Err(failure) => {
-                let remark = crate::remoting::conn::error_chain(&failure);
+                let remark = crate::error_text::error_chain(&failure);
                 RemotingCommand::new_response(code::SYSTEM_ERROR, Some(remark))
             }
         };

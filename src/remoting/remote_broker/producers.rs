@@ -431,7 +431,7 @@ pub(super) fn dispatch_check(request: &InboundRequest, producers: &Weak<RefCell<
 pub(super) fn reply_push_answer(request: &RemotingCommand) -> RemotingCommand {
     let correlation_id = request
         .ext("properties")
-        .and_then(|p| skiff_storage::message::property(p, "CORRELATION_ID"))
+        .and_then(|p| property(p, CORRELATION_ID))
         .unwrap_or("none");
     RemotingCommand::response_to(
         request,
