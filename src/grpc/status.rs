@@ -9,7 +9,7 @@ use skiff_storage::error::AppendRejected;
 use tracing::warn;
 
 use super::pb::{self, Code};
-use crate::remoting::error_chain;
+use crate::error_text::error_chain;
 
 pub fn ok() -> pb::Status {
     status(Code::Ok, "OK")

@@ -29,9 +29,6 @@ pub mod slots;
 pub mod wire;
 
 pub use client::{ClientConfig, ClientError, InboundRequest, RemotingClient};
-// Kept only because `grpc::status` imports the formatter by this path; once it imports
-// `crate::error_text` directly, this re-export can go.
-pub(crate) use crate::error_text::error_chain;
 pub use frame::{
     decode_frame, encode, encode_with, FrameError, RemotingCommand, SerializeType,
     DEFAULT_MAX_FRAME_LEN,

@@ -27,11 +27,13 @@ use skiff::NodeConfig;
 use tonic::transport::Channel;
 
 use crate::common::grpc::{call, code_of, connect, message, resource};
-use crate::common::request;
+use crate::common::{http_request, request};
 
 const TOPIC: &str = "Parity";
 const HOLDER: &str = "parity-holder";
 const STRANGER: &str = "parity-stranger";
+/// The header the console asks of every change (against cross-site forms).
+const CSRF: (&str, &str) = (skiff::console::CSRF_HEADER, "1");
 /// Larger than the default `max_message_size` (4 MiB).
 const OVERSIZE: usize = (4 << 20) + 1;
 
@@ -42,6 +44,8 @@ struct Case {
     remoting_code: i32,
     grpc: GrpcRequest,
     grpc_code: Code,
+    /// The console's test-message send of the same, and the HTTP status it must answer.
+    console: Option<(&'static str, &'static str)>,
 }
 
 enum GrpcRequest {
@@ -163,12 +167,24 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
     let mut config = NodeConfig::in_dir(dir.path());
     config.listen = "127.0.0.1:0".parse()?;
     config.grpc_listen = "127.0.0.1:0".to_owned();
-    config.metrics_listen = "off".to_owned();
+    config.metrics_listen = "127.0.0.1:0".to_owned();
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
     let serving = serve::start(config).await?;
     let mut remoting = RawConn::connect(&serving.local_addr().to_string()).await?;
     let mut grpc = connect(serving.grpc_addr().context("the grpc listener")?).await?;
+    let console = serving
+        .metrics_addr()
+        .context("the http listener")?
+        .to_string();
+
+    // A message waiting two hours in the delay topic, so that topic exists for the console to
+    // be refused by the broker rather than by its own lookup.
+    let delayed = testsuite::send_v2(TOPIC, "later")
+        .properties(testsuite::properties(&[("DELAY", "18")]))
+        .build();
+    let delayed = remoting.call(delayed).await?;
+    ensure!(delayed.code == code::SUCCESS, "{delayed:?}");
 
     // One message in queue 0, popped and held by HOLDER.
     let sent = remoting.call(remoting_send(TOPIC)).await?;
@@ -196,6 +212,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::NO_PERMISSION,
             grpc: grpc_send(vec![message("SCHEDULE_TOPIC_XXXX", "x", "T", "k", "01A1")]),
             grpc_code: Code::Forbidden,
+            console: Some(("SCHEDULE_TOPIC_XXXX", "403")),
         },
         Case {
             name: "a send to the transaction half topic",
@@ -209,6 +226,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
                 "01A2",
             )]),
             grpc_code: Code::Forbidden,
+            console: Some(("RMQ_SYS_TRANS_HALF_TOPIC", "404")),
         },
         Case {
             name: "a send to the timer topic",
@@ -216,6 +234,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::NO_PERMISSION,
             grpc: grpc_send(vec![message("rmq_sys_wheel_timer", "x", "T", "k", "01A3")]),
             grpc_code: Code::Forbidden,
+            console: Some(("rmq_sys_wheel_timer", "404")),
         },
         Case {
             name: "a route to the timer topic, which must not make it",
@@ -229,6 +248,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
                 endpoints: None,
             }),
             grpc_code: Code::TopicNotFound,
+            console: None,
         },
         Case {
             name: "an illegal topic name",
@@ -236,6 +256,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::SYSTEM_ERROR,
             grpc: grpc_send(vec![message("no spaces!", "x", "T", "k", "01A4")]),
             grpc_code: Code::IllegalTopic,
+            console: Some(("no%20spaces!", "404")),
         },
         Case {
             name: "an oversize body",
@@ -247,6 +268,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
                 big
             }]),
             grpc_code: Code::MessageBodyTooLarge,
+            console: None,
         },
         Case {
             name: "a batch of transaction halves",
@@ -263,6 +285,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
                 ),
             ]),
             grpc_code: Code::BadRequest,
+            console: None,
         },
         Case {
             name: "a send to a queue the topic does not have",
@@ -271,6 +294,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             // A gRPC send names no queue; its acknowledgement does.
             grpc: grpc_ack(HOLDER, TOPIC, &receipt(99, 0, now)),
             grpc_code: Code::BadRequest,
+            console: None,
         },
         Case {
             name: "an acknowledgement on a queue the topic does not have",
@@ -278,6 +302,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::MESSAGE_ILLEGAL,
             grpc: grpc_ack(HOLDER, TOPIC, &receipt(99, 0, now)),
             grpc_code: Code::BadRequest,
+            console: None,
         },
         Case {
             name: "an acknowledgement past the queue's end",
@@ -285,6 +310,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::NO_MESSAGE,
             grpc: grpc_ack(HOLDER, TOPIC, &receipt(0, 1000, now)),
             grpc_code: Code::InvalidReceiptHandle,
+            console: None,
         },
         Case {
             name: "an acknowledgement on an unknown topic",
@@ -292,6 +318,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::TOPIC_NOT_EXIST,
             grpc: grpc_ack(HOLDER, "NoSuchTopic", &receipt(0, 0, now)),
             grpc_code: Code::TopicNotFound,
+            console: None,
         },
         Case {
             name: "a forged receipt",
@@ -299,6 +326,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::SYSTEM_ERROR,
             grpc: grpc_ack(HOLDER, TOPIC, "forged"),
             grpc_code: Code::InternalServerError,
+            console: None,
         },
         Case {
             name: "an expired receipt (taken by remoting, as Java's broker takes it)",
@@ -306,6 +334,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::SUCCESS,
             grpc: grpc_ack(HOLDER, TOPIC, &receipt(0, 0, 1_000)),
             grpc_code: Code::InvalidReceiptHandle,
+            console: None,
         },
         Case {
             name: "an acknowledgement by a group that holds nothing (taken, as Apache takes it)",
@@ -313,6 +342,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
             remoting_code: code::SUCCESS,
             grpc: grpc_ack(STRANGER, TOPIC, &live),
             grpc_code: Code::Ok,
+            console: None,
         },
     ];
     let mut wrong = Vec::new();
@@ -328,6 +358,18 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
                 case.remoting_code,
                 case.grpc_code
             ));
+        }
+        if let Some((topic, want)) = case.console {
+            let path = format!("/api/v1/topics/{topic}/messages");
+            let answer =
+                http_request(&console, "POST", &path, &[CSRF], Some(r#"{"body":"x"}"#)).await?;
+            let status_line = answer.lines().next().unwrap_or_default();
+            if status_line.split(' ').nth(1) != Some(want) {
+                wrong.push(format!(
+                    "{}: console {status_line} (want {want})",
+                    case.name
+                ));
+            }
         }
     }
     ensure!(

@@ -16,6 +16,7 @@ use super::sends::send_one;
 use super::{ApiError, ApiJson, ApiResult};
 use crate::console::Console;
 use crate::error_text::error_chain;
+use skiff_actors::logic::sends::QueueChoice;
 
 /// Sends a dead letter back to the topic it was first sent to (its `RETRY_TOPIC` property),
 /// as a new message with the same body, keys and properties and no reconsume count, so the
@@ -43,9 +44,11 @@ async fn resend_dead_letter(
     let config = broker
         .topic(&original)?
         .ok_or_else(|| ApiError::not_found(format!("topic {original} does not exist")))?;
+    // Back to the queue it came from, or the same slot of a topic that has fewer queues now.
+    let queue = QueueChoice::Given(letter.queue_id % config.write_queue_nums.max(1));
     let append = MessageToAppend {
         topic: original.clone(),
-        queue_id: letter.queue_id % config.write_queue_nums.max(1),
+        queue_id: 0,
         reconsume_times: 0,
         properties: skiff_storage::message::without_properties(
             &letter.properties,
@@ -59,7 +62,7 @@ async fn resend_dead_letter(
         ),
         ..MessageToAppend::copy_of(letter)
     };
-    let result = send_one(broker, append).await?;
+    let result = send_one(broker, append, queue).await?;
     Ok(json!({
         "from": letter.offset_msg_id(),
         "topic": original,

@@ -27,6 +27,7 @@ use serde_json::json;
 
 use skiff_actors::broker::BrokerHandle;
 use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::sends::IllegalSend;
 use skiff_actors::refused::Refused;
 
 use super::{Console, ConsoleUser};
@@ -106,6 +107,12 @@ impl From<BrokerError> for ApiError {
             BrokerError::Refused(Refused::GroupNotExist { group }) => {
                 ApiError::not_found(format!("group {group} does not exist"))
             }
+            BrokerError::Refused(
+                refused @ (Refused::IllegalSend(IllegalSend::Forbidden { .. })
+                | Refused::TopicNotWritable { .. }
+                | Refused::NoWriteQueue { .. }
+                | Refused::BrokerCursor { .. }),
+            ) => ApiError::new(StatusCode::FORBIDDEN, refused.to_string()),
             BrokerError::Refused(refused) => ApiError::bad_request(refused.to_string()),
             _ => {
                 tracing::warn!(

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use skiff_actors::broker::BrokerHandle;
-use skiff_actors::broker_api::SendRequest;
+use skiff_actors::broker::{BrokerHandle, ClientSend};
+use skiff_actors::logic::sends::QueueChoice;
 use skiff_storage::message::{encode_properties, property, MessageToAppend};
 
 use super::{ApiError, ApiJson, ApiResult};
@@ -73,19 +73,16 @@ pub(super) async fn send_message(
     let body = Bytes::from(message.body.into_bytes());
     console
         .on_broker(move |broker| async move {
-            let config = broker.topic(&topic)?.ok_or_else(|| {
-                ApiError::not_found(format!("topic {topic} does not exist; create it first"))
-            })?;
-            if config.write_queue_nums == 0 || !config.is_writable() {
-                return Err(ApiError::bad_request(format!(
-                    "topic {topic} is not writable"
+            // A console send makes no topic: a typo must not create one.
+            if broker.topic(&topic)?.is_none() {
+                return Err(ApiError::not_found(format!(
+                    "topic {topic} does not exist; create it first"
                 )));
             }
-            let queue_id = (rand::random::<u32>()) % config.write_queue_nums;
             let now = broker.now_ms();
             let append = MessageToAppend {
                 topic: topic.clone(),
-                queue_id,
+                queue_id: 0,
                 flag: 0,
                 sys_flag: 0,
                 born_timestamp: now,
@@ -95,7 +92,7 @@ pub(super) async fn send_message(
                 properties,
                 body,
             };
-            let result = send_one(&broker, append).await?;
+            let result = send_one(&broker, append, QueueChoice::Random).await?;
             Ok(Json(json!({
                 "msg_id": result.offset_msg_id,
                 "uniq_key": unique_id,
@@ -106,15 +103,18 @@ pub(super) async fn send_message(
         .await
 }
 
-/// Appends one message as a producer's send would, and answers where it went.
+/// Sends one message as a producer's send is sent (the broker's checks, the queue `queue`
+/// names), and answers where it went.
 pub(super) async fn send_one(
     broker: &BrokerHandle,
     message: MessageToAppend,
+    queue: QueueChoice,
 ) -> Result<skiff_actors::broker_api::SendResult, ApiError> {
     let sent = broker
-        .send_messages(SendRequest {
+        .send(ClientSend {
             messages: vec![message],
-            broker_name: None,
+            queue,
+            batch: false,
             auto_create_queue_nums: None,
         })
         .await?;
