@@ -78,6 +78,7 @@ pub mod console;
 pub mod descriptors;
 pub mod grpc;
 pub mod http;
+pub mod listener;
 pub mod node;
 pub mod protected;
 pub mod remoting;

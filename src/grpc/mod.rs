@@ -50,7 +50,8 @@ use tracing::{debug, info, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
-use crate::remoting::server::{ConnectionHandoff, ConnectionSlot, ConnectionSlots};
+use crate::listener::{ConnectionSlot, ConnectionSlots};
+use crate::remoting::server::ConnectionHandoff;
 
 use crate::broker_link::{self as link, LinkTask};
 use pb::messaging_service_server::MessagingServiceServer;

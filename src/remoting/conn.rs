@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
-use super::slots::ConnectionSlot;
+use crate::listener::ConnectionSlot;
 
 /// Identifies one connection for the lifetime of the process; the broker's registry of
 /// client connections knows a remoting connection by it.
