@@ -26,12 +26,11 @@ use skiff_actors::broker::BrokerHandle;
 use crate::acl::AclHandle;
 use crate::broker_link::{self, BrokerLink, LinkTask};
 use crate::console::{self, ConsoleInfo, ConsoleTask};
+use crate::listener::SHUTDOWN_GRACE;
 use crate::protected::{self, PeerPolicy};
 
 /// Scrapes waiting for the broker before it answers busy.
 const METRICS_LINK_CAPACITY: usize = 16;
-/// How long shutdown waits for open requests (a console's live tail) to end.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// What the listener serves besides `/metrics`.
 pub struct HttpConfig {

@@ -50,7 +50,7 @@ use tracing::{debug, info, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
-use crate::listener::{ConnectionSlot, ConnectionSlots};
+use crate::listener::{ConnectionSlot, ConnectionSlots, SHUTDOWN_GRACE};
 use crate::remoting::server::ConnectionHandoff;
 
 use crate::broker_link::{self as link, LinkTask};
@@ -68,8 +68,6 @@ pub const HTTP2_PREFACE: u8 = b'P';
 const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections accepted and waiting for the server, before new ones are refused.
 const HANDOFF_QUEUE: usize = 256;
-/// How long shutdown waits for open calls (a long poll, a Telemetry stream) to end.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// The gRPC server's settings.
 pub struct GrpcConfig {
@@ -506,10 +504,8 @@ fn authenticate_call(
 #[derive(Debug, Clone)]
 pub(crate) struct CallerIdentity(pub(crate) Result<Identity, Refusal>);
 
-/// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.
-pub(crate) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|s| *s).await;
-}
+/// The service waits on the stop through its own `watch` receiver.
+pub(crate) use crate::listener::shutdown::until_stopped;
 
 #[cfg(test)]
 mod tests {
