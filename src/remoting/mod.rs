@@ -7,7 +7,7 @@
 //! * [`headers`]: typed custom headers carried in `extFields`.
 //! * [`body`]: request and response bodies (JSON bodies, the batch body, the admin bodies).
 //! * `conn`: one connection, shared by [`server`] and [`client`], the tokio transport (the
-//!   connection cap is [`crate::listener`]'s).
+//!   ports, admission and connection cap under [`server`] are [`crate::listener`]'s).
 //! * [`wire`]: conversions between the wire types and skiff's domain types.
 //! * [`processor`]: the server side, every request code skiff serves mapped to broker calls.
 //! * [`remote_broker`]: the client side, the `BrokerApi` over TCP for skiff's own consumers
