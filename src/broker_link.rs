@@ -10,11 +10,13 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tracing::error;
 
 use skiff_actors::broker::BrokerHandle;
+
+use crate::listener::Tasks;
 
 type Job = Box<dyn FnOnce(BrokerHandle) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 
@@ -61,19 +63,21 @@ impl BrokerLink {
 
 /// The running loop on the arbiter; [`LinkTask::shutdown`] stops it and every call in flight.
 pub struct LinkTask {
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    tasks: Tasks,
 }
 
 /// Starts the loop on the current arbiter (inside an actix system / `LocalSet`).
 pub fn spawn(broker: BrokerHandle, capacity: usize) -> (BrokerLink, LinkTask) {
     let (jobs, mut inbox) = mpsc::channel::<Job>(capacity.max(1));
-    let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::task::spawn_local(async move {
+    let mut tasks = Tasks::new("broker link");
+    let stopped = tasks.stopped();
+    tasks.add(tokio::task::spawn_local(async move {
         let mut running = JoinSet::new();
+        let stop = stopped.wait();
+        tokio::pin!(stop);
         loop {
             tokio::select! {
-                _ = crate::grpc::until_stopped(&mut stopped) => break,
+                _ = &mut stop => break,
                 Some(done) = running.join_next(), if !running.is_empty() => {
                     if let Err(e) = done {
                         if e.is_panic() {
@@ -91,29 +95,12 @@ pub fn spawn(broker: BrokerHandle, capacity: usize) -> (BrokerLink, LinkTask) {
         }
         // Parked receives end here: their callers see the broker stopping.
         running.shutdown().await;
-    });
-    (
-        BrokerLink { jobs },
-        LinkTask {
-            stop,
-            task: Some(task),
-        },
-    )
+    }));
+    (BrokerLink { jobs }, LinkTask { tasks })
 }
 
 impl LinkTask {
-    pub async fn shutdown(mut self) {
-        self.stop.send_replace(true);
-        if let Some(task) = self.task.take() {
-            if let Err(e) = task.await {
-                error!(error = %e, "broker link failed");
-            }
-        }
-    }
-}
-
-impl Drop for LinkTask {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
+    pub async fn shutdown(self) {
+        self.tasks.shutdown().await;
     }
 }

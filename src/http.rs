@@ -1,7 +1,9 @@
-//! The HTTP listener of `skiff serve` (`metrics_listen`, alias `http_listen`; 127.0.0.1:5557 by
+//! The HTTP door of `skiff serve` (`metrics_listen`, alias `http_listen`; 127.0.0.1:5557 by
 //! default, RocketMQ's exporter port): `GET /metrics` for Prometheus, answered with
 //! [`MetricsSnapshot::to_prometheus`](skiff_actors::metrics::MetricsSnapshot::to_prometheus),
-//! and the web console ([`crate::console`]) at `/` with its API under `/api/v1`.
+//! and the web console ([`crate::console`]) at `/` with its API under `/api/v1`. Its port is
+//! accepted by [`crate::listener`] like the others, plaintext, under the node's connection cap;
+//! axum serves what the port hands over.
 //!
 //! Protected mode applies to every route: with no users configured, a peer beyond loopback is
 //! answered 403. With users, the console serves such a peer after it logs in, but `/metrics`,
@@ -16,9 +18,8 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use skiff_actors::broker::BrokerHandle;
@@ -26,12 +27,11 @@ use skiff_actors::broker::BrokerHandle;
 use crate::acl::AclHandle;
 use crate::broker_link::{self, BrokerLink, LinkTask};
 use crate::console::{self, ConsoleInfo, ConsoleTask};
+use crate::listener::{Inbox, Tasks, SHUTDOWN_GRACE};
 use crate::protected::{self, PeerPolicy};
 
 /// Scrapes waiting for the broker before it answers busy.
 const METRICS_LINK_CAPACITY: usize = 16;
-/// How long shutdown waits for open requests (a console's live tail) to end.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// What the listener serves besides `/metrics`.
 pub struct HttpConfig {
@@ -43,12 +43,10 @@ pub struct HttpConfig {
     pub sample_interval: Duration,
 }
 
-/// The running listener; [`HttpEndpoint::shutdown`] stops it.
+/// The running server; [`HttpEndpoint::shutdown`] stops it.
 pub struct HttpEndpoint {
-    local_addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    server: Option<tokio::task::JoinHandle<()>>,
-    metrics_link: Option<LinkTask>,
+    server: Tasks,
+    metrics_link: LinkTask,
     console: Option<ConsoleTask>,
 }
 
@@ -59,15 +57,9 @@ struct Guard {
 }
 
 impl HttpEndpoint {
-    /// Binds `addr` and serves; must run on the broker's arbiter (inside an actix system /
-    /// `LocalSet`), where the console's broker calls run.
-    pub async fn start(
-        addr: SocketAddr,
-        broker: BrokerHandle,
-        config: HttpConfig,
-    ) -> std::io::Result<HttpEndpoint> {
-        let listener = TcpListener::bind(addr).await?;
-        let local_addr = listener.local_addr()?;
+    /// Serves the connections the HTTP port sends to `inbox`'s handoff; must run on the broker's
+    /// arbiter (inside an actix system / `LocalSet`), where the console's broker calls run.
+    pub fn start(inbox: Inbox, broker: BrokerHandle, config: HttpConfig) -> HttpEndpoint {
         let (metrics, metrics_link) = broker_link::spawn(broker.clone(), METRICS_LINK_CAPACITY);
         let mut router = Router::new().route("/metrics", get(scrape).with_state(metrics));
         let mut console_task = None;
@@ -82,53 +74,35 @@ impl HttpEndpoint {
             acl: config.acl,
         };
         let router = router.layer(axum::middleware::from_fn_with_state(guard, protect));
-        let (stop, mut stopped) = watch::channel(false);
-        let server = tokio::spawn(async move {
+        let mut server = Tasks::new("http server");
+        let stopped = server.stopped();
+        server.add(tokio::spawn(async move {
+            // axum gives `ConnectInfo<SocketAddr>` (what `protect` and the console read) for the
+            // address a tapped listener answers; the tap itself does nothing.
+            let connections = inbox.tap_io(|_| {});
             let serving = axum::serve(
-                listener,
+                connections,
                 router.into_make_service_with_connect_info::<SocketAddr>(),
             )
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            });
+            .with_graceful_shutdown(async move { stopped.wait().await });
             if let Err(e) = serving.await {
-                warn!(error = %e, "http listener failed");
+                warn!(error = %e, "http server failed");
             }
-        });
-        Ok(HttpEndpoint {
-            local_addr,
-            stop,
-            server: Some(server),
-            metrics_link: Some(metrics_link),
+        }));
+        HttpEndpoint {
+            server,
+            metrics_link,
             console: console_task,
-        })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    pub async fn shutdown(mut self) {
-        self.stop.send_replace(true);
-        if let Some(server) = self.server.take() {
-            let abort = server.abort_handle();
-            if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
-                debug!("http requests still open at shutdown; aborted");
-                abort.abort();
-            }
         }
-        if let Some(console) = self.console.take() {
+    }
+
+    /// Ends open requests (waiting [`SHUTDOWN_GRACE`] for them), then the console's tasks.
+    pub async fn shutdown(self) {
+        self.server.shutdown_within(SHUTDOWN_GRACE).await;
+        if let Some(console) = self.console {
             console.shutdown().await;
         }
-        if let Some(link) = self.metrics_link.take() {
-            link.shutdown().await;
-        }
-    }
-}
-
-impl Drop for HttpEndpoint {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
+        self.metrics_link.shutdown().await;
     }
 }
 

@@ -44,7 +44,9 @@
 //! * [`remoting`]: RocketMQ's wire codec, transport, request processor and remote broker client.
 //! * [`grpc`]: the RocketMQ 5 gRPC front door (`apache.rocketmq.v2.MessagingService`), a sibling
 //!   of `remoting` calling the same broker.
-//! * [`serve`]: `skiff serve`, a node behind a remoting listener and a gRPC listener.
+//! * [`listener`]: the layer under every door: ports, the accept loop, admission (first byte,
+//!   TLS, ALPN), the one connection cap, and the stop every task ends at.
+//! * [`serve`]: `skiff serve`, the doors (remoting, gRPC, HTTP) wired onto their ports.
 //! * [`descriptors`]: the open-file limit `skiff serve` raises, shared between connections and
 //!   the store's queue files.
 //! * [`acl`]: users, their permissions and the request signatures both protocols check.
@@ -84,6 +86,7 @@ pub mod descriptors;
 mod error_text;
 pub mod grpc;
 pub mod http;
+pub mod listener;
 pub mod node;
 pub mod protected;
 pub mod remoting;

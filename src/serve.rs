@@ -1,13 +1,17 @@
 //! `skiff serve`: a node behind a RocketMQ remoting listener that answers as both the name
 //! server and the broker, so unmodified RocketMQ clients can use it as a dev broker.
 //!
-//! [`start`] binds the listener first (so a port of 0 resolves to the address routes
-//! advertise), then opens the node and starts the request processor on the current actix
-//! arbiter; [`Serving::shutdown`] stops accepting, closes connections, and shuts the node down
-//! (offsets persisted, store flushed). [`serve`] runs both around a shutdown signal.
+//! [`start`] wires the doors onto the ports: the main port (`listen`: remoting, and gRPC told
+//! apart by its first bytes), `grpc_listen` (gRPC) and `metrics_listen` (HTTP), all accepted by
+//! [`crate::listener`] under one connection cap and counted by the processor's bridge. It binds
+//! the main port first (so a port of 0 resolves to the address routes advertise), then opens the
+//! node and starts the request processor, the gRPC server and the HTTP server on the current
+//! actix arbiter; [`Serving::shutdown`] stops accepting, closes connections, and shuts the node
+//! down (offsets persisted, store flushed). [`serve`] runs both around a shutdown signal.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tracing::{info, warn};
 
@@ -15,12 +19,15 @@ use crate::acl::{Acl, AclHandle};
 use crate::config::{ConfigError, NodeConfig};
 use crate::console::ConsoleInfo;
 use crate::descriptors;
-use crate::grpc::{self, GrpcConfig, GrpcServer, ServiceConfig};
+use crate::grpc::{GrpcConfig, GrpcServer, ServiceConfig};
 use crate::http::{HttpConfig, HttpEndpoint};
+use crate::listener::admit::DEFAULT_HANDSHAKE_TIMEOUT;
+use crate::listener::{
+    self, listen, AcceptEvents, Admission, ConnectionSlots, Doors, Listening, Port,
+};
 use crate::node::{Node, NodeError};
 use crate::protected::PeerPolicy;
 use crate::remoting::processor::{self, Processor, ProcessorTask};
-use crate::remoting::server::ConnectionSlots;
 use crate::remoting::{RemotingServer, ServerConfig, ServerError};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -89,8 +96,11 @@ pub struct Serving {
     server: RemotingServer,
     processor: ProcessorTask,
     local_addr: SocketAddr,
-    http: Option<HttpEndpoint>,
-    grpc: Option<GrpcServer>,
+    /// `metrics_listen` and the server behind it.
+    http: Option<(Listening, HttpEndpoint)>,
+    /// `grpc_listen`, when it could bind.
+    grpc_port: Option<Listening>,
+    grpc: GrpcServer,
     acl: AclHandle,
 }
 
@@ -99,14 +109,16 @@ pub struct Serving {
 pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     apply_descriptor_budget(&mut config);
     let (bridge, inbox) = processor::channel(processor::DEFAULT_QUEUE_CAPACITY);
+    // Every port counts its refusals and evictions with the remoting requests' counters.
+    let events: Arc<dyn AcceptEvents> = bridge.clone();
     let grpc_addr = config.grpc_addr()?;
     // One acceptor, one certificate, for TLS on every port and both protocols.
     let tls = crate::tls::acceptor(&config.tls_identity()?).map_err(ServeError::Tls)?;
-    // Made before the main port binds: gRPC connections arriving there wait in it until the
-    // node is open and the gRPC server serves them.
-    // One cap for the connections of both protocols on every port.
+    // One cap for the connections of every door on every port.
     let slots = ConnectionSlots::new(config.max_connections);
-    let grpc_inbox = grpc::handoff(slots.clone());
+    // Made before the ports bind: gRPC connections arriving there wait in it until the node is
+    // open and the gRPC server serves them.
+    let (grpc_handoff, grpc_inbox) = listener::handoff("grpc");
     // Validated by `NodeConfig::validate`; a config built in code gets the same check here.
     let metrics_addr = config.metrics_addr().unwrap_or_else(|e| {
         warn!(error = &e as &dyn std::error::Error, "metrics endpoint off");
@@ -135,8 +147,9 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         acl: acl.clone(),
         tls: Some(tls.clone()),
         tls_mode: config.tls_mode,
-        handoff: Some(std::sync::Arc::new(grpc_inbox.0.clone())),
-        connection_slots: Some(slots),
+        grpc: Some(grpc_handoff.clone()),
+        connection_slots: Some(slots.clone()),
+        events: events.clone(),
         max_frame_len: config.max_frame_bytes,
         idle_timeout: (!config.channel_idle_timeout.is_zero())
             .then_some(config.channel_idle_timeout),
@@ -154,14 +167,33 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
     let local_addr = server.local_addr();
     // Like the metrics port, a taken gRPC port is reported, not fatal: a dev machine may run
     // several nodes, and the main port serves gRPC too.
-    let grpc_listener = match grpc_addr {
-        Some(addr) => match crate::remoting::server::listen(addr).await {
-            Ok(listener) => Some(listener),
-            Err(e) => {
-                warn!(addr = %addr, error = %e, "grpc listener not started; gRPC is served on the main port only");
-                None
+    let grpc_port = match grpc_addr {
+        Some(addr) => {
+            let port = Port {
+                door: "grpc",
+                admission: Admission {
+                    doors: Doors::Grpc,
+                    tls: Some(tls.clone()),
+                    tls_mode: config.tls_mode,
+                    within: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+                },
+                slots: slots.clone(),
+                events: events.clone(),
+            };
+            let started = listen(addr)
+                .await
+                .and_then(|l| Listening::start(l, port, Arc::new(grpc_handoff)));
+            match started {
+                Ok(listening) => {
+                    info!(addr = %listening.local_addr(), "grpc listener listening");
+                    Some(listening)
+                }
+                Err(e) => {
+                    warn!(addr = %addr, error = %e, "grpc listener not started; gRPC is served on the main port only");
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     if config.advertised_address.is_none() {
@@ -172,14 +204,14 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         Ok(node) => node,
         Err(source) => {
             server.shutdown().await;
+            if let Some(port) = grpc_port {
+                port.shutdown().await;
+            }
             return Err(ServeError::Open { data_dir, source });
         }
     };
     let processor = processor::spawn(Processor::new(node.broker().clone()), inbox);
-    let grpc_config = |listener| GrpcConfig {
-        listener,
-        tls: tls.clone(),
-        tls_mode: node.config().tls_mode,
+    let grpc_config = GrpcConfig {
         service: ServiceConfig {
             broker_name: node.config().broker_name.clone(),
             max_body_size: node.config().max_message_size,
@@ -189,41 +221,51 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         peers,
         acl: acl.clone(),
     };
-    let grpc = GrpcServer::start(
-        grpc_config(grpc_listener),
-        node.broker().clone(),
-        grpc_inbox,
-    )
-    .await;
+    let grpc = GrpcServer::start(grpc_config, node.broker().clone(), grpc_inbox);
     // A dev machine may run several nodes: a taken HTTP port is reported, not fatal.
     let http = match metrics_addr {
-        Some(addr) => {
-            let config = node.config();
-            let http_config = HttpConfig {
-                peers,
-                acl: acl.clone(),
-                console: Some(ConsoleInfo {
-                    broker_name: config.broker_name.clone(),
-                    cluster_name: config.cluster_name.clone(),
-                    listen: local_addr.to_string(),
-                    data_dir: config.data_dir.clone(),
-                    retention: config.retention,
-                    disk_max_used_ratio: config.disk_max_used_ratio,
-                    disk_full_ratio: config.disk_full_ratio,
-                }),
-                sample_interval: config.console_sample_interval,
-            };
-            match HttpEndpoint::start(addr, node.broker().clone(), http_config).await {
-                Ok(endpoint) => {
-                    info!(addr = %endpoint.local_addr(), "console at http://{0}/, metrics at http://{0}/metrics", endpoint.local_addr());
-                    Some(endpoint)
-                }
-                Err(e) => {
-                    warn!(addr = %addr, error = %e, "http listener (console and metrics) not started");
-                    None
+        Some(addr) => match listen(addr).await {
+            Ok(http_listener) => {
+                let config = node.config();
+                let http_config = HttpConfig {
+                    peers,
+                    acl: acl.clone(),
+                    console: Some(ConsoleInfo {
+                        broker_name: config.broker_name.clone(),
+                        cluster_name: config.cluster_name.clone(),
+                        listen: local_addr.to_string(),
+                        data_dir: config.data_dir.clone(),
+                        retention: config.retention,
+                        disk_max_used_ratio: config.disk_max_used_ratio,
+                        disk_full_ratio: config.disk_full_ratio,
+                    }),
+                    sample_interval: config.console_sample_interval,
+                };
+                let (handoff, inbox) = listener::handoff("http");
+                let endpoint = HttpEndpoint::start(inbox, node.broker().clone(), http_config);
+                let port = Port {
+                    door: "http",
+                    admission: Admission::plaintext(Doors::Http),
+                    slots: slots.clone(),
+                    events: events.clone(),
+                };
+                match Listening::start(http_listener, port, Arc::new(handoff)) {
+                    Ok(listening) => {
+                        info!(addr = %listening.local_addr(), "console at http://{0}/, metrics at http://{0}/metrics", listening.local_addr());
+                        Some((listening, endpoint))
+                    }
+                    Err(e) => {
+                        warn!(addr = %addr, error = %e, "http listener (console and metrics) not started");
+                        endpoint.shutdown().await;
+                        None
+                    }
                 }
             }
-        }
+            Err(e) => {
+                warn!(addr = %addr, error = %e, "http listener (console and metrics) not started");
+                None
+            }
+        },
         None => {
             info!("http listener (console and metrics) off");
             None
@@ -236,7 +278,8 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
         processor,
         local_addr,
         http,
-        grpc: Some(grpc),
+        grpc_port,
+        grpc,
         acl,
     })
 }
@@ -253,7 +296,7 @@ impl Serving {
 
     /// Where the dedicated gRPC listener listens, when it runs (the main port serves gRPC too).
     pub fn grpc_addr(&self) -> Option<SocketAddr> {
-        self.grpc.as_ref().and_then(GrpcServer::local_addr)
+        self.grpc_port.as_ref().map(Listening::local_addr)
     }
 
     /// The users and permissions every listener checks; [`AclHandle::replace`] changes them
@@ -264,20 +307,22 @@ impl Serving {
 
     /// Where the HTTP listener (console and `/metrics`) listens, when it runs.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.http.as_ref().map(HttpEndpoint::local_addr)
+        self.http.as_ref().map(|(port, _)| port.local_addr())
     }
 
     /// Stops accepting and closes every connection, stops the request processor (clients leave
     /// their groups), then shuts the node down: offsets persisted, store flushed and closed.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         info!(addr = %self.local_addr, "skiff stopping");
-        if let Some(http) = self.http {
-            http.shutdown().await;
+        if let Some((port, endpoint)) = self.http {
+            port.shutdown().await;
+            endpoint.shutdown().await;
         }
         self.server.shutdown().await;
-        if let Some(grpc) = self.grpc {
-            grpc.shutdown().await;
+        if let Some(port) = self.grpc_port {
+            port.shutdown().await;
         }
+        self.grpc.shutdown().await;
         self.processor.shutdown().await;
         self.node.shutdown().await.map_err(ServeError::Shutdown)?;
         info!("skiff stopped");

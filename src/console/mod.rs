@@ -32,13 +32,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use base64::Engine;
-use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
 use crate::acl::{AclHandle, Identity};
 use crate::broker_link::{self, BrokerLink, LinkTask};
+use crate::listener::{Stopped, Tasks};
 use samples::{Reading, Samples};
 
 /// The header every state-changing request must carry.
@@ -72,9 +72,8 @@ pub struct Console {
 
 /// The console's tasks on the arbiter; [`ConsoleTask::shutdown`] stops them.
 pub struct ConsoleTask {
-    link: Option<LinkTask>,
-    stop: watch::Sender<bool>,
-    sampler: Option<tokio::task::JoinHandle<()>>,
+    link: LinkTask,
+    sampler: Tasks,
 }
 
 /// Starts the console's link to the broker and its sampler on the current arbiter (inside an
@@ -87,13 +86,13 @@ pub fn start(
 ) -> (Console, ConsoleTask) {
     let (link, link_task) = broker_link::spawn(broker.clone(), LINK_CAPACITY);
     let samples = Arc::new(Mutex::new(Samples::default()));
-    let (stop, stopped) = watch::channel(false);
-    let sampler = tokio::task::spawn_local(sample(
+    let mut sampler = Tasks::new("console sampler");
+    sampler.add(tokio::task::spawn_local(sample(
         broker,
         samples.clone(),
         sample_interval.max(Duration::from_millis(100)),
-        stopped,
-    ));
+        sampler.stopped(),
+    )));
     (
         Console {
             link,
@@ -103,30 +102,16 @@ pub fn start(
             acl,
         },
         ConsoleTask {
-            link: Some(link_task),
-            stop,
-            sampler: Some(sampler),
+            link: link_task,
+            sampler,
         },
     )
 }
 
 impl ConsoleTask {
-    pub async fn shutdown(mut self) {
-        self.stop.send_replace(true);
-        if let Some(sampler) = self.sampler.take() {
-            if let Err(e) = sampler.await {
-                warn!(error = %e, "console sampler failed");
-            }
-        }
-        if let Some(link) = self.link.take() {
-            link.shutdown().await;
-        }
-    }
-}
-
-impl Drop for ConsoleTask {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
+    pub async fn shutdown(self) {
+        self.sampler.shutdown().await;
+        self.link.shutdown().await;
     }
 }
 
@@ -135,13 +120,13 @@ async fn sample(
     broker: BrokerHandle,
     samples: Arc<Mutex<Samples>>,
     interval: Duration,
-    mut stopped: watch::Receiver<bool>,
+    stopped: Stopped,
 ) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
-            _ = stopped.wait_for(|s| *s) => return,
+            _ = stopped.wait() => return,
             _ = ticks.tick() => {}
         }
         let snapshot = match broker.metrics().await {

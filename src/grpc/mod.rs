@@ -14,16 +14,9 @@
 //! * [`transaction_id`]: the transaction id a producer holds for a half message.
 //! * `crate::broker_link`: the hop from tonic's tasks onto the broker's arbiter (shared with the
 //!   HTTP console).
-//! * This module: [`GrpcServer`], which serves connections from its own listener
-//!   (`grpc_listen`) and those the main port hands over after reading their first bytes.
-//!
-//! # Connections
-//!
-//! A connection's first byte tells what it is: `0x16` a TLS ClientHello, `P` the HTTP/2 preface
-//! (plaintext gRPC); the rest are remoting frames (whose first byte is the high byte of a length,
-//! 0 for any frame under 16 MiB). The main port completes TLS handshakes itself and hands over
-//! the connections that agreed on ALPN `h2`, and the plaintext ones starting with `P`; its own
-//! listener's connections are all gRPC.
+//! * This module: [`GrpcServer`], tonic serving the connections the ports admitted as gRPC (see
+//!   [`crate::listener`]): all of `grpc_listen`'s, and the main port's that start with the
+//!   HTTP/2 preface or agreed on ALPN `h2`.
 
 pub mod clients;
 pub mod convert;
@@ -34,50 +27,24 @@ pub mod service;
 pub mod status;
 pub mod transaction_id;
 
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use skiff_actors::broker::BrokerHandle;
 
-use crate::remoting::server::{ConnectionHandoff, ConnectionSlot, ConnectionSlots};
-
 use crate::broker_link::{self as link, LinkTask};
+use crate::listener::{Inbox, Tasks, SHUTDOWN_GRACE};
 use pb::messaging_service_server::MessagingServiceServer;
 use tonic::service::interceptor::InterceptedService;
 
 use crate::acl::{signature, Acl, AclHandle, Identity, Refusal};
 use crate::protected::{self, PeerPolicy};
-use crate::tls::{TlsMode, HANDSHAKE_RECORD};
 pub use service::{GrpcService, ServiceConfig};
-
-/// The first byte of the HTTP/2 connection preface (`PRI * HTTP/2.0`).
-pub const HTTP2_PREFACE: u8 = b'P';
-/// How long a connection may take to send its first byte, and then its TLS handshake.
-const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections accepted and waiting for the server, before new ones are refused.
-const HANDOFF_QUEUE: usize = 256;
-/// How long shutdown waits for open calls (a long poll, a Telemetry stream) to end.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// The gRPC server's settings.
 pub struct GrpcConfig {
-    /// Its own listener (`grpc_listen`), bound by the caller; `None` serves only what the main
-    /// port hands over.
-    pub listener: Option<TcpListener>,
-    /// The acceptor the main port shares, for TLS on the gRPC listener.
-    pub tls: TlsAcceptor,
-    pub tls_mode: TlsMode,
     pub service: ServiceConfig,
     /// The largest request a client may send (a send of `max_body_size` plus its metadata).
     pub max_request_bytes: usize,
@@ -88,204 +55,24 @@ pub struct GrpcConfig {
     pub acl: AclHandle,
 }
 
-/// A connection as the gRPC server reads it, with its place under the node's connection cap
-/// (given back when tonic drops the connection).
-pub enum GrpcIo {
-    Plain(TcpStream, ConnectionSlot),
-    Tls(Box<TlsStream<TcpStream>>, ConnectionSlot),
-}
-
-impl GrpcIo {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            GrpcIo::Plain(s, _) => s,
-            GrpcIo::Tls(s, _) => s.get_ref().0,
-        }
-    }
-}
-
-impl Connected for GrpcIo {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        TcpConnectInfo {
-            local_addr: self.tcp().local_addr().ok(),
-            remote_addr: self.tcp().peer_addr().ok(),
-        }
-    }
-}
-
-impl AsyncRead for GrpcIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let io = self.get_mut();
-        let slot = match io {
-            GrpcIo::Plain(_, slot) | GrpcIo::Tls(_, slot) => slot,
-        };
-        if slot.poll_evicted(cx).is_ready() {
-            // Chosen to make room at the connection cap; hyper closes the connection.
-            return Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::ConnectionAborted,
-                "closed to make room for a newcomer at the connection cap",
-            )));
-        }
-        let before = buf.filled().len();
-        let read = match io {
-            GrpcIo::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
-            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        };
-        if buf.filled().len() > before {
-            // HTTP/2 has no request boundary at this level: any bytes count as activity.
-            match io {
-                GrpcIo::Plain(_, slot) | GrpcIo::Tls(_, slot) => slot.mark_active(),
-            }
-        }
-        read
-    }
-}
-
-impl AsyncWrite for GrpcIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            GrpcIo::Plain(s, _) => Pin::new(s).poll_write(cx, buf),
-            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            GrpcIo::Plain(s, _) => Pin::new(s).poll_flush(cx),
-            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            GrpcIo::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
-            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            GrpcIo::Plain(s, _) => Pin::new(s).poll_write_vectored(cx, bufs),
-            GrpcIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            GrpcIo::Plain(s, _) => s.is_write_vectored(),
-            GrpcIo::Tls(s, _) => s.is_write_vectored(),
-        }
-    }
-}
-
-/// Where the main port (and the gRPC listener) send the connections that speak gRPC.
-#[derive(Clone, Debug)]
-pub struct Handoff {
-    streams: mpsc::Sender<(Arrival, ConnectionSlot)>,
-    /// The node's connection cap, which the gRPC listener's connections count against too.
-    slots: ConnectionSlots,
-}
-
-/// The receiving end of a [`Handoff`], which [`GrpcServer::start`] serves.
-pub struct HandoffInbox {
-    streams: mpsc::Receiver<(Arrival, ConnectionSlot)>,
-}
-
-/// A connection as it reaches the gRPC server: as accepted, or after the main port's TLS
-/// handshake agreed on `h2`.
-#[derive(Debug)]
-enum Arrival {
-    Accepted(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-/// A handoff and its inbox: made before the main port binds, served once the node is open.
-/// `slots` is the node's connection cap, shared with the main port.
-pub fn handoff(slots: ConnectionSlots) -> (Handoff, HandoffInbox) {
-    let (streams, inbox) = mpsc::channel(HANDOFF_QUEUE);
-    (Handoff { streams, slots }, HandoffInbox { streams: inbox })
-}
-
-impl ConnectionHandoff for Handoff {
-    fn wants(&self, first_byte: u8) -> bool {
-        first_byte == HTTP2_PREFACE
-    }
-
-    /// A full queue closes the connection (the client retries).
-    fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot) {
-        self.send(Arrival::Accepted(stream), peer, slot);
-    }
-
-    fn hand_over_tls(&self, stream: TlsStream<TcpStream>, peer: SocketAddr, slot: ConnectionSlot) {
-        self.send(Arrival::Tls(Box::new(stream)), peer, slot);
-    }
-}
-
-impl Handoff {
-    fn send(&self, arrival: Arrival, peer: SocketAddr, slot: ConnectionSlot) {
-        if self.streams.try_send((arrival, slot)).is_err() {
-            warn!(peer = %peer, "grpc connection refused: too many connections negotiating");
-        }
-    }
-}
-
 /// The running gRPC server. [`GrpcServer::shutdown`] stops it.
 pub struct GrpcServer {
-    local_addr: Option<SocketAddr>,
-    stop: watch::Sender<bool>,
+    tasks: Tasks,
     link: Option<LinkTask>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl GrpcServer {
-    /// Serves, on the current arbiter, the connections of `config.listener` and those handed
-    /// over through `inbox`'s [`Handoff`], calling `broker`.
-    pub async fn start(
-        config: GrpcConfig,
-        broker: BrokerHandle,
-        (handoff, inbox): (Handoff, HandoffInbox),
-    ) -> GrpcServer {
-        let acceptor = config.tls;
-        let tls_mode = config.tls_mode;
-        let listener = config.listener;
-        let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+    /// Serves, on the current arbiter, the connections the ports send to `inbox`'s handoff,
+    /// calling `broker`.
+    pub fn start(config: GrpcConfig, broker: BrokerHandle, inbox: Inbox) -> GrpcServer {
         let (link, link_task) = link::spawn(broker, link::DEFAULT_QUEUE_CAPACITY);
-        let (stop, stopped) = watch::channel(false);
+        let mut tasks = Tasks::new("grpc server");
+        let stopped = tasks.stopped();
         let service = GrpcService::new(link, config.service.clone(), stopped.clone());
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<GrpcIo, std::io::Error>>(HANDOFF_QUEUE);
-        let mut tasks = Vec::new();
-        if let Some(listener) = listener {
-            tasks.push(tokio::spawn(accept_loop(
-                listener,
-                handoff,
-                stopped.clone(),
-            )));
-        }
-        tasks.push(tokio::spawn(negotiate_loop(
-            inbox.streams,
-            ready_tx,
-            (acceptor, tls_mode),
-            stopped.clone(),
-        )));
         let max = config.max_request_bytes;
         let peers = config.peers;
         let acl = config.acl;
-        let mut shutdown = stopped.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.add(tokio::spawn(async move {
             let result = tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
                 .add_service(InterceptedService::new(
@@ -294,147 +81,25 @@ impl GrpcServer {
                         .max_encoding_message_size(usize::MAX),
                     move |request: tonic::Request<()>| admit_call(peers, &acl, request),
                 ))
-                .serve_with_incoming_shutdown(ReceiverStream::new(ready_rx), async move {
-                    until_stopped(&mut shutdown).await;
-                })
+                .serve_with_incoming_shutdown(inbox, stopped.wait())
                 .await;
             if let Err(e) = result {
                 warn!(error = %e, "grpc server failed");
             }
         }));
-        if let Some(addr) = local_addr {
-            info!(addr = %addr, "grpc server listening");
-        }
         GrpcServer {
-            local_addr,
-            stop,
-            link: Some(link_task),
             tasks,
+            link: Some(link_task),
         }
     }
 
-    /// The dedicated listener's address, when there is one.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
-    }
-
-    /// Stops accepting, ends open streams, and stops calling the broker.
+    /// Ends open streams (waiting [`SHUTDOWN_GRACE`] for them), and stops calling the broker.
     pub async fn shutdown(mut self) {
-        self.stop.send_replace(true);
-        for task in std::mem::take(&mut self.tasks) {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(SHUTDOWN_GRACE, task).await.is_err() {
-                debug!("grpc server task still busy at shutdown; aborted");
-                abort.abort();
-            }
-        }
+        self.tasks.shutdown_within(SHUTDOWN_GRACE).await;
         if let Some(link) = self.link.take() {
             link.shutdown().await;
         }
     }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-    }
-}
-
-async fn accept_loop(listener: TcpListener, handoff: Handoff, mut stopped: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = until_stopped(&mut stopped) => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => match handoff.slots.take(peer) {
-                    Some(slot) => handoff.send(Arrival::Accepted(stream), peer, slot),
-                    // Closed at once; the cap logs it.
-                    None => drop(stream),
-                },
-                Err(e) => {
-                    warn!(error = %e, "grpc accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-}
-
-/// Reads each connection's first byte and, for TLS, completes the handshake, then hands it to
-/// tonic. Each connection negotiates in its own task, so a slow one delays no other.
-async fn negotiate_loop(
-    mut streams: mpsc::Receiver<(Arrival, ConnectionSlot)>,
-    ready: mpsc::Sender<Result<GrpcIo, std::io::Error>>,
-    (acceptor, tls_mode): (TlsAcceptor, TlsMode),
-    mut stopped: watch::Receiver<bool>,
-) {
-    loop {
-        let (arrival, slot) = tokio::select! {
-            _ = until_stopped(&mut stopped) => return,
-            stream = streams.recv() => match stream {
-                Some(s) => s,
-                None => return,
-            },
-        };
-        let ready = ready.clone();
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let stream = match arrival {
-                Arrival::Tls(tls) => {
-                    let _ = ready.send(Ok(GrpcIo::Tls(tls, slot))).await;
-                    return;
-                }
-                Arrival::Accepted(stream) => stream,
-            };
-            let peer = stream.peer_addr().ok();
-            match negotiate(stream, slot, &acceptor, tls_mode).await {
-                Ok(io) => {
-                    let _ = ready.send(Ok(io)).await;
-                }
-                Err(e) => {
-                    debug!(peer = ?peer, error = %e, "grpc connection dropped before its first request")
-                }
-            }
-        });
-    }
-}
-
-async fn negotiate(
-    stream: TcpStream,
-    slot: ConnectionSlot,
-    acceptor: &TlsAcceptor,
-    tls_mode: TlsMode,
-) -> std::io::Result<GrpcIo> {
-    let _ = stream.set_nodelay(true);
-    let mut first = [0u8; 1];
-    let read = tokio::time::timeout(FIRST_BYTES_TIMEOUT, stream.peek(&mut first))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no first byte"))??;
-    if read == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "closed before its first byte",
-        ));
-    }
-    let tls = first[0] == HANDSHAKE_RECORD;
-    if tls && !tls_mode.serves_tls() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            "a TLS handshake while tls_mode is disabled",
-        ));
-    }
-    if !tls {
-        if !tls_mode.serves_plaintext() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                "a plaintext connection while tls_mode is enforcing",
-            ));
-        }
-        return Ok(GrpcIo::Plain(stream, slot));
-    }
-    let tls = tokio::time::timeout(FIRST_BYTES_TIMEOUT, acceptor.accept(stream))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake"))??;
-    Ok(GrpcIo::Tls(Box::new(tls), slot))
 }
 
 /// Before the service sees a call: with no users configured, protected mode refuses a peer
@@ -505,14 +170,10 @@ fn authenticate_call(
 #[derive(Debug, Clone)]
 pub(crate) struct CallerIdentity(pub(crate) Result<Identity, Refusal>);
 
-/// Resolves once the stop flag is set (or its sender is gone); holds no borrow of the flag.
-pub(crate) async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|s| *s).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::transport::server::TcpConnectInfo;
 
     fn from(peer: &str) -> tonic::Request<()> {
         let mut request = tonic::Request::new(());

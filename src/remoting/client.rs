@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::conn::{ConnOptions, Connection, RequestSink};
 pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
 use super::frame::{self, RemotingCommand, DEFAULT_MAX_FRAME_LEN};
+use crate::listener::Stop;
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -105,13 +106,8 @@ struct Inner {
     config: ClientConfig,
     hook: HookSlot,
     pool: Mutex<HashMap<String, PoolSlot>>,
-    stop: watch::Sender<bool>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-    }
+    /// Raised by `shutdown` and when the last clone goes: ends every connection.
+    stop: Stop,
 }
 
 /// A cloneable remoting client. Dropping the last clone closes its connections.
@@ -123,7 +119,7 @@ pub struct RemotingClient {
 impl RemotingClient {
     /// A client without a request hook.
     pub fn new(config: ClientConfig) -> Self {
-        let (stop, _) = watch::channel(false);
+        let stop = Stop::new();
         RemotingClient {
             inner: Arc::new(Inner {
                 config,
@@ -247,7 +243,7 @@ impl RemotingClient {
 
     /// Closes every connection; later calls fail with [`ClientError::Shutdown`].
     pub fn shutdown(&self) {
-        self.inner.stop.send_replace(true);
+        self.inner.stop.stop();
         lock(&self.inner.pool).clear();
     }
 
@@ -256,7 +252,7 @@ impl RemotingClient {
         addr: &str,
         deadline: Instant,
     ) -> Result<ConnectionHandle, ClientError> {
-        if *self.inner.stop.borrow() {
+        if self.inner.stop.is_stopped() {
             return Err(ClientError::Shutdown);
         }
         let slot = lock(&self.inner.pool)
@@ -305,7 +301,7 @@ impl RemotingClient {
             addr: addr.to_owned(),
             hook: self.inner.hook.clone(),
         };
-        let stop = self.inner.stop.subscribe();
+        let stop = self.inner.stop.stopped();
         tokio::spawn(async move {
             let id = conn.handle.id();
             conn.run(&mut sink, stop, None).await;

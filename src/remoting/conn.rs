@@ -12,13 +12,13 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::{debug, info, trace, warn};
 
 use super::frame::{self, RemotingCommand, FLAG_RESPONSE};
-use super::slots::ConnectionSlot;
 use crate::error_text::error_chain;
+use crate::listener::{ConnectionSlot, Stop, Stopped};
 
 /// Identifies one connection for the lifetime of the process; the broker's registry of
 /// client connections knows a remoting connection by it.
@@ -58,7 +58,7 @@ struct Shared {
     id: ConnectionId,
     peer: SocketAddr,
     tx: mpsc::Sender<RemotingCommand>,
-    closed: watch::Sender<bool>,
+    closed: Stop,
     pending: Mutex<HashMap<i32, Pending>>,
 }
 
@@ -92,18 +92,17 @@ impl ConnectionHandle {
 
     /// True once the connection is closed (by either side or by shutdown).
     pub fn is_closed(&self) -> bool {
-        *self.shared.closed.borrow()
+        self.shared.closed.is_stopped()
     }
 
     /// Completes when the connection is closed.
     pub async fn closed(&self) {
-        let mut rx = self.shared.closed.subscribe();
-        flag_set(&mut rx).await;
+        self.shared.closed.stopped().wait().await;
     }
 
     /// Closes the connection: stops reading and writing; queued commands are dropped.
     pub fn close(&self) {
-        self.shared.closed.send_replace(true);
+        self.shared.closed.stop();
     }
 
     /// Queues a command for writing, waiting while the write queue is full.
@@ -207,12 +206,6 @@ impl ConnectionHandle {
     }
 }
 
-/// Completes once the watched flag is true, or its sender is gone. Drops the borrow before
-/// returning so callers' futures stay `Send`.
-pub(crate) async fn flag_set(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|v| *v).await;
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned table is still consistent (single inserts/removes): keep going.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -287,7 +280,7 @@ impl Connection {
         opts: &ConnOptions,
     ) -> Connection {
         let (tx, rx) = mpsc::channel(opts.write_queue_capacity.max(1));
-        let (closed, _) = watch::channel(false);
+        let closed = Stop::new();
         let id = ConnectionId::next();
         let handle = ConnectionHandle {
             shared: Arc::new(Shared {
@@ -313,7 +306,7 @@ impl Connection {
     pub async fn run<S: RequestSink>(
         self,
         sink: &mut S,
-        mut stop: watch::Receiver<bool>,
+        stop: Stopped,
         slot: Option<&ConnectionSlot>,
     ) -> ReadEnd {
         let Connection {
@@ -322,7 +315,7 @@ impl Connection {
             writer,
             opts,
         } = self;
-        let end = read_loop(read, &handle, sink, &mut stop, &opts, slot).await;
+        let end = read_loop(read, &handle, sink, &stop, &opts, slot).await;
         handle.close();
         handle.fail_all_pending();
         if let Err(e) = writer.await {
@@ -339,14 +332,14 @@ async fn read_loop<S: RequestSink>(
     mut read: ConnReader,
     conn: &ConnectionHandle,
     sink: &mut S,
-    stop: &mut watch::Receiver<bool>,
+    stop: &Stopped,
     opts: &ConnOptions,
     slot: Option<&ConnectionSlot>,
 ) -> ReadEnd {
-    let mut closed = conn.shared.closed.subscribe();
+    let closed_flag = conn.shared.closed.stopped();
     // Made once, not per read: each read would otherwise register two fresh watch waiters.
-    let closed = flag_set(&mut closed);
-    let stopped = flag_set(stop);
+    let closed = closed_flag.wait();
+    let stopped = stop.wait();
     tokio::pin!(closed, stopped);
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let opened = Instant::now();
@@ -564,8 +557,8 @@ async fn write_loop(
     conn: ConnectionHandle,
     max_frame_len: usize,
 ) {
-    let mut closed = conn.shared.closed.subscribe();
-    let closed = flag_set(&mut closed);
+    let closed_flag = conn.shared.closed.stopped();
+    let closed = closed_flag.wait();
     tokio::pin!(closed);
     let mut buf = BytesMut::with_capacity(8 * 1024);
     loop {

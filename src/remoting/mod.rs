@@ -6,8 +6,8 @@
 //! * [`frame`]: `RemotingCommand`, streaming frame decoder, encoder (JSON and binary headers).
 //! * [`headers`]: typed custom headers carried in `extFields`.
 //! * [`body`]: request and response bodies (JSON bodies, the batch body, the admin bodies).
-//! * `conn`: one connection, shared by [`server`] and [`client`], the tokio transport.
-//! * [`slots`]: the node's connection cap, shared by every listener, and who makes room at it.
+//! * `conn`: one connection, shared by [`server`] and [`client`], the tokio transport (the
+//!   ports, admission and connection cap under [`server`] are [`crate::listener`]'s).
 //! * [`wire`]: conversions between the wire types and skiff's domain types.
 //! * [`processor`]: the server side, every request code skiff serves mapped to broker calls.
 //! * [`remote_broker`]: the client side, the `BrokerApi` over TCP for skiff's own consumers
@@ -25,7 +25,6 @@ pub mod headers;
 pub mod processor;
 pub mod remote_broker;
 pub mod server;
-pub mod slots;
 pub mod wire;
 
 pub use client::{ClientConfig, ClientError, InboundRequest, RemotingClient};

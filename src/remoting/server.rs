@@ -17,20 +17,22 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
-use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::net::ToSocketAddrs;
+use tokio::sync::Semaphore;
 use tracing::{debug, error, info, warn};
 
 use super::codes::response;
-use super::conn::{flag_set, ConnOptions, Connection, ReadEnd, RequestSink};
+use super::conn::{ConnOptions, Connection, ReadEnd, RequestSink};
 pub use super::conn::{ConnectionHandle, ConnectionId, InvokeError, SendError};
 use super::frame::{RemotingCommand, DEFAULT_MAX_FRAME_LEN};
-pub use super::slots::{ConnectionSlot, ConnectionSlots};
 use crate::acl::AclHandle;
+pub use crate::listener::admit::DEFAULT_HANDSHAKE_TIMEOUT;
+use crate::listener::{
+    listen, AcceptEvents, Admission, Admitted, ConnectionSlot, ConnectionSlots, Doors, Handoff,
+    Listening, Port, Serve, Stopped, Stream, Uncounted,
+};
 use crate::protected::{self, PeerPolicy};
-use crate::tls::{speaks_grpc, TlsMode, HANDSHAKE_RECORD};
-use tokio_rustls::server::TlsStream;
+use crate::tls::TlsMode;
 use tokio_rustls::TlsAcceptor;
 
 /// The future a handler returns: the response, or `None` for no response now (oneway
@@ -50,34 +52,9 @@ pub trait RequestHandler: Send + Sync + 'static {
     /// A connection ended (peer close, error, or shutdown). Called once per connection.
     fn on_close(&self, _conn_id: ConnectionId) {}
 
-    /// A connection was closed on accept: the open ones were at the cap.
-    fn on_refused(&self) {}
-
-    /// An accept failed; the server backs off before the next.
-    fn on_accept_failed(&self) {}
-
-    /// An idle connection was closed at the cap to make room for a newcomer.
-    fn on_evicted(&self) {}
-
     /// A connection was closed for completing no request, or no frame, in time.
     fn on_timed_out(&self) {}
 }
-
-/// Takes the connections of another protocol that arrive on the remoting port, told apart by
-/// their first byte (a remoting frame starts with the high byte of its length, 0 for any frame
-/// under 16 MiB).
-pub trait ConnectionHandoff: Send + Sync + std::fmt::Debug {
-    /// Whether a connection starting with `first_byte` is this protocol's.
-    fn wants(&self, first_byte: u8) -> bool;
-    /// Takes the connection, its first bytes still unread, with its place under the cap.
-    fn hand_over(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot);
-    /// Takes a connection whose TLS handshake agreed on this protocol (ALPN).
-    fn hand_over_tls(&self, stream: TlsStream<TcpStream>, peer: SocketAddr, slot: ConnectionSlot);
-}
-
-/// A new connection must complete a request within this (every RocketMQ client sends one as
-/// soon as it connects).
-pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A frame must arrive whole within this once its first bytes have.
 pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
@@ -105,9 +82,11 @@ pub struct ServerConfig {
     /// Connections open at once. At the cap a newcomer takes the place of an idle connection
     /// (see [`ConnectionSlots`]), or is closed as soon as it is accepted, with a log line.
     pub max_connections: usize,
-    /// The cap shared with other listeners (the gRPC one); `None`: this server's own, of
+    /// The cap shared with the node's other ports; `None`: this server's own, of
     /// `max_connections`.
     pub connection_slots: Option<ConnectionSlots>,
+    /// Where refusals, evictions and failed accepts are counted.
+    pub events: Arc<dyn AcceptEvents>,
     /// Which peers' requests are served; the others are answered NO_PERMISSION (protected mode).
     pub peers: PeerPolicy,
     /// Users and permissions; with any account configured every request is checked (and
@@ -116,9 +95,9 @@ pub struct ServerConfig {
     /// TLS on this port: the acceptor (`None`: plaintext only) and which connections are served.
     pub tls: Option<TlsAcceptor>,
     pub tls_mode: TlsMode,
-    /// Where connections of another protocol go (gRPC on the main port); `None`: every
+    /// Where gRPC connections on this port go, told apart by their first bytes; `None`: every
     /// connection is remoting.
-    pub handoff: Option<Arc<dyn ConnectionHandoff>>,
+    pub grpc: Option<Handoff>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -147,11 +126,12 @@ impl Default for ServerConfig {
             partial_frame_budget: 2 * DEFAULT_MAX_FRAME_LEN,
             max_connections: 1000,
             connection_slots: None,
+            events: Arc::new(Uncounted),
             peers: PeerPolicy::Everyone,
             acl: AclHandle::default(),
             tls: None,
             tls_mode: TlsMode::Permissive,
-            handoff: None,
+            grpc: None,
         }
     }
 }
@@ -167,40 +147,9 @@ pub enum ServerError {
 
 /// A running server. Dropping it, or [`RemotingServer::shutdown`], stops accepting and closes
 /// every connection.
+#[derive(Debug)]
 pub struct RemotingServer {
-    local_addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// Pending connections the kernel queues for a listener (capped by `net.core.somaxconn`). Above
-/// tokio's 1,024: under a flood of connections a full queue drops a newcomer's SYN, and its
-/// client waits a second to try again.
-pub const LISTEN_BACKLOG: u32 = 4096;
-
-/// Binds a listener on the first address of `addr` that binds, with [`LISTEN_BACKLOG`].
-pub async fn listen(addr: impl ToSocketAddrs) -> std::io::Result<TcpListener> {
-    let mut last_error = None;
-    for addr in tokio::net::lookup_host(addr).await? {
-        let socket = match addr {
-            SocketAddr::V4(_) => TcpSocket::new_v4()?,
-            SocketAddr::V6(_) => TcpSocket::new_v6()?,
-        };
-        socket.set_reuseaddr(true)?;
-        match socket
-            .bind(addr)
-            .and_then(|()| socket.listen(LISTEN_BACKLOG))
-        {
-            Ok(listener) => return Ok(listener),
-            Err(e) => last_error = Some(e),
-        }
-    }
-    Err(last_error.unwrap_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the address resolved to nothing",
-        )
-    }))
+    listening: Listening,
 }
 
 impl RemotingServer {
@@ -211,224 +160,84 @@ impl RemotingServer {
         handler: Arc<dyn RequestHandler>,
     ) -> Result<RemotingServer, ServerError> {
         let listener = listen(addr).await.map_err(ServerError::Bind)?;
-        let local_addr = listener.local_addr().map_err(ServerError::LocalAddr)?;
-        let (stop, stop_rx) = watch::channel(false);
-        info!(addr = %local_addr, "remoting server listening");
-        let task = tokio::spawn(accept_loop(listener, config, handler, stop_rx));
-        Ok(RemotingServer {
-            local_addr,
-            stop,
-            task: Some(task),
-        })
+        let port = Port {
+            door: "remoting",
+            admission: Admission {
+                doors: match config.grpc {
+                    Some(_) => Doors::RemotingAndGrpc,
+                    None => Doors::Remoting,
+                },
+                tls: config.tls.clone(),
+                tls_mode: config.tls_mode,
+                within: config.handshake_timeout.or(config.idle_timeout),
+            },
+            slots: config
+                .connection_slots
+                .clone()
+                .unwrap_or_else(|| ConnectionSlots::new(config.max_connections)),
+            events: config.events.clone(),
+        };
+        let door = RemotingDoor {
+            opts: ConnOptions {
+                max_frame_len: config.max_frame_len,
+                write_queue_capacity: config.write_queue_capacity,
+                idle_timeout: config.idle_timeout,
+                handshake_timeout: config.handshake_timeout,
+                frame_timeout: config.frame_timeout,
+                partial_frame_budget: Some(Arc::new(Semaphore::new(
+                    config.partial_frame_budget.div_ceil(1024),
+                ))),
+            },
+            requests: RequestLimits {
+                max_in_flight: config.max_in_flight_per_connection,
+                peers: config.peers,
+                acl: config.acl.clone(),
+            },
+            handler,
+            grpc: config.grpc,
+        };
+        let listening =
+            Listening::start(listener, port, Arc::new(door)).map_err(ServerError::LocalAddr)?;
+        info!(addr = %listening.local_addr(), "remoting server listening");
+        Ok(RemotingServer { listening })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listening.local_addr()
     }
 
     /// Stops accepting, closes every connection and waits until all connection tasks ended
     /// (and `on_close` ran for each).
-    pub async fn shutdown(mut self) {
-        self.stop.send_replace(true);
-        if let Some(task) = self.task.take() {
-            if let Err(e) = task.await {
-                error!(error = %e, "remoting accept task failed");
-            }
-        }
+    pub async fn shutdown(self) {
+        self.listening.shutdown().await;
     }
 }
 
-impl Drop for RemotingServer {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-    }
-}
-
-/// The pause after a failed accept, doubled while failures last.
-const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-async fn accept_loop(
-    listener: TcpListener,
-    config: ServerConfig,
+/// Serves the main port's admitted connections: remoting here, gRPC handed to its server.
+struct RemotingDoor {
+    opts: ConnOptions,
+    requests: RequestLimits,
     handler: Arc<dyn RequestHandler>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let opts = ConnOptions {
-        max_frame_len: config.max_frame_len,
-        write_queue_capacity: config.write_queue_capacity,
-        idle_timeout: config.idle_timeout,
-        handshake_timeout: config.handshake_timeout,
-        frame_timeout: config.frame_timeout,
-        partial_frame_budget: Some(Arc::new(Semaphore::new(
-            config.partial_frame_budget.div_ceil(1024),
-        ))),
-    };
-    let mut conns = JoinSet::new();
-    let conn_stop = stop.clone();
-    let slots = config
-        .connection_slots
-        .clone()
-        .unwrap_or_else(|| ConnectionSlots::new(config.max_connections));
-    let mut accept_backoff = ACCEPT_BACKOFF_MIN;
-    loop {
-        tokio::select! {
-            _ = flag_set(&mut stop) => break,
-            Some(res) = conns.join_next(), if !conns.is_empty() => {
-                if let Err(e) = res {
-                    error!(error = %e, "remoting connection task failed");
-                }
-            }
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let Some(slot) = slots.take(peer) else {
-                        // Closed at once: the client sees the connection drop and retries, the
-                        // operator sees why in the log.
-                        drop(stream);
-                        handler.on_refused();
-                        continue;
-                    };
-                    if slot.made_room() {
-                        handler.on_evicted();
-                    }
-                    accept_backoff = ACCEPT_BACKOFF_MIN;
-                    let handler = handler.clone();
-                    let stop = conn_stop.clone();
-                    let handoff = config.handoff.clone();
-                    let opts = opts.clone();
-                    let requests = RequestLimits {
-                        max_in_flight: config.max_in_flight_per_connection,
-                        peers: config.peers,
-                        acl: config.acl.clone(),
-                    };
-                    let tls = (config.tls.clone(), config.tls_mode);
-                    conns.spawn(async move {
-                        let Some((stream, slot)) = admit(stream, peer, &opts, handoff, tls, &stop, slot).await else {
-                            return;
-                        };
-                        serve_connection(stream, peer, &opts, handler, requests, stop, slot).await;
-                    });
-                    // Under a flood of connections, let the ones accepted read their first
-                    // request before more arrive to compete for their places.
-                    tokio::task::yield_now().await;
-                }
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning, longer
-                    // while it lasts, and take connections again once descriptors are free.
-                    warn!(error = %e, backoff_ms = accept_backoff.as_millis() as u64, "accept failed; backing off");
-                    handler.on_accept_failed();
-                    tokio::select! {
-                        _ = flag_set(&mut stop) => break,
-                        _ = tokio::time::sleep(accept_backoff) => {}
-                    }
-                    accept_backoff = (accept_backoff * 2).min(ACCEPT_BACKOFF_MAX);
-                }
-            }
-        }
-    }
-    drop(listener);
-    info!(open_connections = conns.len(), "remoting server stopping");
-    while let Some(res) = conns.join_next().await {
-        if let Err(e) = res {
-            error!(error = %e, "remoting connection task failed");
-        }
-    }
+    grpc: Option<Handoff>,
 }
 
-/// A connection the main port serves as remoting, plaintext or after its TLS handshake.
-enum RemotingStream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-/// Reads a connection's first byte when there is a choice to make: TLS or not (by the TLS mode),
-/// and whose protocol it is. Answers the connection to serve as remoting, or `None` when it went
-/// elsewhere (the handoff), closed, or was refused.
-async fn admit(
-    stream: TcpStream,
-    peer: SocketAddr,
-    opts: &ConnOptions,
-    handoff: Option<Arc<dyn ConnectionHandoff>>,
-    (acceptor, tls_mode): (Option<TlsAcceptor>, TlsMode),
-    stop: &watch::Receiver<bool>,
-    slot: ConnectionSlot,
-) -> Option<(RemotingStream, ConnectionSlot)> {
-    if handoff.is_none() && acceptor.is_none() {
-        return Some((RemotingStream::Plain(stream), slot));
-    }
-    // A silent connection must not hold up the server's shutdown.
-    let mut stopping = stop.clone();
-    let within = opts.handshake_timeout.or(opts.idle_timeout);
-    let first = tokio::select! {
-        _ = flag_set(&mut stopping) => return None,
-        _ = slot.evicted() => return None,
-        first = first_byte(&stream, within) => first,
-    };
-    let Some(first) = first else {
-        debug!(peer = %peer, "connection closed or silent before its first byte");
-        return None;
-    };
-    if first != HANDSHAKE_RECORD {
-        if !tls_mode.serves_plaintext() {
-            warn!(peer = %peer, "plaintext connection closed: tls_mode is enforcing");
-            return None;
+impl Serve for RemotingDoor {
+    async fn serve(&self, admitted: Admitted, peer: SocketAddr, stopped: Stopped) {
+        match admitted {
+            Admitted::Remoting(stream, slot) => {
+                let requests = self.requests.clone();
+                let handler = self.handler.clone();
+                serve_connection(stream, peer, &self.opts, handler, requests, stopped, slot).await
+            }
+            Admitted::Grpc(stream, slot) => match &self.grpc {
+                Some(grpc) => grpc.send(stream, slot, peer),
+                None => debug!(peer = %peer, "grpc connection closed: this port does not serve it"),
+            },
+            Admitted::Http(..) => {
+                debug!(peer = %peer, "http connection closed: this port does not serve it")
+            }
         }
-        return match handoff {
-            Some(handoff) if handoff.wants(first) => {
-                handoff.hand_over(stream, peer, slot);
-                None
-            }
-            _ => Some((RemotingStream::Plain(stream), slot)),
-        };
-    }
-    let Some(acceptor) = acceptor.filter(|_| tls_mode.serves_tls()) else {
-        debug!(peer = %peer, "TLS connection closed: tls_mode is disabled");
-        return None;
-    };
-    if let Err(e) = stream.set_nodelay(true) {
-        debug!(peer = %peer, error = %e, "set_nodelay failed");
-    }
-    let handshake = tokio::time::timeout(
-        within.unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
-        acceptor.accept(stream),
-    );
-    let tls = tokio::select! {
-        _ = flag_set(&mut stopping) => return None,
-        _ = slot.evicted() => return None,
-        tls = handshake => match tls {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                debug!(peer = %peer, error = %e, "TLS handshake failed");
-                return None;
-            }
-            Err(_) => {
-                debug!(peer = %peer, "TLS handshake did not finish in time");
-                return None;
-            }
-        },
-    };
-    match handoff {
-        Some(handoff) if speaks_grpc(&tls) => {
-            handoff.hand_over_tls(tls, peer, slot);
-            None
-        }
-        _ => Some((RemotingStream::Tls(Box::new(tls)), slot)),
-    }
-}
-
-/// The first byte a connection sends, without reading it; `None` if it closes (or sends
-/// nothing within `within`) first.
-async fn first_byte(stream: &TcpStream, within: Option<Duration>) -> Option<u8> {
-    let mut first = [0u8; 1];
-    let peek = stream.peek(&mut first);
-    let read = match within {
-        Some(limit) => tokio::time::timeout(limit, peek).await.ok()?,
-        None => peek.await,
-    };
-    match read {
-        Ok(n) if n > 0 => Some(first[0]),
-        _ => None,
     }
 }
 
@@ -442,17 +251,17 @@ struct RequestLimits {
 
 /// Serves one remoting connection until it closes or the server stops.
 async fn serve_connection(
-    stream: RemotingStream,
+    stream: Stream,
     peer: SocketAddr,
     opts: &ConnOptions,
     handler: Arc<dyn RequestHandler>,
     requests: RequestLimits,
-    stop: watch::Receiver<bool>,
+    stop: Stopped,
     slot: ConnectionSlot,
 ) {
     let conn = match stream {
-        RemotingStream::Plain(stream) => Connection::start(stream, peer, opts),
-        RemotingStream::Tls(tls) => {
+        Stream::Plain(stream) => Connection::start(stream, peer, opts),
+        Stream::Tls(tls) => {
             let (read, write) = tokio::io::split(*tls);
             Connection::start_halves(Box::new(read), Box::new(write), peer, opts)
         }

@@ -25,7 +25,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Streaming};
@@ -41,6 +40,7 @@ use super::status::{broker_status, status};
 use super::CallerIdentity;
 use crate::acl::{Acl, Check, Identity, Need};
 use crate::broker_link::{BrokerLink, LinkError};
+use crate::listener::Stopped;
 
 /// What the service needs to know of the node.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct GrpcService {
     clients: Clients,
     config: Arc<ServiceConfig>,
     /// Set when the server stops: Telemetry streams end then.
-    stopped: watch::Receiver<bool>,
+    stopped: Stopped,
 }
 
 /// Who sent a request: the metadata every RPC carries.
@@ -223,11 +223,7 @@ macro_rules! rpc {
 }
 
 impl GrpcService {
-    pub fn new(
-        link: BrokerLink,
-        config: ServiceConfig,
-        stopped: watch::Receiver<bool>,
-    ) -> GrpcService {
+    pub fn new(link: BrokerLink, config: ServiceConfig, stopped: Stopped) -> GrpcService {
         GrpcService {
             link,
             clients: Clients::default(),

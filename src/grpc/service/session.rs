@@ -284,11 +284,11 @@ impl GrpcService {
         let (pushed, mut from_broker) = mpsc::channel(TELEMETRY_QUEUE);
         let connection = self.clients.get_or_insert(&caller.client_id).connection;
         let service = self.clone();
-        let mut stopped = self.stopped.clone();
+        let stopped = self.stopped.clone();
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
-                    _ = crate::grpc::until_stopped(&mut stopped) => break,
+                    _ = stopped.wait() => break,
                     Some(command) = from_broker.recv() => {
                         if outbound.send(command).await.is_err() {
                             break;

@@ -12,7 +12,9 @@
 //!
 //! The loop also keeps the broker's request and connection counters
 //! ([`skiff_actors::metrics::Metrics`]): a request's latency runs from its arrival at the
-//! bridge to its answer, queueing included.
+//! bridge to its answer, queueing included. The bridge is also every port's
+//! [`AcceptEvents`], so connections refused or evicted at the cap are counted whatever their
+//! door.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, error, warn};
 
 use super::Processor;
+use crate::listener::AcceptEvents;
 use crate::remoting::codes::response as code;
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::server::{ConnectionHandle, ConnectionId, HandlerFuture, RequestHandler};
@@ -122,6 +125,13 @@ impl RequestHandler for RequestBridge {
         let _ = self.conn_events.send(ConnEvent::Closed(conn_id));
     }
 
+    fn on_timed_out(&self) {
+        let _ = self.conn_events.send(ConnEvent::TimedOut);
+    }
+}
+
+/// Every port's accept loop counts here, whichever door its connections go to.
+impl AcceptEvents for RequestBridge {
     fn on_refused(&self) {
         let _ = self.conn_events.send(ConnEvent::Refused);
     }
@@ -132,10 +142,6 @@ impl RequestHandler for RequestBridge {
 
     fn on_evicted(&self) {
         let _ = self.conn_events.send(ConnEvent::Evicted);
-    }
-
-    fn on_timed_out(&self) {
-        let _ = self.conn_events.send(ConnEvent::TimedOut);
     }
 }
 

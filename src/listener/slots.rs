@@ -1,7 +1,7 @@
 //! Places under the node's connection cap, and who gives theirs up when the cap is reached.
 //!
-//! One cap covers every listener (remoting and gRPC, every port): each descriptor a connection
-//! holds is one the store cannot use. A cap alone lets anyone who opens enough idle connections
+//! One cap covers every port and door (remoting, gRPC, HTTP): each descriptor a connection holds
+//! is one the store cannot use. A cap alone lets anyone who opens enough idle connections
 //! lock every other client out, so at the cap a newcomer takes the place of a connection that is
 //! doing nothing: first one that never completed a request (an idle or trickling flood, a frame
 //! that never ends), oldest first, then one idle for at least [`MIN_IDLE_TO_EVICT`], longest
@@ -164,7 +164,7 @@ impl ConnectionSlot {
             .store(self.inner.now_ms(), Ordering::Relaxed);
     }
 
-    /// The connection sent something that counts as a request (gRPC: any bytes, HTTP/2 having
+    /// The connection sent something that counts as a request (gRPC and HTTP: any bytes, having
     /// no request boundary where the cap sees the connection).
     pub fn mark_active(&self) {
         self.state.requests_done.fetch_add(1, Ordering::Relaxed);
