@@ -13,12 +13,11 @@ use bytes::Bytes;
 use md5::{Digest as _, Md5};
 use prost_types::Timestamp;
 
-use skiff_actors::logic::transaction::{
-    CHECK_IMMUNITY_TIME_IN_SECONDS, PRODUCER_GROUP, TRANSACTION_PREPARED_TYPE, TRAN_MSG,
-};
+use skiff_actors::logic::transaction::{CHECK_IMMUNITY_TIME_IN_SECONDS, TRANSACTION_PREPARED_TYPE};
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::property::{
-    DELAY, KEYS, POP_CK, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS, UNIQ_KEY,
+    DELAY, KEYS, POP_CK, PRODUCER_GROUP, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS, TRAN_MSG,
+    UNIQ_KEY,
 };
 use skiff_storage::message::{
     property_pairs, push_property, sys_flag, MessageToAppend, StoredMessage,
@@ -27,76 +26,11 @@ use skiff_storage::message::{
 use super::pb;
 use super::resource;
 
-/// `__SHARDINGKEY`: a FIFO message's group.
-pub const SHARDING_KEY: &str = "__SHARDINGKEY";
-/// `__BORNHOST`: the producer's address as the client saw it.
-pub const BORN_HOST: &str = "__BORNHOST";
-/// `BORN_TIMESTAMP`.
-pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
-/// `TRACE_CONTEXT`.
-pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
-/// `RECONSUME_TIME`.
-pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
-/// `DLQ_ORIGIN_TOPIC` and `DLQ_ORIGIN_MESSAGE_ID`: where a dead letter came from.
-pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";
-pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
-
-/// Property names RocketMQ keeps for itself (Java's `MessageConst.STRING_HASH_SET`): a user
-/// property may not use one, and a stored one is not handed to a gRPC consumer as a user
-/// property.
-pub const SYSTEM_PROPERTIES: &[&str] = &[
-    "TRACE_ON",
-    "MSG_REGION",
-    KEYS,
-    TAGS,
-    "WAIT",
-    DELAY,
-    "RETRY_TOPIC",
-    "REAL_TOPIC",
-    "REAL_QID",
-    TRAN_MSG,
-    PRODUCER_GROUP,
-    "MIN_OFFSET",
-    "MAX_OFFSET",
-    "BUYER_ID",
-    "ORIGIN_MESSAGE_ID",
-    "TRANSFER_FLAG",
-    "CORRECTION_FLAG",
-    "MQ2_FLAG",
-    RECONSUME_TIME,
-    UNIQ_KEY,
-    "MAX_RECONSUME_TIMES",
-    "CONSUME_START_TIME",
-    POP_CK,
-    "POP_CK_OFFSET",
-    "1ST_POP_TIME",
-    "TRAN_PREPARED_QUEUE_OFFSET",
-    "DUP_INFO",
-    "EXTEND_UNIQ_INFO",
-    "INSTANCE_ID",
-    "CORRELATION_ID",
-    "REPLY_TO_CLIENT",
-    "TTL",
-    "ARRIVE_TIME",
-    "PUSH_REPLY_TIME",
-    "CLUSTER",
-    "MSG_TYPE",
-    "INNER_MULTI_QUEUE_OFFSET",
-    "TIMER_DELAY_MS",
-    TIMER_DELAY_SEC,
-    TIMER_DELIVER_MS,
-    "TIMER_ENQUEUE_MS",
-    "TIMER_DEQUEUE_MS",
-    "TIMER_ROLL_TIMES",
-    "TIMER_OUT_MS",
-    "TIMER_DEL_UNIQKEY",
-    "TIMER_DELAY_LEVEL",
-    BORN_HOST,
-    BORN_TIMESTAMP,
-    DLQ_ORIGIN_TOPIC,
-    DLQ_ORIGIN_MESSAGE_ID,
-    "__CRC32#",
-];
+/// The property names the gRPC door reads and writes beyond the remoting ones.
+pub use skiff_storage::message::property::{
+    BORN_HOST, BORN_TIMESTAMP, DLQ_ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC, RECONSUME_TIME, RESERVED,
+    SHARDING_KEY, TRACE_CONTEXT,
+};
 
 /// The longest delay a send may ask for (the proxy's `maxDelayTimeMills`, one day).
 pub const MAX_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
@@ -187,7 +121,7 @@ pub fn message_to_append(
     // Stable order, so the same message is stored the same way.
     user.sort();
     for (key, value) in user {
-        if SYSTEM_PROPERTIES.contains(&key.as_str()) {
+        if RESERVED.contains(&key.as_str()) {
             return Err(Unstorable::SystemPropertyKey { key: key.clone() });
         }
         if has_control_character(key) || has_control_character(value) {
@@ -381,7 +315,7 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
             BORN_HOST => born_host = Some(value.to_owned()),
             DLQ_ORIGIN_TOPIC => dlq_topic = Some(value.to_owned()),
             DLQ_ORIGIN_MESSAGE_ID => dlq_message_id = Some(value.to_owned()),
-            _ if SYSTEM_PROPERTIES.contains(&name) => {}
+            _ if RESERVED.contains(&name) => {}
             _ => {
                 user.insert(name.to_owned(), value.to_owned());
             }

@@ -22,6 +22,7 @@ mod embedded_crash;
 mod embedded_offset_rules;
 mod embedded_smoke;
 mod embedded_transactions;
+mod house_rules;
 mod message_ids;
 mod node_lifecycle;
 mod remote_cluster;

@@ -20,10 +20,9 @@ pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 /// queue progress under the same consumer group).
 pub const HALF_CONSUMER_GROUP: &str = "CID_RMQ_SYS_TRANS";
 
-/// `TRAN_MSG`: the client marks a half message with it; a commit removes it.
-pub const TRAN_MSG: &str = "TRAN_MSG";
-/// `PGROUP`: the producer group, whose live members are asked in a check-back.
-pub const PRODUCER_GROUP: &str = "PGROUP";
+/// `TRAN_MSG` marks a half (a commit removes it); `PGROUP` names the producer group, whose live
+/// members are asked in a check-back.
+pub use skiff_storage::message::property::{PRODUCER_GROUP, TRAN_MSG};
 /// `__transactionId__`: the half's `UNIQ_KEY`, stamped by the broker when it stores the half.
 pub const TRANSACTION_ID: &str = "__transactionId__";
 /// Per-message override of the first check time, in seconds.

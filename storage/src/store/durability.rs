@@ -7,7 +7,7 @@
 //! checkpoints.
 
 use super::checkpoint::write_checkpoint;
-use super::queues::Shared;
+use super::Shared;
 use super::{lock, StoreError};
 use crate::consume_queue::ConsumeQueue;
 use crate::error::io_err;

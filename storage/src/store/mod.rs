@@ -23,7 +23,7 @@
 //! checkpoint); a read that meets one failing its CRC returns `CorruptRecord`, so a bad record
 //! is never served. Consume-queue entries pointing past the checkpoint are rebuilt from the log
 //! by the scan, which opens only the queues its records belong to; any other queue is opened
-//! when first used and settled then (`recovery::settle_queue`): a queue whose files show damage
+//! when first used and settled then (`settle::settle_queue`): a queue whose files show damage
 //! is re-indexed from its last good entry, and one that lost entries without a trace is
 //! re-indexed when a record past the checkpoint shows the gap.
 //!
@@ -47,6 +47,7 @@ mod queues;
 mod reader;
 mod recovery;
 mod retention;
+mod settle;
 
 pub use crate::error::{AppendRejected, Appended, StoreError};
 pub use durability::{Durability, SyncWaiter};
@@ -66,7 +67,7 @@ use durability::{
     spawn_flusher, spawn_group_commit, stop_group_commit, CheckpointPass, CommitState, Flusher,
     GroupCommit, GroupQueue, LastCheckpoint,
 };
-use queues::{queue_dir, NewDirs, QueueMap, Shared, TopicQueues};
+use queues::{queue_dir, NewDirs, QueueMap, TopicQueues};
 use recovery::recover;
 use std::collections::HashMap;
 use std::io;
@@ -408,6 +409,34 @@ impl Drop for MessageStore {
             tracing::error!(error = &e as &dyn std::error::Error, "flush on drop failed");
         }
     }
+}
+
+/// What the writer, the readers, the waiters and the background threads share.
+struct Shared {
+    config: StoreConfig,
+    log: CommitLog,
+    /// The queues opened so far; the others stay on disk until a read or a write needs them.
+    queues: RwLock<QueueMap>,
+    /// Every consume-queue file's descriptor comes from here.
+    files: Arc<FileCache>,
+    /// Directories to fsync at the next thorough checkpoint.
+    new_dirs: Mutex<NewDirs>,
+    /// The commit-log position recovery started from: a queue opened later, which the scan
+    /// from here never met, holds no valid entry at or past it.
+    recovered_from: u64,
+    /// The newest store timestamp appended (for the checkpoint: timestamps never go back).
+    last_timestamp: AtomicI64,
+    commit: Mutex<CommitState>,
+    commit_cv: Condvar,
+    /// Commit-log position below which every record has published consume-queue entries.
+    indexed_end: AtomicU64,
+    /// Serialises checkpoints; holds the position of the last one written and when.
+    checkpoint: Mutex<LastCheckpoint>,
+    fsyncs: AtomicU64,
+    group: Mutex<GroupQueue>,
+    group_cv: Condvar,
+    /// Wakes the group commit's watchdog.
+    timeout_cv: Condvar,
 }
 
 #[cfg(test)]

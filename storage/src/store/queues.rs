@@ -7,17 +7,15 @@
 //! checkpoint to fsync them. The commit-state, checkpoint and group-commit fields are
 //! `durability`'s to use.
 
-use super::durability::{CommitState, GroupQueue, LastCheckpoint};
-use super::recovery::settle_queue;
-use super::{is_valid_topic, lock, StoreConfig, StoreError};
+use super::settle::settle_queue;
+use super::{is_valid_topic, lock, Shared, StoreConfig, StoreError};
 use crate::commit_log::CommitLog;
 use crate::consume_queue::{queue_on_disk, ConsumeQueue};
 use crate::error::io_err;
 use crate::file_cache::FileCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 /// Every consume queue in memory, by topic then queue id.
 pub(super) type QueueMap = HashMap<String, TopicQueues>;
@@ -146,34 +144,6 @@ impl NewDirs {
             self.queues.entry(topic).or_default().extend(ids);
         }
     }
-}
-
-/// What the writer, the readers, the waiters and the background threads share.
-pub(super) struct Shared {
-    pub(super) config: StoreConfig,
-    pub(super) log: CommitLog,
-    /// The queues opened so far; the others stay on disk until a read or a write needs them.
-    pub(super) queues: RwLock<QueueMap>,
-    /// Every consume-queue file's descriptor comes from here.
-    pub(super) files: Arc<FileCache>,
-    /// Directories to fsync at the next thorough checkpoint.
-    pub(super) new_dirs: Mutex<NewDirs>,
-    /// The commit-log position recovery started from: a queue opened later, which the scan
-    /// from here never met, holds no valid entry at or past it.
-    pub(super) recovered_from: u64,
-    /// The newest store timestamp appended (for the checkpoint: timestamps never go back).
-    pub(super) last_timestamp: AtomicI64,
-    pub(super) commit: Mutex<CommitState>,
-    pub(super) commit_cv: Condvar,
-    /// Commit-log position below which every record has published consume-queue entries.
-    pub(super) indexed_end: AtomicU64,
-    /// Serialises checkpoints; holds the position of the last one written and when.
-    pub(super) checkpoint: Mutex<LastCheckpoint>,
-    pub(super) fsyncs: AtomicU64,
-    pub(super) group: Mutex<GroupQueue>,
-    pub(super) group_cv: Condvar,
-    /// Wakes the group commit's watchdog.
-    pub(super) timeout_cv: Condvar,
 }
 
 impl Shared {

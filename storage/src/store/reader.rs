@@ -1,7 +1,7 @@
 //! [`StoreReader`]: the cloneable, thread-safe read handle over the commit log and consume
 //! queues.
 
-use super::queues::Shared;
+use super::Shared;
 use super::{BoundaryType, ReadResult, ReadStatus, StoreError};
 use crate::commit_log::ScanStep;
 use crate::commit_log::MIN_RECORD_SIZE;

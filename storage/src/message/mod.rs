@@ -17,50 +17,7 @@ pub const MAGIC_V2: i32 = -626_843_477;
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
 pub const PROPERTY_SEPARATOR: char = '\u{2}';
 
-/// Well-known property names.
-pub mod property {
-    pub const TAGS: &str = "TAGS";
-    pub const KEYS: &str = "KEYS";
-    pub const UNIQ_KEY: &str = "UNIQ_KEY";
-    pub const DELAY: &str = "DELAY";
-    pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
-    pub const REAL_TOPIC: &str = "REAL_TOPIC";
-    pub const REAL_QID: &str = "REAL_QID";
-    pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
-    pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
-    pub const WAIT: &str = "WAIT";
-    /// The cluster of the broker that stored the message (request-reply routes replies by it).
-    pub const CLUSTER: &str = "CLUSTER";
-    /// The storing broker's region.
-    pub const MSG_REGION: &str = "MSG_REGION";
-    /// The storing broker's trace switch.
-    pub const TRACE_ON: &str = "TRACE_ON";
-    /// Request-reply: the client id of the requester a reply goes back to.
-    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
-    /// Request-reply: what ties a reply to its request.
-    pub const CORRELATION_ID: &str = "CORRELATION_ID";
-    /// Request-reply: how long the requester waits (ms).
-    pub const TTL: &str = "TTL";
-    /// `reply` on a reply message.
-    pub const MSG_TYPE: &str = "MSG_TYPE";
-    /// When the broker pushed a reply to its requester (epoch ms).
-    pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
-    /// Timer messages (RocketMQ 5): deliver at this absolute epoch ms ...
-    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
-    /// ... or this many seconds after the broker receives the message ...
-    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
-    /// ... or this many milliseconds after.
-    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
-    /// The broker's due time of a timer message (rounded), set when it enters the timer topic.
-    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
-    /// On a delivered timer copy: when the timer message was stored, and when it was delivered.
-    pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
-    pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
-    /// Pop: the receipt of a popped message (`docs/wire-protocol.md` §4.6).
-    pub const POP_CK: &str = "POP_CK";
-    /// Pop: when the message was first popped (epoch ms), kept across revivals.
-    pub const FIRST_POP_TIME: &str = "1ST_POP_TIME";
-}
+pub mod property;
 
 /// MessageSysFlag bits the codec itself manages (§6.3).
 pub mod sys_flag {
