@@ -16,7 +16,7 @@
 //!   module docs list its files (read, on_disk).
 //! - [`store`]: [`store::MessageStore`], the single writer over both, with recovery and flush
 //!   policies, and [`store::StoreReader`], the shared read handle; its module docs list its
-//!   files (append, queues, reader, durability, checkpoint, recovery, retention).
+//!   files (append, queues, reader, durability, checkpoint, recovery, settle, retention).
 //! - [`record`]: the versioned, checksummed bincode codec every sled value goes through.
 //! - [`offset_table`]: the durable consumer-offset table (`topic@group` -> queue -> offset).
 //! - [`metadata`]: topic and subscription-group configuration.

@@ -63,6 +63,22 @@ pub struct ClientSend {
     pub auto_create_queue_nums: Option<u32>,
 }
 
+/// [`check_client_send`] for the topic of each message (checked once per run of one topic).
+fn check_topics(
+    messages: &[MessageToAppend],
+    batch: bool,
+    transactional: bool,
+) -> Result<(), BrokerError> {
+    let mut checked: Option<&str> = None;
+    for message in messages {
+        if checked != Some(message.topic.as_str()) {
+            check_client_send(&message.topic, batch, transactional).map_err(Refused::from)?;
+            checked = Some(&message.topic);
+        }
+    }
+    Ok(())
+}
+
 impl BrokerHandle {
     /// A client's send: checked, given its queue, stored (see [`ClientSend`]). Nothing is
     /// stored when any check fails.
@@ -78,7 +94,7 @@ impl BrokerHandle {
         };
         let topic = first.topic.clone();
         let transactional = messages.iter().any(|m| is_prepared(m.sys_flag));
-        check_client_send(&topic, batch, transactional).map_err(Refused::from)?;
+        check_topics(&messages, batch, transactional)?;
         let queue_id = self.send_queue(&topic, &queue, auto_create_queue_nums)?;
         for message in &mut messages {
             message.queue_id = queue_id;
@@ -158,13 +174,7 @@ impl BrokerHandle {
             return Ok(Vec::new());
         }
         // No client, in process or not, writes the broker's own topics.
-        let mut checked: Option<&str> = None;
-        for message in &messages {
-            if checked != Some(message.topic.as_str()) {
-                check_client_send(&message.topic, false, false).map_err(Refused::from)?;
-                checked = Some(&message.topic);
-            }
-        }
+        check_topics(&messages, false, false)?;
         self.append_sent(messages, auto_create_queue_nums).await
     }
 

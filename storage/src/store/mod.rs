@@ -28,16 +28,18 @@
 //! re-indexed when a record past the checkpoint shows the gap.
 //!
 //! # Files
-//! - this file: the configuration and public types, and [`MessageStore`], the single writer:
-//!   opening, flushing and closing it;
+//! - this file: the configuration and public types, [`MessageStore`], the single writer:
+//!   opening, flushing and closing it, and `Shared`, the state every handle and thread of the
+//!   store shares;
 //! - `append`: the writer's append path (validate, encode, index, undo a failed batch);
-//! - `queues`: the consume queues in memory, opened on first use, and `Shared`, the state
-//!   every handle and thread of the store shares;
+//! - `queues`: the consume queues in memory, opened on first use;
 //! - `reader`: [`StoreReader`], the cloneable read handle;
 //! - `durability`: the fsync state shared by writer and waiters, the group-commit thread,
 //!   [`SyncWaiter`] and the background flusher;
 //! - `checkpoint`: the checkpoint file format;
-//! - `recovery`: validating the commit log on open, and settling each queue on first use;
+//! - `recovery`: validating the commit log on open and re-indexing what the queues lack;
+//! - `settle`: settling a queue that was on disk when it is first opened (recovery and the
+//!   queue map both call it; it calls neither);
 //! - `retention`: deleting old segments with their queue entries ([`MessageStore::delete_expired`]).
 
 mod append;
