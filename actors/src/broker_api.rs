@@ -273,7 +273,14 @@ pub struct ConsumerHeartbeat {
 
 /// One client connection to the broker, for the lifetime of the process: a remoting connection
 /// takes one when it is accepted, an in-process client (an embedded consumer or producer) when
-/// it is created. One counter for both, so the two never collide on one broker.
+/// it is created, and a gRPC client session when the client is first seen. One counter for all,
+/// so they never collide on one broker.
+///
+/// A gRPC client is one `x-mq-client-id` over however many HTTP/2 connections it opens, and its
+/// way back is its Telemetry stream, not a socket: the broker registers the session, not its
+/// transport connections, under one id (`ClientSessionId` in `src/grpc/clients.rs` names the
+/// same value), so everywhere in the broker "connection" means what clients are reached and
+/// released through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionId(pub u64);
 

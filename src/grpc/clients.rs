@@ -1,10 +1,12 @@
 //! gRPC clients by client id: the settings each sent on its Telemetry stream, and the channel
 //! back to it.
 //!
-//! A gRPC client is one `x-mq-client-id` over however many HTTP/2 connections it opens; the
-//! broker's connection registry knows it by one [`ConnectionId`] for its lifetime here. Its way
-//! back is its Telemetry stream: a transaction check-back becomes a
-//! `RecoverOrphanedTransactionCommand` written there. The table lives on the `Send` side (the
+//! A gRPC client is one `x-mq-client-id` over however many HTTP/2 connections it opens: a
+//! session, registered in the broker's connection registry under one [`ClientSessionId`] for
+//! its lifetime here. What it reported (description, producer topics, consumer data) is kept
+//! there, as for every door; this table keeps what serving and reaching it needs: its
+//! settings and its way back, the Telemetry stream (a transaction check-back becomes a
+//! `RecoverOrphanedTransactionCommand` written there). The table lives on the `Send` side (the
 //! RPC handlers read settings on every receive); the broker holds only the listener.
 
 use std::collections::HashMap;
@@ -27,10 +29,14 @@ pub type TelemetrySender = mpsc::Sender<Result<pb::TelemetryCommand, tonic::Stat
 /// Commands waiting to be written to one client's Telemetry stream.
 pub const TELEMETRY_QUEUE: usize = 64;
 
+/// A gRPC client session, which the broker's registry knows as one [`ConnectionId`] whatever
+/// number of HTTP/2 connections carry it (see [`ConnectionId`]): not a transport connection.
+pub type ClientSessionId = ConnectionId;
+
 /// One client, as its last settings describe it.
 #[derive(Clone)]
 pub struct Client {
-    pub connection: ConnectionId,
+    pub session: ClientSessionId,
     pub settings: Option<pb::Settings>,
     pub telemetry: Option<TelemetrySender>,
 }
@@ -47,12 +53,12 @@ impl Clients {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The client's entry, made on first sight with a fresh connection id.
+    /// The client's entry, made on first sight with a fresh session id.
     pub fn get_or_insert(&self, client_id: &str) -> Client {
         self.lock()
             .entry(client_id.to_owned())
             .or_insert_with(|| Client {
-                connection: ConnectionId::next(),
+                session: ClientSessionId::next(),
                 settings: None,
                 telemetry: None,
             })
@@ -72,7 +78,7 @@ impl Clients {
     ) -> Client {
         let mut table = self.lock();
         let client = table.entry(client_id.to_owned()).or_insert_with(|| Client {
-            connection: ConnectionId::next(),
+            session: ClientSessionId::next(),
             settings: None,
             telemetry: None,
         });

@@ -211,9 +211,21 @@ pub fn pull_request_header(request: &PullRequest, sub_version: i64) -> PullMessa
     }
 }
 
-/// The HEART_BEAT body that registers one consumer, its subscriptions with the tags and tag
-/// hash codes Java's broker filters with.
+/// The HEART_BEAT body that registers one consumer.
 pub fn heartbeat_data(heartbeat: &ConsumerHeartbeat) -> HeartbeatData {
+    HeartbeatData {
+        client_id: heartbeat.client_id.clone(),
+        producer_data_set: Vec::new(),
+        consumer_data_set: vec![consumer_data(heartbeat)],
+        heartbeat_fingerprint: 0,
+        without_sub: false,
+    }
+}
+
+/// A consumer's `ConsumerData`, its subscriptions with the tags and tag hash codes Java's
+/// broker filters with: what a heartbeat sends, and what a connection listing shows of a
+/// consumer whichever door it came by.
+pub fn consumer_data(heartbeat: &ConsumerHeartbeat) -> ConsumerData {
     let subscription_data_set = heartbeat
         .subscriptions
         .iter()
@@ -245,20 +257,14 @@ pub fn heartbeat_data(heartbeat: &ConsumerHeartbeat) -> HeartbeatData {
             }
         })
         .collect();
-    HeartbeatData {
-        client_id: heartbeat.client_id.clone(),
-        producer_data_set: Vec::new(),
-        consumer_data_set: vec![ConsumerData {
-            group_name: heartbeat.group.clone(),
-            consume_type: heartbeat.consume_type.into(),
-            message_model: heartbeat.message_model.into(),
-            consume_from_where: ConsumeFromWhere::from_name(&heartbeat.consume_from_where)
-                .unwrap_or_default(),
-            subscription_data_set,
-            unit_mode: false,
-        }],
-        heartbeat_fingerprint: 0,
-        without_sub: false,
+    ConsumerData {
+        group_name: heartbeat.group.clone(),
+        consume_type: heartbeat.consume_type.into(),
+        message_model: heartbeat.message_model.into(),
+        consume_from_where: ConsumeFromWhere::from_name(&heartbeat.consume_from_where)
+            .unwrap_or_default(),
+        subscription_data_set,
+        unit_mode: false,
     }
 }
 

@@ -1359,6 +1359,35 @@ async fn admin_topic_group_and_connection_codes() -> anyhow::Result<()> {
         by_who["groupList"] == serde_json::json!(["CG", "Offsets"]),
         "consumed by {by_who}"
     );
+    // Leaving the groups takes the client out of both listings.
+    let resp = h
+        .call(
+            &c,
+            request(
+                rc::UNREGISTER_CLIENT,
+                &[
+                    ("clientID", "10.0.0.1@1"),
+                    ("producerGroup", "PG"),
+                    ("consumerGroup", "CG"),
+                ],
+            ),
+        )
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_CONSUMER_CONNECTION_LIST, &[("consumerGroup", "CG")]),
+        )
+        .await?;
+    expect_code(&resp, code::CONSUMER_NOT_ONLINE)?;
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_PRODUCER_CONNECTION_LIST, &[("producerGroup", "PG")]),
+        )
+        .await?;
+    expect_code(&resp, code::SYSTEM_ERROR)?;
 
     // Subscription groups: create, list, delete with its offsets.
     let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[])

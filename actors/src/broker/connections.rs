@@ -1,9 +1,11 @@
 //! Who is connected: the one registry of client connections, by [`ConnectionId`] (RocketMQ's
-//! `ProducerManager` and the channel half of its `ConsumerManager`). Per connection it keeps
-//! the ways the broker calls the client back (the consumer-ids-changed notifier, the
-//! transaction check listener), the producers registered through it by group, and the last
-//! full subscription set each consumer reported on it (a heartbeat V2 leaves an unchanged set
-//! out). A closed connection is cleared here in one call ([`Connections::close`]).
+//! `ProducerManager` and `ConsumerManager`), whichever door the client came by. Per connection
+//! it keeps what the client said of itself, the ways the broker calls the client back (the
+//! consumer-ids-changed notifier, the transaction check listener), the producers registered
+//! through it by group, and what each consumer reported on it (consume type, model, and its
+//! last full subscription set: a heartbeat V2 leaves an unchanged set out). Admin listings of
+//! every door read it; a door keeps only the handles that reach its own connections. A closed
+//! connection is cleared here in one call ([`Connections::close`]).
 //!
 //! Who is in a consumer group (expiry, rebalance notifications) is the membership actor's
 //! decision; its members name their connection, and it reaches them through this registry.
@@ -14,10 +16,10 @@
 //! `Rc` rather than actor messages.
 
 use crate::broker_api::{
-    ConnectionId, ConsumerNotifier, SubscriptionEntry, TransactionCheckListener,
+    ConnectionId, ConsumerHeartbeat, ConsumerNotifier, SubscriptionEntry, TransactionCheckListener,
 };
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -31,10 +33,9 @@ struct ClientConnection {
     checker: Option<Arc<dyn TransactionCheckListener>>,
     /// Producer group → client ids registered through this connection.
     producers: BTreeMap<String, BTreeSet<String>>,
-    /// Last full subscription set per (group, client id).
-    subscriptions: HashMap<(String, String), Vec<SubscriptionEntry>>,
-    /// What the client said of itself, for admin listings, when no front door keeps it (gRPC
-    /// clients; the remoting processor keeps its own clients' echo of the wire).
+    /// What each consumer last reported, by (group, client id).
+    consumers: BTreeMap<(String, String), ConsumerHeartbeat>,
+    /// What the client said of itself, for admin listings.
     description: Option<ClientDescription>,
 }
 
@@ -48,8 +49,19 @@ pub struct ClientDescription {
     pub language: String,
     /// The client's version as it names it (`5.2.0`).
     pub version: String,
+    /// The remoting client's version number (Java's `MQVersion` ordinal), which remoting
+    /// listings carry; 0 (unknown) for a client that only names its version, as gRPC's do.
+    pub version_code: i32,
     /// The protocol it speaks, `grpc` or `remoting`.
     pub protocol: &'static str,
+}
+
+/// A consumer as admin listings show it: where it reported, who it is and what it reported.
+#[derive(Debug, Clone)]
+pub struct ConnectedConsumer {
+    pub connection: ConnectionId,
+    pub description: ClientDescription,
+    pub consumer: ConsumerHeartbeat,
 }
 
 /// Cheap to clone; every clone is the same registry.
@@ -87,7 +99,7 @@ impl Connections {
             return;
         }
         entry.notifier = None;
-        if entry.checker.is_none() && entry.producers.is_empty() && entry.subscriptions.is_empty() {
+        if entry.checker.is_none() && entry.producers.is_empty() && entry.consumers.is_empty() {
             table.remove(&connection);
         }
     }
@@ -156,23 +168,20 @@ impl Connections {
         ids.into_iter().cloned().collect()
     }
 
-    /// Remembers the full subscription set a consumer reported on `connection`.
-    pub fn remember_subscriptions(
-        &self,
-        connection: ConnectionId,
-        group: &str,
-        client_id: &str,
-        subscriptions: Vec<SubscriptionEntry>,
-    ) {
+    /// Records what a consumer reported on `connection` in its heartbeat.
+    pub fn record_consumer(&self, connection: ConnectionId, heartbeat: ConsumerHeartbeat) {
+        let key = (heartbeat.group.clone(), heartbeat.client_id.clone());
         self.table
             .borrow_mut()
             .entry(connection)
             .or_default()
-            .subscriptions
-            .insert((group.to_string(), client_id.to_string()), subscriptions);
+            .consumers
+            .insert(key, heartbeat);
     }
 
-    /// The last full subscription set a consumer reported on `connection`.
+    /// The last subscription set a consumer reported on `connection`, for a heartbeat V2 that
+    /// left it out. An empty set counts as unknown, so such a client is asked for its full set
+    /// rather than kept with none.
     pub fn subscriptions(
         &self,
         connection: ConnectionId,
@@ -180,18 +189,101 @@ impl Connections {
         client_id: &str,
     ) -> Option<Vec<SubscriptionEntry>> {
         self.table.borrow().get(&connection).and_then(|c| {
-            c.subscriptions
+            c.consumers
                 .get(&(group.to_string(), client_id.to_string()))
-                .cloned()
+                .map(|h| h.subscriptions.clone())
+                .filter(|s| !s.is_empty())
         })
     }
 
-    /// A consumer left `group`: its subscriptions are no longer remembered on `connection`.
-    pub fn forget_subscriptions(&self, connection: ConnectionId, group: &str, client_id: &str) {
-        if let Some(c) = self.table.borrow_mut().get_mut(&connection) {
-            c.subscriptions
-                .remove(&(group.to_string(), client_id.to_string()));
+    /// A consumer left `group` (UNREGISTER_CLIENT, gRPC's termination notice): what it
+    /// reported is forgotten on every connection, as membership forgets it by client id.
+    pub fn forget_consumer(&self, group: &str, client_id: &str) {
+        let key = (group.to_string(), client_id.to_string());
+        for connection in self.table.borrow_mut().values_mut() {
+            connection.consumers.remove(&key);
         }
+    }
+
+    /// The described consumers of `group`, one per client id, sorted by client id. A client id
+    /// reported on two connections (a client that reconnected before its old connection was
+    /// seen closing) is listed from the newer one. Clients that never described themselves
+    /// (in-process ones) are not listed.
+    pub fn consumers_of(&self, group: &str) -> Vec<ConnectedConsumer> {
+        let table = self.table.borrow();
+        let mut by_client: BTreeMap<&str, ConnectedConsumer> = BTreeMap::new();
+        for (id, connection) in table.iter() {
+            let Some(description) = &connection.description else {
+                continue;
+            };
+            for ((g, client_id), heartbeat) in &connection.consumers {
+                if g == group {
+                    // Ascending connection ids: a later one replaces an earlier one.
+                    by_client.insert(
+                        client_id,
+                        ConnectedConsumer {
+                            connection: *id,
+                            description: description.clone(),
+                            consumer: heartbeat.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        by_client.into_values().collect()
+    }
+
+    /// The described producers of `group`: each client id with what its connection's client
+    /// said of itself, sorted by client id.
+    pub fn producer_descriptions(&self, group: &str) -> Vec<(String, ClientDescription)> {
+        let table = self.table.borrow();
+        let mut by_client: BTreeMap<&str, ClientDescription> = BTreeMap::new();
+        for connection in table.values() {
+            let (Some(description), Some(ids)) =
+                (&connection.description, connection.producers.get(group))
+            else {
+                continue;
+            };
+            for id in ids {
+                by_client.insert(id, description.clone());
+            }
+        }
+        by_client
+            .into_iter()
+            .map(|(id, d)| (id.to_owned(), d))
+            .collect()
+    }
+
+    /// Groups with a consumer that reported a subscription to `topic`.
+    pub fn groups_subscribing(&self, topic: &str) -> BTreeSet<String> {
+        self.table
+            .borrow()
+            .values()
+            .flat_map(|c| c.consumers.values())
+            .filter(|h| h.subscriptions.iter().any(|s| s.topic == topic))
+            .map(|h| h.group.clone())
+            .collect()
+    }
+
+    /// The connection a consumer of `group` last reported on, for a door to reach it there.
+    pub fn connection_of_consumer(&self, group: &str, client_id: &str) -> Option<ConnectionId> {
+        let key = (group.to_string(), client_id.to_string());
+        self.table
+            .borrow()
+            .iter()
+            .rev()
+            .find(|(_, c)| c.consumers.contains_key(&key))
+            .map(|(id, _)| *id)
+    }
+
+    /// The connection a producer is registered through, whatever its group (Java's
+    /// `ProducerManager.findChannel`).
+    pub fn connection_of_producer(&self, client_id: &str) -> Option<ConnectionId> {
+        self.table
+            .borrow()
+            .iter()
+            .find(|(_, c)| c.producers.values().any(|ids| ids.contains(client_id)))
+            .map(|(id, _)| *id)
     }
 
     /// Records what the client on `connection` said of itself.
@@ -323,22 +415,112 @@ mod tests {
         assert!(connections.notifier(ConnectionId(1)).is_none());
     }
 
+    fn heartbeat(group: &str, client_id: &str, topics: &[&str]) -> ConsumerHeartbeat {
+        ConsumerHeartbeat {
+            client_id: client_id.into(),
+            group: group.into(),
+            consume_type: crate::broker_api::ConsumeType::Passively,
+            message_model: crate::broker_api::MessageModel::Clustering,
+            consume_from_where: "CONSUME_FROM_LAST_OFFSET".into(),
+            subscriptions: topics
+                .iter()
+                .map(|t| SubscriptionEntry {
+                    topic: (*t).into(),
+                    expression_type: crate::broker_api::ExpressionType::Tag,
+                    expression: "*".into(),
+                    sub_version: 1,
+                })
+                .collect(),
+        }
+    }
+
+    fn described(connections: &Connections, id: u64, client_id: &str) {
+        connections.describe(
+            ConnectionId(id),
+            ClientDescription {
+                client_id: client_id.into(),
+                address: format!("127.0.0.1:{}", 40000 + id),
+                language: "JAVA".into(),
+                version: "V5_2_0".into(),
+                version_code: 475,
+                protocol: "remoting",
+            },
+        );
+    }
+
     #[test]
     fn subscriptions_are_remembered_per_connection_until_it_closes() {
         let connections = Connections::default();
-        let entry = SubscriptionEntry {
-            topic: "T".into(),
-            expression_type: crate::broker_api::ExpressionType::Tag,
-            expression: "*".into(),
-            sub_version: 1,
-        };
-        connections.remember_subscriptions(ConnectionId(1), "G", "c", vec![entry.clone()]);
+        let reported = heartbeat("G", "c", &["T"]);
+        connections.record_consumer(ConnectionId(1), reported.clone());
         assert_eq!(
             connections.subscriptions(ConnectionId(1), "G", "c"),
-            Some(vec![entry])
+            Some(reported.subscriptions)
         );
         assert_eq!(connections.subscriptions(ConnectionId(2), "G", "c"), None);
         connections.close(ConnectionId(1));
         assert_eq!(connections.subscriptions(ConnectionId(1), "G", "c"), None);
+    }
+
+    #[test]
+    fn an_empty_subscription_set_is_asked_for_again() {
+        let connections = Connections::default();
+        connections.record_consumer(ConnectionId(1), heartbeat("G", "c", &[]));
+        assert_eq!(connections.subscriptions(ConnectionId(1), "G", "c"), None);
+    }
+
+    #[test]
+    fn consumers_are_listed_once_per_client_from_their_newest_connection() {
+        let connections = Connections::default();
+        described(&connections, 1, "b");
+        described(&connections, 2, "a");
+        described(&connections, 3, "b");
+        connections.record_consumer(ConnectionId(1), heartbeat("G", "b", &["Old"]));
+        connections.record_consumer(ConnectionId(2), heartbeat("G", "a", &["T"]));
+        connections.record_consumer(ConnectionId(3), heartbeat("G", "b", &["New"]));
+        // Never described: an in-process consumer.
+        connections.record_consumer(ConnectionId(4), heartbeat("G", "z", &["T"]));
+        let listed: Vec<(u64, String)> = connections
+            .consumers_of("G")
+            .into_iter()
+            .map(|c| (c.connection.0, c.consumer.client_id))
+            .collect();
+        assert_eq!(listed, [(2, "a".to_owned()), (3, "b".to_owned())]);
+        assert_eq!(
+            connections.connection_of_consumer("G", "b"),
+            Some(ConnectionId(3))
+        );
+        assert_eq!(
+            connections
+                .groups_subscribing("New")
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["G"]
+        );
+        connections.close(ConnectionId(3));
+        assert_eq!(
+            connections.connection_of_consumer("G", "b"),
+            Some(ConnectionId(1))
+        );
+        connections.forget_consumer("G", "b");
+        assert_eq!(connections.connection_of_consumer("G", "b"), None);
+        assert!(connections.consumers_of("H").is_empty());
+    }
+
+    #[test]
+    fn producers_are_listed_with_their_connections_description() {
+        let connections = Connections::default();
+        described(&connections, 1, "a");
+        connections.register_producer("P", "a", listener(1));
+        connections.register_producer("P", "x", listener(2));
+        let listed = connections.producer_descriptions("P");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, "a");
+        assert_eq!(listed[0].1.address, "127.0.0.1:40001");
+        assert_eq!(
+            connections.connection_of_producer("x"),
+            Some(ConnectionId(2))
+        );
+        assert_eq!(connections.connection_of_producer("y"), None);
     }
 }

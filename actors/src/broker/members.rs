@@ -26,8 +26,8 @@ impl Answer<()> for usize {
 
 impl BrokerHandle {
     /// HEART_BEAT for one consumer group (`docs/wire-protocol.md` §4.4): auto-creates the group
-    /// and its retry topic, registers the client; `notifier` is how the broker reaches it (one
-    /// per connection).
+    /// and its retry topic, registers the client and records what it reported for admin
+    /// listings; `notifier` is how the broker reaches it (one per connection).
     pub async fn heartbeat(
         &self,
         heartbeat: ConsumerHeartbeat,
@@ -40,6 +40,9 @@ impl BrokerHandle {
         self.inner.registry.ensure_retry_topic(&group)?;
         let connection = notifier.connection();
         self.inner.connections.register_notifier(notifier);
+        self.inner
+            .connections
+            .record_consumer(connection, heartbeat.clone());
         let outcome = self
             .inner
             .addrs
@@ -55,18 +58,21 @@ impl BrokerHandle {
         outcome.map_err(mailbox("membership"))
     }
 
-    /// UNREGISTER_CLIENT: the client leaves `group`; answers how many registrations it had.
+    /// UNREGISTER_CLIENT: the client leaves `group`, and admin listings forget what it
+    /// reported there; answers how many registrations it had.
     pub async fn unregister(
         &self,
         client_id: impl Into<String>,
         group: impl Into<String>,
     ) -> Result<usize, BrokerError> {
+        let (client_id, group) = (client_id.into(), group.into());
+        self.inner.connections.forget_consumer(&group, &client_id);
         self.inner
             .addrs
             .membership
             .send(UnregisterClient {
-                client_id: client_id.into(),
-                group: Some(group.into()),
+                client_id,
+                group: Some(group),
             })
             .await
             .map_err(mailbox("membership"))

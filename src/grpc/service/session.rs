@@ -194,7 +194,7 @@ impl GrpcService {
             ));
         };
         let registration = Registration::of(&caller.client_id, &client)?;
-        let (client_id, connection) = (caller.client_id, client.connection);
+        let (client_id, connection) = (caller.client_id, client.session);
         self.broker(move |broker| async move {
             registration
                 .register(&broker, &client_id, connection)
@@ -256,9 +256,10 @@ impl GrpcService {
             address: caller.peer.to_string(),
             language: caller.language.clone(),
             version: caller.version.clone(),
+            version_code: 0,
             protocol: "grpc",
         };
-        let (client_id, connection) = (caller.client_id.clone(), client.connection);
+        let (client_id, connection) = (caller.client_id.clone(), client.session);
         let group = self
             .broker(move |broker| async move {
                 broker.connections().describe(connection, description);
@@ -282,7 +283,7 @@ impl GrpcService {
     ) -> ReceiverStream<Result<pb::TelemetryCommand, tonic::Status>> {
         let (outbound, stream) = mpsc::channel(TELEMETRY_QUEUE);
         let (pushed, mut from_broker) = mpsc::channel(TELEMETRY_QUEUE);
-        let connection = self.clients.get_or_insert(&caller.client_id).connection;
+        let connection = self.clients.get_or_insert(&caller.client_id).session;
         let service = self.clone();
         let stopped = self.stopped.clone();
         tokio::spawn(async move {

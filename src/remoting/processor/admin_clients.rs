@@ -11,7 +11,7 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
-use skiff_actors::broker::connections::ClientDescription;
+use skiff_actors::broker::connections::{ClientDescription, ConnectedConsumer};
 
 use crate::remoting::body::{
     Connection, ConsumerConnection, GroupList, JsonBody, KvTable, ProducerConnection,
@@ -24,20 +24,20 @@ use crate::remoting::headers::{
     ClientTargetRequestHeader, CustomHeader, GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader, TopicRequestHeader,
 };
-use crate::remoting::wire::physical_offset_of;
+use crate::remoting::wire::{consumer_data, physical_offset_of};
 
 /// How long the broker waits for a client's answer to a forwarded request (Java's
 /// `Broker2Client.callClient`).
 pub(super) const CALL_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A client another front door described, as a connection listing shows it. Its version is
-/// a name (`5.2.0`), not one of the remoting client's version numbers: 0 stands for unknown.
-fn described_connection(description: ClientDescription) -> Connection {
+/// A client as a connection listing shows it. A client that names its version only (gRPC)
+/// shows version 0, unknown.
+fn listed_connection(client_id: &str, description: &ClientDescription) -> Connection {
     Connection {
-        client_id: description.client_id,
-        client_addr: description.address,
-        language: description.language,
-        version: 0,
+        client_id: client_id.to_owned(),
+        client_addr: description.address.clone(),
+        language: description.language.clone(),
+        version: description.version_code,
     }
 }
 
@@ -55,45 +55,38 @@ impl Processor {
             }
             Err(e) => return Err(broker_failure(e)),
         };
-        let clients = self.clients.borrow();
-        let online: Vec<_> = clients
-            .consumers(&group)
+        let online: Vec<ConnectedConsumer> = self
+            .broker
+            .connections()
+            .consumers_of(&group)
             .into_iter()
-            .filter(|c| members.contains(&c.channel.client_id))
+            .filter(|c| members.contains(&c.consumer.client_id))
             .collect();
-        // Members this processor has no wire echo of: clients of another front door (gRPC),
-        // as they described themselves to the broker.
-        let elsewhere: Vec<Connection> = members
-            .iter()
-            .filter(|id| !online.iter().any(|c| &c.channel.client_id == *id))
-            .filter_map(|id| self.broker.connections().description_of(id))
-            .map(described_connection)
-            .collect();
-        if online.is_empty() && elsewhere.is_empty() {
+        let Some(first) = online.first() else {
             return Err(Failure::new(
                 code::CONSUMER_NOT_ONLINE,
                 format!("the consumer group[{group}] not online"),
             ));
-        }
-        let mut body = match online.first() {
-            Some(first) => ConsumerConnection {
-                consume_type: first.data.consume_type,
-                message_model: first.data.message_model,
-                consume_from_where: first.data.consume_from_where,
-                ..ConsumerConnection::default()
-            },
-            None => ConsumerConnection::default(),
         };
-        body.connection_set.extend(elsewhere);
+        let first = consumer_data(&first.consumer);
+        let mut body = ConsumerConnection {
+            consume_type: first.consume_type,
+            message_model: first.message_model,
+            consume_from_where: first.consume_from_where,
+            ..ConsumerConnection::default()
+        };
         let mut subscriptions: BTreeMap<String, SubscriptionData> = BTreeMap::new();
         for client in &online {
-            body.connection_set.push(client.channel.connection());
-            for sub in &client.data.subscription_data_set {
+            body.connection_set.push(listed_connection(
+                &client.consumer.client_id,
+                &client.description,
+            ));
+            for sub in consumer_data(&client.consumer).subscription_data_set {
                 let newer = subscriptions
                     .get(&sub.topic)
                     .is_none_or(|known| known.sub_version < sub.sub_version);
                 if newer {
-                    subscriptions.insert(sub.topic.clone(), sub.clone());
+                    subscriptions.insert(sub.topic.clone(), sub);
                 }
             }
         }
@@ -105,19 +98,14 @@ impl Processor {
     /// the group has none.
     pub(super) fn producer_connections(&self, request: &RemotingCommand) -> Outcome {
         let header = GetProducerConnectionListRequestHeader::from_command(request)?;
-        let clients = self.clients.borrow();
-        let mut connection_set: Vec<Connection> = clients
-            .producers(&header.name)
-            .map(|producers| producers.iter().map(|p| p.connection()).collect())
-            .unwrap_or_default();
-        // gRPC producers, registered under their topics' names.
-        for client_id in self.broker.producers_of(&header.name) {
-            if !connection_set.iter().any(|c| c.client_id == client_id) {
-                if let Some(description) = self.broker.connections().description_of(&client_id) {
-                    connection_set.push(described_connection(description));
-                }
-            }
-        }
+        // gRPC producers are registered under their topics' names.
+        let connection_set: Vec<Connection> = self
+            .broker
+            .connections()
+            .producer_descriptions(&header.name)
+            .iter()
+            .map(|(client_id, description)| listed_connection(client_id, description))
+            .collect();
         if connection_set.is_empty() {
             return Err(Failure::system(format!(
                 "the producer group[{}] not exist",
@@ -128,16 +116,13 @@ impl Processor {
         Ok(success().with_body(body.encode()))
     }
 
-    /// QUERY_TOPIC_CONSUME_BY_WHO (300): groups with a connected consumer of the topic plus
+    /// QUERY_TOPIC_CONSUME_BY_WHO (300): groups with a connected consumer of the topic (over
+    /// any door) plus
     /// groups with an offset stored for it.
     pub(super) async fn topic_consumed_by(&self, request: &RemotingCommand) -> Outcome {
         let header = TopicRequestHeader::from_command(request)?;
-        let mut groups: BTreeSet<String> = self
-            .clients
-            .borrow()
-            .groups_subscribing(&header.name)
-            .into_iter()
-            .collect();
+        let mut groups: BTreeSet<String> =
+            self.broker.connections().groups_subscribing(&header.name);
         groups.extend(
             self.broker
                 .groups_with_offsets(&header.name)
@@ -298,7 +283,11 @@ impl Processor {
     pub(super) async fn call_consumer(&self, request: &RemotingCommand) -> Outcome {
         let header = ClientTargetRequestHeader::from_command(request)?;
         let (group, client_id) = (&header.consumer_group, &header.client_id);
-        let handle = self.clients.borrow().consumer_handle(group, client_id);
+        let handle = self
+            .broker
+            .connections()
+            .connection_of_consumer(group, client_id)
+            .and_then(|id| self.clients.borrow().handle(id));
         let Some(handle) = handle else {
             return Err(Failure::system(format!(
                 "The Consumer <{group}> <{client_id}> not online"

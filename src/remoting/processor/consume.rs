@@ -18,7 +18,6 @@ use skiff_actors::broker_api::{
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::logic::sql92::{Selector, Sql92Error};
 
-use super::clients::ClientChannel;
 use super::{
     body_failure, broker_failure, ext, failure_to, queue_index, success, ConnectionNotifier,
     Failure, Outcome, Processor,
@@ -240,8 +239,8 @@ impl Processor {
             // A closed connection has no one to register.
             return Ok(heartbeat_answer(sub_change));
         }
-        // What the client says of itself, for the console's overview (gRPC clients describe
-        // themselves in their settings).
+        // What the client says of itself, for admin listings and the console's overview (gRPC
+        // clients describe themselves in their settings).
         self.broker.connections().describe(
             conn.id(),
             ClientDescription {
@@ -249,18 +248,13 @@ impl Processor {
                 address: conn.peer_addr().to_string(),
                 language: request.language.clone(),
                 version: crate::remoting::codes::version::desc(request.version),
+                version_code: request.version,
                 protocol: "remoting",
             },
         );
-        for producer in &data.producer_data_set {
-            let group = producer.group_name.trim();
-            if !group.is_empty() {
-                self.clients
-                    .borrow_mut()
-                    .register_producer(group, client_channel(conn, request, &data.client_id));
-            }
+        if !data.producer_data_set.is_empty() || !data.consumer_data_set.is_empty() {
+            self.clients.borrow_mut().register(conn.id(), conn.clone());
         }
-        // Also kept to answer transaction check-backs on their connection.
         self.register_producers(
             conn,
             &data.client_id,
@@ -304,7 +298,7 @@ impl Processor {
                     }
                 }
             } else {
-                let subscriptions = consumer
+                consumer
                     .subscription_data_set
                     .iter()
                     .filter(|s| !s.topic.is_empty())
@@ -325,24 +319,8 @@ impl Processor {
                             sub_version: s.sub_version,
                         }
                     })
-                    .collect::<Vec<_>>();
-                self.broker.connections().remember_subscriptions(
-                    conn.id(),
-                    group,
-                    &data.client_id,
-                    subscriptions.clone(),
-                );
-                subscriptions
+                    .collect::<Vec<_>>()
             };
-            let mut listed = consumer.clone();
-            listed.group_name = group.to_owned();
-            if v2 && data.without_sub {
-                // Keep the subscriptions the table already knows.
-                listed.subscription_data_set.clear();
-            }
-            self.clients
-                .borrow_mut()
-                .register_consumer(client_channel(conn, request, &data.client_id), listed);
             let heartbeat = ConsumerHeartbeat {
                 client_id: data.client_id.clone(),
                 group: group.to_owned(),
@@ -365,26 +343,14 @@ impl Processor {
     }
 
     /// UNREGISTER_CLIENT (35).
-    pub(super) async fn unregister(
-        &self,
-        conn: &ConnectionHandle,
-        request: &RemotingCommand,
-    ) -> Outcome {
+    pub(super) async fn unregister(&self, request: &RemotingCommand) -> Outcome {
         let header = UnregisterClientRequestHeader::from_command(request)?;
-        self.clients.borrow_mut().unregister(
-            &header.client_id,
-            header.producer_group.as_deref(),
-            header.consumer_group.as_deref(),
-        );
         if let Some(group) = header.consumer_group.as_deref().filter(|g| !g.is_empty()) {
             let removed = self
                 .broker
                 .unregister(header.client_id.clone(), group.to_owned())
                 .await
                 .map_err(broker_failure)?;
-            self.broker
-                .connections()
-                .forget_subscriptions(conn.id(), group, &header.client_id);
             debug!(group, client_id = %header.client_id, removed, "client unregistered");
         }
         if let Some(group) = header.producer_group.as_deref().filter(|g| !g.is_empty()) {
@@ -458,22 +424,6 @@ impl Processor {
             .await
             .map_err(broker_failure)?;
         Ok(success())
-    }
-}
-
-/// The client a request came from, on its connection.
-fn client_channel(
-    conn: &ConnectionHandle,
-    request: &RemotingCommand,
-    client_id: &str,
-) -> ClientChannel<ConnectionHandle> {
-    ClientChannel {
-        conn_id: conn.id(),
-        handle: conn.clone(),
-        client_id: client_id.to_owned(),
-        client_addr: conn.peer_addr().to_string(),
-        language: request.language.clone(),
-        version: request.version,
     }
 }
 

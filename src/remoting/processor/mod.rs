@@ -34,11 +34,12 @@
 //! # Connections
 //!
 //! The broker's registry of client connections (`skiff_actors::broker::connections`) holds,
-//! by connection id, how it calls each connection back: a [`ConsumerNotifier`]
-//! (NOTIFY_CONSUMER_IDS_CHANGED, code 40, oneway) and a transaction check listener
-//! (CHECK_TRANSACTION_STATE, code 39), both writing to that connection, and the subscriptions
-//! its consumers last reported. The processor keeps only the wire echo the tools read
-//! (`clients`) and the heartbeat V2 fingerprints. When the connection closes
+//! by connection id, what the client said of itself, how the broker calls each connection back
+//! (a [`ConsumerNotifier`] (NOTIFY_CONSUMER_IDS_CHANGED, code 40, oneway) and a transaction
+//! check listener (CHECK_TRANSACTION_STATE, code 39), both writing to that connection), its
+//! producer groups and what its consumers last reported; the admin listings read it. The
+//! processor keeps only the handles of the connections clients registered through (`clients`),
+//! for the requests it forwards to a client, and the heartbeat V2 fingerprints. When the connection closes
 //! ([`Processor::connection_closed`]) every client registered through it leaves its groups at
 //! once ([`BrokerHandle::connection_closed`]), so a killed consumer's queues and locks move to
 //! the others without waiting for the 120 s expiry.
@@ -66,7 +67,7 @@ use super::frame::RemotingCommand;
 use super::headers::{CustomHeader, HeaderError, NotifyConsumerIdsChangedRequestHeader};
 use super::server::{ConnectionHandle, ConnectionId};
 use crate::error_text::error_chain;
-use clients::ClientTable;
+use clients::ClientHandles;
 use refusal::{broker_failure, failure_to};
 
 mod admin;
@@ -108,8 +109,8 @@ pub struct Processor {
     broker: BrokerHandle,
     /// Heartbeat V2 fingerprint per group (Java's `consumerGroupHeartbeatTable`).
     fingerprints: RefCell<HashMap<String, i32>>,
-    /// Consumers and producers by group, with the connection each is reachable on.
-    clients: RefCell<ClientTable<ConnectionHandle>>,
+    /// The connections clients registered through, for requests the broker forwards to them.
+    clients: RefCell<ClientHandles<ConnectionHandle>>,
     /// When this processor started (epoch ms): the broker's boot time in runtime info.
     started_ms: i64,
 }
@@ -160,7 +161,7 @@ impl Processor {
     pub fn new(broker: BrokerHandle) -> Self {
         Processor {
             fingerprints: RefCell::new(HashMap::new()),
-            clients: RefCell::new(ClientTable::default()),
+            clients: RefCell::new(ClientHandles::default()),
             started_ms: broker.now_ms(),
             broker,
         }
@@ -205,7 +206,7 @@ impl Processor {
             rc::SEARCH_OFFSET_BY_TIMESTAMP => self.search_offset(&request),
             rc::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&request),
             rc::HEART_BEAT => self.heartbeat(&conn, &request).await,
-            rc::UNREGISTER_CLIENT => self.unregister(&conn, &request).await,
+            rc::UNREGISTER_CLIENT => self.unregister(&request).await,
             rc::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request).await,
             rc::CONSUMER_SEND_MSG_BACK => self.send_back(&request).await,
             rc::LOCK_BATCH_MQ => self.lock(&request).await,
@@ -308,7 +309,7 @@ impl ConsumerNotifier for ConnectionNotifier {
 
 impl Processor {
     /// A connection closed: the clients registered through it leave their groups, and the
-    /// broker's registry and the tools' table forget it.
+    /// broker's registry and the handle index forget it.
     pub async fn connection_closed(&self, id: ConnectionId) {
         self.clients.borrow_mut().connection_closed(id);
         match self.broker.connection_closed(id).await {

@@ -141,7 +141,11 @@ impl Processor {
             warn!(topic = %header.topic, "reply without a requester client id");
             return Err(PushFailure::NoRequester);
         };
-        let requester = self.clients.borrow().producer_handle(&client_id);
+        let requester = self
+            .broker
+            .connections()
+            .connection_of_producer(&client_id)
+            .and_then(|id| self.clients.borrow().handle(id));
         let Some(requester) = requester else {
             warn!(client_id = %client_id, "requester of a reply not connected");
             return Err(PushFailure::NotConnected { client_id });
