@@ -82,6 +82,14 @@ impl Registry {
         Ok(loaded)
     }
 
+    /// The topic's read queue count, without copying its config (every acknowledgement asks).
+    pub(crate) fn read_queue_nums(&self, name: &str) -> Result<Option<u32>, BrokerError> {
+        if let Some(config) = self.topics.borrow().get(name) {
+            return Ok(Some(config.read_queue_nums));
+        }
+        Ok(self.topic(name)?.map(|config| config.read_queue_nums))
+    }
+
     pub(crate) fn topics(&self) -> Result<Vec<TopicConfig>, BrokerError> {
         self.with(|s| s.list_topics())
     }

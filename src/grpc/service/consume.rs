@@ -19,7 +19,7 @@ use crate::acl::rules;
 use crate::grpc::convert::{self, duration, duration_ms, message_from_stored};
 use crate::grpc::pb::{self, Code};
 use crate::grpc::resource;
-use crate::grpc::status::{ok, status};
+use crate::grpc::status::{broker_status, ok, status};
 
 /// Invisible times a receive may ask for (the proxy's bounds).
 const MIN_INVISIBLE: Duration = Duration::from_secs(10);
@@ -303,12 +303,19 @@ impl GrpcService {
         request: pb::AckMessageRequest,
     ) -> Result<pb::AckMessageResponse, pb::Status> {
         let (group, topic) = consumed(&caller, request.topic.as_ref(), request.group.as_ref())?;
-        let parsed: Vec<Result<AckRequest, pb::Status>> = request
-            .entries
-            .iter()
-            .map(|entry| acknowledged(&group, &topic, &entry.receipt_handle))
-            .collect();
-        let valid: Vec<AckRequest> = parsed.iter().filter_map(|p| p.clone().ok()).collect();
+        // Entries whose handle does not parse are answered here; the rest go to the broker in
+        // one call and are answered in order.
+        let mut unreadable = Vec::with_capacity(request.entries.len());
+        let mut valid = Vec::with_capacity(request.entries.len());
+        for entry in &request.entries {
+            match acknowledged(&group, &topic, &entry.receipt_handle) {
+                Ok(ack) => {
+                    valid.push(ack);
+                    unreadable.push(None);
+                }
+                Err(refused) => unreadable.push(Some(refused)),
+            }
+        }
         let mut answers = if valid.is_empty() {
             Vec::new()
         } else {
@@ -319,13 +326,13 @@ impl GrpcService {
         let entries: Vec<pb::AckMessageResultEntry> = request
             .entries
             .into_iter()
-            .zip(parsed)
-            .map(|(entry, parsed)| {
-                let result = match parsed {
-                    Err(unreadable) => unreadable,
-                    Ok(_) => match answers.next() {
+            .zip(unreadable)
+            .map(|(entry, unreadable)| {
+                let result = match unreadable {
+                    Some(refused) => refused,
+                    None => match answers.next() {
                         Some(Ok(_)) => ok(),
-                        Some(Err(e)) => crate::grpc::status::broker_status(&e),
+                        Some(Err(e)) => broker_status(&e),
                         None => status(Code::InternalServerError, "no answer for this entry"),
                     },
                 };

@@ -44,7 +44,7 @@ impl BrokerHandle {
     /// ACK_MESSAGE, one entry of a gRPC AckMessage: answers whether the message was still held.
     pub async fn ack(&self, request: AckRequest) -> Result<bool, BrokerError> {
         let (queue_id, offset) = self.acked_message(&request, true)?;
-        self.ack_popped(
+        self.ack_held(
             &request.group,
             &request.topic,
             queue_id,
@@ -107,24 +107,31 @@ impl BrokerHandle {
                 .into());
             }
         }
-        let topic = self.pop_topic(&request.topic)?;
+        let topic = request.topic.as_str();
+        let queues =
+            self.inner
+                .registry
+                .read_queue_nums(topic)?
+                .ok_or_else(|| Refused::TopicNotExist {
+                    topic: topic.to_owned(),
+                })?;
         let queue_id = u32::try_from(request.queue_id)
             .ok()
-            .filter(|q| *q < topic.read_queue_nums)
+            .filter(|q| *q < queues)
             .ok_or_else(|| Refused::IllegalQueue {
-                topic: topic.name.clone(),
+                topic: topic.to_owned(),
                 queue_id: request.queue_id.into(),
-                queues: topic.read_queue_nums,
+                queues,
             })?;
-        let min = self.inner.reader.min_offset(&topic.name, queue_id);
-        let max = self.inner.reader.max_offset(&topic.name, queue_id);
+        let min = self.inner.reader.min_offset(topic, queue_id);
+        let max = self.inner.reader.max_offset(topic, queue_id);
         u64::try_from(request.offset)
             .ok()
             .filter(|o| *o >= min && (*o < max || (end_inclusive && *o == max)))
             .map(|offset| (queue_id, offset))
             .ok_or_else(|| {
                 Refused::OffsetOutOfQueue {
-                    topic: topic.name.clone(),
+                    topic: topic.to_owned(),
                     queue_id,
                     offset: request.offset,
                     min,
@@ -207,6 +214,19 @@ impl BrokerHandle {
         receipt: &Receipt,
     ) -> Result<bool, BrokerError> {
         Self::check_names(group, topic)?;
+        self.ack_held(group, topic, queue_id, queue_offset, receipt)
+            .await
+    }
+
+    /// Takes the message out of the group's held pops, once its names are checked.
+    async fn ack_held(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+        queue_offset: u64,
+        receipt: &Receipt,
+    ) -> Result<bool, BrokerError> {
         let acked = self
             .pop_actor()
             .send(Ack {
