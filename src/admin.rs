@@ -132,8 +132,8 @@ pub enum TopicCommand {
     /// Create a topic (or change its queue count) on every master broker.
     Create {
         topic: String,
-        /// Read and write queue count.
-        #[arg(long, default_value_t = 8)]
+        /// Read and write queue count (at least 1: a topic without queues takes no message).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
         queues: u32,
         /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY,
         /// TRANSACTION or MIXED, in any case. Without it an existing topic keeps its type.
@@ -443,6 +443,10 @@ mod tests {
                 queues: 8,
                 message_type: Some(TopicMessageType::Fifo),
             })
+        );
+        assert!(
+            parse(&["admin", "topic", "create", "T", "--queues", "0"]).is_err(),
+            "a topic without queues is refused before anything is sent"
         );
         let a = parse(&["admin", "topic", "create", "T", "--queues", "2"])?;
         assert!(matches!(

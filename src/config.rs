@@ -254,6 +254,7 @@ impl NodeConfig {
             Some(path) => config::File::from(path).required(true),
             None => config::File::with_name("skiff.toml").required(false),
         };
+        let file = with_canonical_keys(file)?;
         let loaded: NodeConfig = config::Config::builder()
             .add_source(defaults)
             .add_source(file)
@@ -277,7 +278,8 @@ impl NodeConfig {
         std::env::vars()
             .filter_map(|(name, _)| {
                 let field = name.strip_prefix("SKIFF_")?.to_ascii_lowercase();
-                (!known.contains(&field)).then_some(name)
+                let spelled_otherwise = OTHER_SPELLINGS.iter().any(|(other, _)| *other == field);
+                (!known.contains(&field) && !spelled_otherwise).then_some(name)
             })
             .collect()
     }
@@ -371,6 +373,47 @@ mod millis {
     }
 }
 
+/// Keys the file and the environment may spell another way, and the field each names: one
+/// setting keeps one name once read, so a key and its other spelling never meet as two fields.
+const OTHER_SPELLINGS: [(&str, &str); 1] = [("http_listen", "metrics_listen")];
+
+/// The file's settings with every other spelling renamed to its field; both spellings of one
+/// setting in one file are refused.
+fn with_canonical_keys(
+    file: config::File<config::FileSourceFile, config::FileFormat>,
+) -> Result<config::Config, ConfigError> {
+    let load = |source| ConfigError::Load { source };
+    let read = config::Config::builder()
+        .add_source(file)
+        .build()
+        .map_err(load)?;
+    let mut table = config::Source::collect(&read).map_err(load)?;
+    if !OTHER_SPELLINGS
+        .iter()
+        .any(|(other, _)| table.contains_key(*other))
+    {
+        return Ok(read);
+    }
+    for (other, field) in OTHER_SPELLINGS {
+        if let Some(value) = table.remove(other) {
+            if table.contains_key(field) {
+                return Err(ConfigError::Invalid {
+                    field,
+                    reason: format!("set twice, as {field} and as {other}; keep one"),
+                });
+            }
+            table.insert(field.to_owned(), value);
+        }
+    }
+    table
+        .into_iter()
+        .try_fold(config::Config::builder(), |builder, (key, value)| {
+            builder.set_override(key, value)
+        })
+        .and_then(|builder| builder.build())
+        .map_err(load)
+}
+
 fn field_names() -> std::collections::HashSet<String> {
     match serde_json::to_value(NodeConfig::default()) {
         Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
@@ -381,17 +424,50 @@ fn field_names() -> std::collections::HashSet<String> {
 /// `SKIFF_*` variables restricted to config fields, in the form `config::Environment` reads.
 fn known_environment() -> config::Map<String, String> {
     let known = field_names();
-    std::env::vars()
+    let mut vars: config::Map<String, String> = std::env::vars()
         .filter(|(name, _)| {
             name.strip_prefix("SKIFF_")
                 .is_some_and(|field| known.contains(&field.to_ascii_lowercase()))
         })
-        .collect()
+        .collect();
+    for (other, field) in OTHER_SPELLINGS {
+        let field_var = format!("SKIFF_{}", field.to_ascii_uppercase());
+        if let Ok(value) = std::env::var(format!("SKIFF_{}", other.to_ascii_uppercase())) {
+            vars.entry(field_var).or_insert(value);
+        }
+    }
+    vars
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_http_listen_spelling_sets_the_http_listener_and_both_spellings_are_refused() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let one = dir.path().join("one.toml");
+        std::fs::write(&one, "http_listen = \"127.0.0.1:5999\"\n").expect("written");
+        let config = NodeConfig::load(Some(&one)).expect("http_listen is accepted");
+        assert_eq!(config.metrics_listen, "127.0.0.1:5999");
+        let both = dir.path().join("both.toml");
+        std::fs::write(
+            &both,
+            "http_listen = \"127.0.0.1:5999\"\nmetrics_listen = \"off\"\n",
+        )
+        .expect("written");
+        let refused = NodeConfig::load(Some(&both));
+        assert!(
+            matches!(
+                refused,
+                Err(ConfigError::Invalid {
+                    field: "metrics_listen",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
 
     #[test]
     fn defaults_bind_loopback_9876_with_async_flush() {

@@ -58,6 +58,11 @@ struct ServeArgs {
     /// Listen address (name server and broker on one port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// The broker address routes tell remoting clients (`host:port`), e.g. the host's address
+    /// and mapped port when skiff runs in a container. Unset, a wildcard listener advertises the
+    /// address each client dialled.
+    #[arg(long, value_name = "HOST:PORT")]
+    advertised_address: Option<String>,
     /// When appended messages are made durable.
     #[arg(long, value_enum)]
     flush: Option<FlushArg>,
@@ -177,6 +182,9 @@ fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     if let Some(listen) = args.listen {
         config.listen = listen;
+    }
+    if let Some(advertised) = &args.advertised_address {
+        config.advertised_address = Some(advertised.clone());
     }
     if let Some(flush) = args.flush {
         config.flush = flush.into();

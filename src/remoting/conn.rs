@@ -57,6 +57,8 @@ type Pending = oneshot::Sender<Result<RemotingCommand, String>>;
 struct Shared {
     id: ConnectionId,
     peer: SocketAddr,
+    /// This end's address: the one the peer dialled.
+    local: Option<SocketAddr>,
     tx: mpsc::Sender<RemotingCommand>,
     closed: Stop,
     pending: Mutex<HashMap<i32, Pending>>,
@@ -88,6 +90,11 @@ impl ConnectionHandle {
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.shared.peer
+    }
+
+    /// The address the peer dialled (this end of the connection), when the socket told it.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.shared.local
     }
 
     /// True once the connection is closed (by either side or by shutdown).
@@ -268,8 +275,9 @@ impl Connection {
         if let Err(e) = stream.set_nodelay(true) {
             debug!(peer = %peer, error = %e, "set_nodelay failed");
         }
+        let local = stream.local_addr().ok();
         let (read, write) = stream.into_split();
-        Connection::start_halves(Box::new(read), Box::new(write), peer, opts)
+        Connection::start_halves(Box::new(read), Box::new(write), peer, local, opts)
     }
 
     /// A connection over any byte stream (TLS), split into its halves.
@@ -277,6 +285,7 @@ impl Connection {
         read: ConnReader,
         write: ConnWriter,
         peer: SocketAddr,
+        local: Option<SocketAddr>,
         opts: &ConnOptions,
     ) -> Connection {
         let (tx, rx) = mpsc::channel(opts.write_queue_capacity.max(1));
@@ -286,6 +295,7 @@ impl Connection {
             shared: Arc::new(Shared {
                 id,
                 peer,
+                local,
                 tx,
                 closed,
                 pending: Mutex::new(HashMap::new()),

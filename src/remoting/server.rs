@@ -262,8 +262,9 @@ async fn serve_connection(
     let conn = match stream {
         Stream::Plain(stream) => Connection::start(stream, peer, opts),
         Stream::Tls(tls) => {
+            let local = tls.get_ref().0.local_addr().ok();
             let (read, write) = tokio::io::split(*tls);
-            Connection::start_halves(Box::new(read), Box::new(write), peer, opts)
+            Connection::start_halves(Box::new(read), Box::new(write), peer, local, opts)
         }
     };
     debug!(conn = %conn.handle.id(), peer = %peer, "connection accepted");

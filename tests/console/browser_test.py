@@ -938,6 +938,10 @@ def ui_message_detail(b, api, admin):
         expect(k in props, "property %s (skiff admin) missing on the page" % k)
     consumed = b.rows("message-consumed-by")
     expect(any(r["group"] == GROUP and r["consumed"] == "true" for r in consumed), "consume status %s" % consumed)
+    # A view's empty slots must not show up as text.
+    view_text = b.text("#view")
+    expect("null" not in view_text and "undefined" not in view_text,
+           "stray text on the message page: %r" % view_text[-200:])
     return "%s: body, JSON, hex and %d properties as skiff admin message" % (msg_id, len(props))
 
 

@@ -317,7 +317,10 @@ async function route() {
   try {
     const content = await found.view(r);
     if (gen !== generation) return; // the user moved on while this loaded
-    view.replaceChildren(...[content].flat(Infinity));
+    // Through `append`, which skips the null and false a view leaves for what it does not show:
+    // handed to replaceChildren they would be rendered as the text "null".
+    view.replaceChildren();
+    append(view, [content]);
     view.dataset.state = 'ready';
   } catch (err) {
     if (gen !== generation) return;

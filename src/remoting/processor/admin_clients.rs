@@ -24,6 +24,7 @@ use crate::remoting::headers::{
     ClientTargetRequestHeader, CustomHeader, GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader, TopicRequestHeader,
 };
+use crate::remoting::server::ConnectionHandle;
 use crate::remoting::wire::{consumer_data, physical_offset_of};
 
 /// How long the broker waits for a client's answer to a forwarded request (Java's
@@ -218,12 +219,12 @@ impl Processor {
     }
 
     /// GET_BROKER_CONFIG (26): the settings as Java-named `key=value` lines; header `version`.
-    pub(super) fn broker_config(&self) -> Outcome {
+    pub(super) fn broker_config(&self, conn: &ConnectionHandle) -> Outcome {
         let config = self.broker.config();
-        let (ip, port) = config
-            .listen_addr
+        let reachable = self.reachable_addr(conn);
+        let (ip, port) = reachable
             .rsplit_once(':')
-            .unwrap_or((config.listen_addr.as_str(), ""));
+            .unwrap_or((reachable.as_str(), ""));
         let settings = [
             ("brokerClusterName", config.cluster_name.clone()),
             ("brokerName", config.broker_name.clone()),
@@ -231,7 +232,7 @@ impl Processor {
             ("brokerRole", "ASYNC_MASTER".to_owned()),
             ("brokerIP1", ip.to_owned()),
             ("listenPort", port.to_owned()),
-            ("namesrvAddr", config.listen_addr.clone()),
+            ("namesrvAddr", reachable.clone()),
             (
                 "autoCreateTopicEnable",
                 config.auto_create_topic.to_string(),

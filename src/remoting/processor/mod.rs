@@ -180,8 +180,8 @@ impl Processor {
     ) -> Option<RemotingCommand> {
         trace!(conn = %conn.id(), code = request.code, opaque = request.opaque, "request");
         let outcome = match request.code {
-            rc::GET_ROUTEINFO_BY_TOPIC => self.route(&request).await,
-            rc::GET_BROKER_CLUSTER_INFO => self.cluster_info(&request),
+            rc::GET_ROUTEINFO_BY_TOPIC => self.route(&conn, &request).await,
+            rc::GET_BROKER_CLUSTER_INFO => self.cluster_info(&conn, &request),
             rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.topic_list(),
             rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
                 self.send(&conn, &request).await
@@ -229,7 +229,7 @@ impl Processor {
             rc::GET_PRODUCER_CONNECTION_LIST => self.producer_connections(&request),
             rc::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&request).await,
             rc::GET_BROKER_RUNTIME_INFO => self.runtime_info(),
-            rc::GET_BROKER_CONFIG => self.broker_config(),
+            rc::GET_BROKER_CONFIG => self.broker_config(&conn),
             rc::GET_KV_CONFIG => name_server::kv_config(&request),
             rc::GET_SYSTEM_TOPIC_LIST_FROM_NS => self.system_topic_list(),
             rc::GET_CONSUMER_RUNNING_INFO | rc::CONSUME_MESSAGE_DIRECTLY => {

@@ -1,6 +1,7 @@
 //! Name-server requests: skiff answers as a name server that knows one broker, itself.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use super::{broker_failure, failure_to, success, suggest_todo, Failure, Outcome, Processor};
 use crate::remoting::body::{BrokerData, QueueData, TopicRouteData};
@@ -9,15 +10,40 @@ use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CustomHeader, GetKvConfigRequestHeader, GetRouteInfoRequestHeader, TopicRequestHeader,
 };
+use crate::remoting::server::ConnectionHandle;
 use crate::remoting::wire::clamp_i32;
+
+/// The broker address a client is told: the advertised one, unless it is a wildcard
+/// (`0.0.0.0`, `[::]`: skiff listens on every interface and no address was advertised); then the
+/// address this client dialled, with the advertised port, since a client can reach that one and
+/// no client can reach a wildcard (a remoting client in a container's host would dial
+/// `0.0.0.0` otherwise).
+fn reachable_addr(advertised: &str, dialled: Option<SocketAddr>) -> String {
+    match (advertised.parse::<SocketAddr>(), dialled) {
+        (Ok(addr), Some(dialled)) if addr.ip().is_unspecified() => {
+            SocketAddr::new(dialled.ip(), addr.port()).to_string()
+        }
+        _ => advertised.to_owned(),
+    }
+}
 
 /// `PermName`: inherit 1, write 2, read 4.
 const PERM_RW: i32 = 6;
 const PERM_INHERIT_RW: i32 = 7;
 
 impl Processor {
+    /// The address this broker is reached at, as routes and cluster listings name it (see
+    /// [`reachable_addr`]).
+    pub(super) fn reachable_addr(&self, conn: &ConnectionHandle) -> String {
+        reachable_addr(&self.broker.config().listen_addr, conn.local_addr())
+    }
+
     /// GET_ROUTEINFO_BY_TOPIC (105): one broker, this listener, as master.
-    pub(super) async fn route(&self, request: &RemotingCommand) -> Outcome {
+    pub(super) async fn route(
+        &self,
+        conn: &ConnectionHandle,
+        request: &RemotingCommand,
+    ) -> Outcome {
         let header = GetRouteInfoRequestHeader::from_command(request)?;
         let config = self.broker.config();
         let (read, write, perm) = if header.topic == AUTO_CREATE_TOPIC_KEY {
@@ -44,7 +70,7 @@ impl Processor {
                 perm,
                 topic_sys_flag: 0,
             }],
-            broker_datas: vec![self.broker_data()],
+            broker_datas: vec![self.broker_data(conn)],
             filter_server_table: BTreeMap::new(),
             topic_queue_mapping_by_broker: None,
         };
@@ -52,21 +78,25 @@ impl Processor {
         Ok(success().with_body(route.encode_route(standard)))
     }
 
-    fn broker_data(&self) -> BrokerData {
+    fn broker_data(&self, conn: &ConnectionHandle) -> BrokerData {
         let config = self.broker.config();
         BrokerData {
             cluster: config.cluster_name.clone(),
             broker_name: config.broker_name.clone(),
-            broker_addrs: BTreeMap::from([(0, config.listen_addr.clone())]),
+            broker_addrs: BTreeMap::from([(0, self.reachable_addr(conn))]),
             zone_name: None,
             enable_acting_master: false,
         }
     }
 
     /// GET_BROKER_CLUSTER_INFO (106): `ClusterInfo` with this one broker.
-    pub(super) fn cluster_info(&self, request: &RemotingCommand) -> Outcome {
+    pub(super) fn cluster_info(
+        &self,
+        conn: &ConnectionHandle,
+        request: &RemotingCommand,
+    ) -> Outcome {
         let config = self.broker.config();
-        let broker = self.broker_data();
+        let broker = self.broker_data(conn);
         let body = serde_json::json!({
             "brokerAddrTable": { config.broker_name.clone(): broker },
             "clusterAddrTable": { config.cluster_name.clone(): [config.broker_name.clone()] },
@@ -131,4 +161,35 @@ fn no_route(topic: &str) -> Failure {
             suggest_todo()
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_listener_advertises_the_address_each_client_dialled() {
+        let dialled: SocketAddr = "172.17.0.2:9876".parse().expect("an address");
+        assert_eq!(
+            reachable_addr("0.0.0.0:9876", Some(dialled)),
+            "172.17.0.2:9876"
+        );
+        assert_eq!(
+            reachable_addr(
+                "[::]:9876",
+                Some("[fd00::2]:9876".parse().expect("an address"))
+            ),
+            "[fd00::2]:9876"
+        );
+        assert_eq!(
+            reachable_addr("10.0.0.5:9876", Some(dialled)),
+            "10.0.0.5:9876",
+            "an advertised address is kept"
+        );
+        assert_eq!(
+            reachable_addr("broker.example:9876", Some(dialled)),
+            "broker.example:9876"
+        );
+        assert_eq!(reachable_addr("0.0.0.0:9876", None), "0.0.0.0:9876");
+    }
 }
