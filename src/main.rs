@@ -1,6 +1,7 @@
 //! The `skiff` binary.
 //!
-//! `skiff serve [--config FILE] [--data-dir DIR] [--listen ADDR] [--flush async|sync]
+//! `skiff serve [--config FILE] [--data-dir DIR] [--listen ADDR] [--advertised-address HOST:PORT]
+//! [--flush async|sync]
 //! [--metrics-listen ADDR|off] [--grpc-listen ADDR|off] [--tls-cert-file F --tls-key-file F]` runs a
 //! node as RocketMQ name server and broker on one port (default 127.0.0.1:9876). Configuration:
 //! defaults, then `skiff.toml` (or `--config`), then `SKIFF_*` variables, then these flags.

@@ -118,8 +118,7 @@ impl Processor {
     }
 
     /// QUERY_TOPIC_CONSUME_BY_WHO (300): groups with a connected consumer of the topic (over
-    /// any door) plus
-    /// groups with an offset stored for it.
+    /// any door) plus groups with an offset stored for it.
     pub(super) async fn topic_consumed_by(&self, request: &RemotingCommand) -> Outcome {
         let header = TopicRequestHeader::from_command(request)?;
         let mut groups: BTreeSet<String> =
