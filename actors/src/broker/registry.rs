@@ -82,12 +82,14 @@ impl Registry {
         Ok(loaded)
     }
 
-    /// The topic's read queue count, without copying its config (every acknowledgement asks).
-    pub(crate) fn read_queue_nums(&self, name: &str) -> Result<Option<u32>, BrokerError> {
+    /// The topic's read and write queue counts, without copying its config (every
+    /// acknowledgement and every send that names no queue asks).
+    pub(crate) fn queue_nums(&self, name: &str) -> Result<Option<(u32, u32)>, BrokerError> {
+        let counts = |c: &TopicConfig| (c.read_queue_nums, c.write_queue_nums);
         if let Some(config) = self.topics.borrow().get(name) {
-            return Ok(Some(config.read_queue_nums));
+            return Ok(Some(counts(config)));
         }
-        Ok(self.topic(name)?.map(|config| config.read_queue_nums))
+        Ok(self.topic(name)?.as_ref().map(counts))
     }
 
     pub(crate) fn topics(&self) -> Result<Vec<TopicConfig>, BrokerError> {

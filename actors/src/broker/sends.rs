@@ -128,8 +128,8 @@ impl BrokerHandle {
             // The store judges the range, as it does for every append.
             return Ok(*queue_id);
         }
-        let write_queues = match self.inner.registry.topic(topic)? {
-            Some(config) => config.write_queue_nums,
+        let write_queues = match self.inner.registry.queue_nums(topic)? {
+            Some((_, write)) => write,
             None => auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums),
         };
         if write_queues == 0 {

@@ -108,13 +108,14 @@ impl BrokerHandle {
             }
         }
         let topic = request.topic.as_str();
-        let queues =
-            self.inner
-                .registry
-                .read_queue_nums(topic)?
-                .ok_or_else(|| Refused::TopicNotExist {
-                    topic: topic.to_owned(),
-                })?;
+        let queues = self
+            .inner
+            .registry
+            .queue_nums(topic)?
+            .map(|(read, _)| read)
+            .ok_or_else(|| Refused::TopicNotExist {
+                topic: topic.to_owned(),
+            })?;
         let queue_id = u32::try_from(request.queue_id)
             .ok()
             .filter(|q| *q < queues)
@@ -252,7 +253,7 @@ impl BrokerHandle {
         }
     }
 
-    /// What [`BrokerHandle::change_invisible`] does once its checks pass.
+    /// What [`BrokerHandle::change_invisible`] does once its checks (names included) pass.
     async fn change_invisible_time(
         &self,
         group: &str,
@@ -262,7 +263,6 @@ impl BrokerHandle {
         receipt: &Receipt,
         invisible_ms: i64,
     ) -> Result<(i64, i64), BrokerError> {
-        Self::check_names(group, topic)?;
         let now = self.inner.clock.now_ms();
         self.pop_actor()
             .send(ChangeInvisible {
