@@ -11,16 +11,13 @@ mod support;
 
 use clap::Parser;
 use skiff::prelude::*;
-use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
 use std::path::PathBuf;
-use std::rc::Rc;
 
 #[derive(Parser, Debug)]
 #[command(about = "Consume every message of a topic with skiff's broadcasting push consumer")]
 struct Args {
-    /// Name server address (`skiff serve` is name server and broker).
-    #[arg(long, default_value = "127.0.0.1:9876")]
-    namesrv: String,
+    #[command(flatten)]
+    connection: support::Connection,
     #[arg(long, default_value = "skiff-example-broadcast-group")]
     group: String,
     #[arg(long, default_value = "TopicTest")]
@@ -37,10 +34,7 @@ struct Args {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let broker = Rc::new(RemoteBroker::connect(
-        &args.namesrv,
-        RemoteBrokerConfig::default(),
-    )?);
+    let broker = args.connection.connect(None)?;
     let stop = support::Stop::after(args.count);
     let counter = stop.clone();
     let listener = Listener::concurrent(move |batch| {
@@ -79,13 +73,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    support::init_logging();
     let args = Args::parse();
     actix_rt::System::new().block_on(run(args))
 }

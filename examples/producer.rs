@@ -7,17 +7,16 @@
 //! cargo run --example producer -- --topic OrderTopic --count 40 --orderly --orders 4
 //! ```
 
+mod support;
+
 use clap::Parser;
 use skiff::prelude::*;
-use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
-use std::rc::Rc;
 
 #[derive(Parser, Debug)]
 #[command(about = "Send messages to a RocketMQ-compatible broker with skiff's producer")]
 struct Args {
-    /// Name server address (`skiff serve` is name server and broker).
-    #[arg(long, default_value = "127.0.0.1:9876")]
-    namesrv: String,
+    #[command(flatten)]
+    connection: support::Connection,
     #[arg(long, default_value = "TopicTest")]
     topic: String,
     /// Number of messages.
@@ -38,11 +37,7 @@ struct Args {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let config = RemoteBrokerConfig {
-        producer_group: args.group.clone(),
-        ..RemoteBrokerConfig::default()
-    };
-    let broker = Rc::new(RemoteBroker::connect(&args.namesrv, config)?);
+    let broker = args.connection.connect(Some(&args.group))?;
     let producer = Producer::new(args.group.clone(), broker.clone());
     let queues = if args.orderly {
         producer.write_queues(&args.topic).await?
@@ -81,13 +76,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    support::init_logging();
     let args = Args::parse();
     actix_rt::System::new().block_on(run(args))
 }

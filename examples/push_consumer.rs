@@ -11,15 +11,12 @@ mod support;
 
 use clap::Parser;
 use skiff::prelude::*;
-use skiff::remoting::remote_broker::{RemoteBroker, RemoteBrokerConfig};
-use std::rc::Rc;
 
 #[derive(Parser, Debug)]
 #[command(about = "Consume a topic with skiff's concurrent push consumer")]
 struct Args {
-    /// Name server address (`skiff serve` is name server and broker).
-    #[arg(long, default_value = "127.0.0.1:9876")]
-    namesrv: String,
+    #[command(flatten)]
+    connection: support::Connection,
     #[arg(long, default_value = "skiff-example-group")]
     group: String,
     #[arg(long, default_value = "TopicTest")]
@@ -51,10 +48,7 @@ fn consume_from(value: &str) -> anyhow::Result<ConsumeFromWhere> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let broker = Rc::new(RemoteBroker::connect(
-        &args.namesrv,
-        RemoteBrokerConfig::default(),
-    )?);
+    let broker = args.connection.connect(None)?;
     let stop = support::Stop::after(args.count);
     let counter = stop.clone();
     let listener = Listener::concurrent(move |batch| {
@@ -103,13 +97,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    support::init_logging();
     let args = Args::parse();
     actix_rt::System::new().block_on(run(args))
 }

@@ -1,12 +1,9 @@
 //! The one trait through which the consumer and producer side reach a broker, with the request
-//! and response types it carries. Two implementations: in-process
-//! ([`crate::broker::BrokerHandle`], the broker actors' addresses) and remoting (TCP, in the root
-//! crate). Embedded and remote consumers therefore run the same actors.
-//!
-//! Each operation is written once per implementation, as an inherent `async fn` of the
-//! implementing type taking the trait's owned arguments;
-//! [`forward_broker_api!`](crate::forward_broker_api) writes the trait impl from them, and a
-//! decorator (a test double that fails chosen calls) from a wrapped `Rc<dyn BrokerApi>`.
+//! and response types it carries. Two implementations, in-process ([`crate::broker::BrokerHandle`])
+//! and remoting (TCP, in the root crate), so embedded and remote consumers run the same actors.
+//! Each operation is written once per implementation, as an inherent `async fn` taking the
+//! trait's owned arguments; [`forward_broker_api!`](crate::forward_broker_api) writes the trait
+//! impl from them, and a decorator (a test double failing chosen calls) from a `dyn BrokerApi`.
 
 use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
@@ -513,6 +510,8 @@ impl<T> Answer<T> for T {
 /// [`forward_broker_api!`](crate::forward_broker_api).
 pub trait BrokerApi {
     fn route(&self, topic: String) -> BrokerFuture<TopicRoute>;
+    /// A producer's route: a missing topic gets the queues its first send would create.
+    fn publish_route(&self, topic: String) -> BrokerFuture<TopicRoute>;
     fn send_messages(&self, request: SendRequest) -> BrokerFuture<Vec<SendResult>>;
     fn pull(&self, request: PullRequest) -> BrokerFuture<PullResponse>;
     /// `Ok(None)` when the broker has no offset (QUERY_NOT_FOUND); errors stay errors.
@@ -615,6 +614,8 @@ macro_rules! forward_broker_api {
         impl $crate::broker_api::BrokerApi for $ty {
             $crate::forward_broker_api!(@call $mode
                 route(topic: String) -> $crate::broker_api::TopicRoute);
+            $crate::forward_broker_api!(@call $mode
+                publish_route(topic: String) -> $crate::broker_api::TopicRoute);
             $crate::forward_broker_api!(@call $mode
                 send_messages(request: $crate::broker_api::SendRequest)
                     -> Vec<$crate::broker_api::SendResult>);

@@ -191,7 +191,9 @@ impl Producer {
             client_id: format!("127.0.0.1@{}#{}", std::process::id(), unique_id()),
             broker,
             routes: Rc::default(),
-            next_queue: Rc::default(),
+            // A random first queue, as Java's producer starts its round robin: a short-lived
+            // producer (a script sending a few messages) does not always fill queue 0 first.
+            next_queue: Rc::new(Cell::new(rand::random())),
             born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
             checker_registered: Rc::default(),
             connection: ConnectionId::next(),
@@ -314,6 +316,12 @@ impl Producer {
         queues.get(index % queues.len().max(1))
     }
 
+    /// Starts the round robin over a topic's write queues at `index` (modulo the queue count)
+    /// instead of a random queue: for callers (tests) that need to know where messages land.
+    pub fn start_round_robin_at(&self, index: u32) {
+        self.next_queue.set(index);
+    }
+
     pub fn group(&self) -> &str {
         &self.group
     }
@@ -322,7 +330,7 @@ impl Producer {
         if let Some(route) = self.routes.borrow().get(topic) {
             return Ok(route.clone());
         }
-        let route = self.broker.route(topic.to_owned()).await?;
+        let route = self.broker.publish_route(topic.to_owned()).await?;
         self.routes
             .borrow_mut()
             .insert(topic.to_string(), route.clone());

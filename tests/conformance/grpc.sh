@@ -143,16 +143,17 @@ start_skiff() {
     GRPC=127.0.0.1:$grpc_port
     log "skiff $skiff: remoting $NAMESRV, gRPC $GRPC, data $WORK/skiff-data"
     # Transaction check-backs within seconds, as apache/start.sh configures the Java broker.
-    # Topics are not auto-created: the proxy never creates one (a dev broker's default is to).
+    # Auto-creation stays on (the default): a gRPC route query never creates a topic, so a
+    # missing topic is NOT_FOUND as at the proxy whatever auto_create_topic says.
     (cd "$WORK" && SKIFF_TRANSACTION_TIMEOUT_MS=3000 SKIFF_TRANSACTION_CHECK_INTERVAL_MS=2000 \
-        SKIFF_AUTO_CREATE_TOPIC=false SKIFF_METRICS_LISTEN=off \
+        SKIFF_METRICS_LISTEN=off \
         exec "$skiff" serve --listen "$NAMESRV" --grpc-listen "$GRPC" --data-dir "$WORK/skiff-data") \
         >>"$WORK/skiff.log" 2>&1 </dev/null &
     SKIFF_PID=$!
     setsid bash -c 'sleep "$1"; kill -TERM "$2" 2>/dev/null; sleep 10; kill -KILL "$2" 2>/dev/null' \
         watchdog "$MAX_LIFETIME" "$SKIFF_PID" >/dev/null 2>&1 </dev/null &
     WATCHDOG_PID=$!
-    # Ready once it says so (without auto-creation it routes no TBW102 for probe.py to ask)...
+    # Ready once it says so...
     local waited=0
     until grep -q 'skiff ready' "$WORK/skiff.log" 2>/dev/null; do
         kill -0 "$SKIFF_PID" 2>/dev/null || return 1

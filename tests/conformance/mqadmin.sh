@@ -235,6 +235,16 @@ run_check topicStatus \
     '[[ $(count_rows topicStatus) == 4 ]] || echo "expected 4 queue rows, saw $(count_rows topicStatus)"; [[ $(sum_column topicStatus 4) == "$N" ]] || echo "max offsets add up to $(sum_column topicStatus 4), expected $N"' \
     topicStatus -t "$TOPIC"
 
+# A typo creates nothing: the route and the status of a topic nobody created fail with
+# TOPIC_NOT_EXIST (17), a key query on it finds nothing, and none of them lists the topic after.
+TYPO_TOPIC=mqadmin_typo_$RUN
+mqadmin typoRoute topicRoute -t "$TYPO_TOPIC"
+mqadmin typoStatus topicStatus -t "$TYPO_TOPIC"
+mqadmin typoQuery queryMsgByKey -t "$TYPO_TOPIC" -k some-key
+mqadmin typoTopicList topicList
+mapfile -t problems < <(has typoRoute "CODE: 17" "route of a missing topic not refused with code 17"; has typoStatus "CODE: 17" "status of a missing topic not refused with code 17"; lacks typoQuery "Message ID" "a key query on a missing topic found a message"; lacks typoTopicList "^$TYPO_TOPIC\$" "$TYPO_TOPIC listed after read-only commands"; has typoTopicList "^$TOPIC\$" "no topic list")
+verdict missingTopicCreatesNothing 0 "${problems[@]}"
+
 run_check updateSubGroup \
     'has updateSubGroup "success" "no success line"; has updateSubGroup "groupName=$SUBGROUP" "group not echoed"' \
     updateSubGroup -c "$CLUSTER" -g "$SUBGROUP"

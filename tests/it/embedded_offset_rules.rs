@@ -49,7 +49,8 @@ async fn produce_to_queue(
 ) -> anyhow::Result<()> {
     use skiff::actors::producer::OutgoingMessage;
     let producer = node.producer("rules-producer");
-    // Route lookup creates the topic with its default queue count first.
+    // The warm-up creates the topic with its default queue count, on queue 0.
+    producer.start_round_robin_at(0);
     producer
         .send(OutgoingMessage::new(topic, "warm-up"))
         .await?;

@@ -24,6 +24,7 @@ use skiff::remoting::{ClientConfig, RemotingClient};
 use skiff::serve::{self, Serving};
 use skiff::testsuite;
 use skiff::NodeConfig;
+use skiff_storage::metadata::TopicConfig;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -35,6 +36,18 @@ async fn start(dir: &std::path::Path) -> anyhow::Result<Serving> {
     config.disk_max_used_ratio = 0.999;
     config.disk_full_ratio = 1.0;
     Ok(serve::start(config).await?)
+}
+
+/// Creates `topics` with 4 queues each, as `skiff admin topic create` would: a gRPC client's
+/// route or send never creates its topic, as at the proxy.
+fn create_topics(serving: &Serving, topics: &[&str]) -> anyhow::Result<()> {
+    for topic in topics {
+        serving
+            .node()
+            .broker()
+            .put_topic(&TopicConfig::new(*topic, 4))?;
+    }
+    Ok(())
 }
 
 fn consumer_settings(group: &str, topic: &str) -> pb::Settings {
@@ -148,6 +161,7 @@ async fn a_grpc_client_sends_receives_acks_and_changes_invisibility_on_the_main_
     let serving = start(dir.path()).await?;
     let mut client = connect(serving.local_addr()).await?;
     let (topic, group) = ("GrpcOrders", "grpc-orders-group");
+    create_topics(&serving, &[topic])?;
 
     let (settings, _keep, _inbound) =
         handshake(&mut client, consumer_settings(group, topic)).await?;
@@ -283,6 +297,7 @@ async fn a_grpc_client_sends_receives_acks_and_changes_invisibility_on_the_main_
 async fn bad_grpc_requests_get_the_proxys_codes_and_change_nothing() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let serving = start(dir.path()).await?;
+    create_topics(&serving, &["Bad", "StillServing"])?;
     let grpc_addr = serving.grpc_addr().context("the grpc listener")?;
     let mut client = connect(grpc_addr).await?;
 
@@ -390,6 +405,35 @@ async fn bad_grpc_requests_get_the_proxys_codes_and_change_nothing() -> anyhow::
         .await?
         .into_inner();
     ensure!(code_of(&route.status) == Some(Code::Ok), "{route:?}");
+
+    // A topic nobody created: its route and a send to it are TOPIC_NOT_FOUND, as at the proxy,
+    // and neither creates it (auto-creation is on: only a remoting producer's send creates).
+    let route = client
+        .query_route(call(pb::QueryRouteRequest {
+            topic: resource("NoSuchTopic"),
+            endpoints: None,
+        }))
+        .await?
+        .into_inner();
+    ensure!(
+        code_of(&route.status) == Some(Code::TopicNotFound),
+        "{route:?}"
+    );
+    let sent = client
+        .send_message(call(pb::SendMessageRequest {
+            messages: vec![message("NoSuchTopic", "typo", "T", "k", "01T0")],
+        }))
+        .await?
+        .into_inner();
+    ensure!(
+        code_of(&sent.status) == Some(Code::TopicNotFound),
+        "{sent:?}"
+    );
+    let created = serving.node().broker().topic("NoSuchTopic")?;
+    ensure!(
+        created.is_none(),
+        "a gRPC route or send created {created:?}"
+    );
 
     serving.shutdown().await?;
     Ok(())
@@ -623,6 +667,7 @@ async fn with_acl_on_grpc_calls_are_authenticated_and_authorized_and_a_reload_ap
         ..AclConfig::default()
     };
     let serving = serve::start(config).await?;
+    create_topics(&serving, &["AclTopic"])?;
     let mut client = connect(serving.grpc_addr().context("the grpc listener")?).await?;
     let now = signature::format_date_time(std::time::SystemTime::now());
     let route = |topic: &str| pb::QueryRouteRequest {
@@ -710,6 +755,7 @@ async fn with_acl_on_grpc_calls_are_authenticated_and_authorized_and_a_reload_ap
         denied_topic.is_none(),
         "the refused send created its topic: {denied_topic:?}"
     );
+    create_topics(&serving, &["AclDenied"])?;
 
     // A new ACL applies to the next call on the same channel.
     serving.acl().replace(Acl::new(&AclConfig {

@@ -154,7 +154,10 @@ async fn exercise(addr: &str) -> anyhow::Result<()> {
     let resp = client
         .invoke(
             addr,
-            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Durable")]),
+            request(
+                rc::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", AUTO_CREATE_TOPIC_KEY)],
+            ),
             timeout,
         )
         .await?;

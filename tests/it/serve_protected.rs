@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use common::{request, spawn_serve, wait_serving};
-use skiff::remoting::codes::{request as rc, response as code};
+use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::{ClientConfig, RemotingClient};
 
 /// An IPv4 address of this host that is not loopback (a test network namespace has one too).
@@ -41,7 +41,10 @@ fn non_loopback_ipv4() -> anyhow::Result<Ipv4Addr> {
 }
 
 async fn route_answer(client: &RemotingClient, addr: &str) -> anyhow::Result<(i32, String)> {
-    let route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Protected")]);
+    let route = request(
+        rc::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", AUTO_CREATE_TOPIC_KEY)],
+    );
     let answer = client
         .invoke(addr, route, Duration::from_secs(5))
         .await

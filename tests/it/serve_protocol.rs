@@ -108,6 +108,16 @@ async fn recv_request(rx: &mut mpsc::Receiver<InboundRequest>) -> anyhow::Result
 async fn route_answers_this_listener_in_both_json_key_forms() -> anyhow::Result<()> {
     let h = Harness::start().await?;
     let c = client();
+    // No route before the first send (a route query creates nothing); the send creates Orders.
+    let resp = h
+        .call(
+            &c,
+            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Orders")]),
+        )
+        .await?;
+    expect_code(&resp, code::TOPIC_NOT_EXIST)?;
+    let resp = h.call(&c, send_v2("Orders", 0, "first", "a")).await?;
+    expect_code(&resp, code::SUCCESS)?;
 
     let mut old = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "Orders")]);
     old.version = 400;
@@ -1034,12 +1044,21 @@ async fn unknown_codes_and_bad_input_are_answered_while_other_connections_keep_w
     let resp = h
         .call(
             &good,
-            request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "T")]),
+            request(
+                rc::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", AUTO_CREATE_TOPIC_KEY)],
+            ),
         )
         .await?;
     expect_code(&resp, code::SUCCESS)?;
     let resp = h
-        .call(&bad, request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "T")]))
+        .call(
+            &bad,
+            request(
+                rc::GET_ROUTEINFO_BY_TOPIC,
+                &[("topic", AUTO_CREATE_TOPIC_KEY)],
+            ),
+        )
         .await?;
     expect_code(&resp, code::SUCCESS)?;
     h.stop().await

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context};
 use bytes::BytesMut;
 use common::{request, spawn_serve, wait_serving};
-use skiff::remoting::codes::{request as rc, response as code};
+use skiff::remoting::codes::{request as rc, response as code, AUTO_CREATE_TOPIC_KEY};
 use skiff::remoting::{decode_frame, encode, ClientConfig, RemotingClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -42,7 +42,10 @@ async fn route_over_tls(addr: &str, trusted: &CertificateDer<'static>) -> anyhow
         .connect(ServerName::try_from("localhost")?, tcp)
         .await
         .context("TLS handshake")?;
-    let mut route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "OverTls")]);
+    let mut route = request(
+        rc::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", AUTO_CREATE_TOPIC_KEY)],
+    );
     route.opaque = 77;
     let mut out = BytesMut::new();
     encode(&route, &mut out)?;
@@ -64,7 +67,10 @@ async fn route_over_tls(addr: &str, trusted: &CertificateDer<'static>) -> anyhow
 
 async fn route_in_plaintext(addr: &str) -> anyhow::Result<i32> {
     let client = RemotingClient::new(ClientConfig::default());
-    let route = request(rc::GET_ROUTEINFO_BY_TOPIC, &[("topic", "InPlaintext")]);
+    let route = request(
+        rc::GET_ROUTEINFO_BY_TOPIC,
+        &[("topic", AUTO_CREATE_TOPIC_KEY)],
+    );
     let answer = client.invoke(addr, route, Duration::from_secs(5)).await;
     client.shutdown();
     Ok(answer?.code)

@@ -8,7 +8,6 @@ use crate::broker_api::BrokerError;
 use crate::logic::delay::{
     retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_QUEUE_NUMS, SCHEDULE_TOPIC,
 };
-use crate::logic::names::{is_broker_written_topic, is_send_forbidden};
 use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use crate::refused::Refused;
@@ -159,24 +158,6 @@ impl Registry {
             }));
         };
         Ok((self.create_topic(name, queues)?, true))
-    }
-
-    /// The topic a route lookup reports; auto-created when enabled, except the topics only the
-    /// broker writes to (a client's route would make them for nothing: its sends are refused).
-    pub(crate) fn topic_for_route(
-        &self,
-        name: &str,
-        default_queue_nums: u32,
-    ) -> Result<TopicConfig, BrokerError> {
-        if let Some(config) = self.topic(name)? {
-            return Ok(config);
-        }
-        if (self.auto_create_topic || is_broker_written_topic(name)) && !is_send_forbidden(name) {
-            return Ok(self.topic_for_append(name, default_queue_nums)?.0);
-        }
-        Err(BrokerError::Refused(Refused::TopicNotExist {
-            topic: name.to_string(),
-        }))
     }
 
     /// Creates a topic the broker keeps for itself with `queues` queues if it is missing

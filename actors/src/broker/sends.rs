@@ -59,7 +59,9 @@ pub struct ClientSend {
     /// The messages came as one batch request (SEND_BATCH_MESSAGE, a gRPC request of several):
     /// a batch may not hold transaction halves nor go to a retry topic.
     pub batch: bool,
-    /// Queues the topic gets if this send creates it; `None` takes the configured default.
+    /// Queues the topic gets if this send creates it (when auto-creation is on), as a remoting
+    /// producer asks; `None`: this send never creates its topic (a gRPC send, as the proxy
+    /// answers NOT_FOUND for a topic it cannot route; the console's test send).
     pub auto_create_queue_nums: Option<u32>,
 }
 
@@ -95,6 +97,9 @@ impl BrokerHandle {
         let topic = first.topic.clone();
         let transactional = messages.iter().any(|m| is_prepared(m.sys_flag));
         check_topics(&messages, batch, transactional)?;
+        if auto_create_queue_nums.is_none() && self.inner.registry.queue_nums(&topic)?.is_none() {
+            return Err(Refused::TopicNotExist { topic }.into());
+        }
         let queue_id = self.send_queue(&topic, &queue, auto_create_queue_nums)?;
         for message in &mut messages {
             message.queue_id = queue_id;
@@ -112,7 +117,8 @@ impl BrokerHandle {
         auto_create_queue_nums: Option<u32>,
     ) -> Result<u32, BrokerError> {
         check_client_send(topic, false, false).map_err(Refused::from)?;
-        self.route(topic).await?;
+        let queues = auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
+        self.inner.registry.topic_for_append(topic, queues)?;
         self.send_queue(topic, choice, auto_create_queue_nums)
     }
 
@@ -141,18 +147,38 @@ impl BrokerHandle {
         Ok(choice.pick(write_queues, rand::random()))
     }
 
-    /// A topic's route, auto-creating the topic when enabled (else `TopicNotExist`).
+    /// A topic's route: `TopicNotExist` for a topic that does not exist. A route query never
+    /// creates a topic (Apache's name server and proxy answer "not found"), so a mistyped name
+    /// fails here as it will on a real cluster; sends create topics (see [`Self::publish_route`]).
     pub async fn route(&self, topic: impl Into<String>) -> Result<TopicRoute, BrokerError> {
+        let topic = topic.into();
         let config = self
             .inner
             .registry
-            .topic_for_route(&topic.into(), self.inner.config.default_topic_queue_nums)?;
-        Ok(TopicRoute::single(
-            config.name,
-            self.inner.config.broker_name.clone(),
-            config.read_queue_nums,
-            config.write_queue_nums,
-        ))
+            .topic(&topic)?
+            .ok_or(Refused::TopicNotExist { topic })?;
+        Ok(self.single_route(config.name, config.read_queue_nums, config.write_queue_nums))
+    }
+
+    /// The route a producer sends by: the topic's route, or, for a topic that does not exist
+    /// while auto-creation is on, the queues its first send will create it with (as Java's
+    /// producer falls back to the auto-create topic's route). Creates nothing itself.
+    pub async fn publish_route(&self, topic: impl Into<String>) -> Result<TopicRoute, BrokerError> {
+        let topic = topic.into();
+        match self.route(topic.as_str()).await {
+            Err(BrokerError::Refused(Refused::TopicNotExist { .. }))
+                if self.inner.config.auto_create_topic =>
+            {
+                check_client_send(&topic, false, false).map_err(Refused::from)?;
+                let queues = self.inner.config.default_topic_queue_nums;
+                Ok(self.single_route(topic, queues, queues))
+            }
+            other => other,
+        }
+    }
+
+    fn single_route(&self, topic: String, read: u32, write: u32) -> TopicRoute {
+        TopicRoute::single(topic, self.inner.config.broker_name.clone(), read, write)
     }
 
     /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: appends a batch (this broker is the
@@ -178,7 +204,10 @@ impl BrokerHandle {
         self.append_sent(messages, auto_create_queue_nums).await
     }
 
-    /// Stores checked messages of clients: the retry topic's dead-letter rule, then the store.
+    /// Stores checked messages of clients: each topic a client named made first (Java's
+    /// `msgCheck`: a transaction half or a delayed message is stored elsewhere, but creates the
+    /// topic it will be delivered to, with the queue it was sent to), the retry topic's
+    /// dead-letter rule, then the store.
     async fn append_sent(
         &self,
         mut messages: Vec<MessageToAppend>,
@@ -186,6 +215,14 @@ impl BrokerHandle {
     ) -> Result<Vec<SendResult>, BrokerError> {
         let default_queue_nums =
             auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
+        let mut made: Option<&str> = None;
+        for message in &messages {
+            if made != Some(message.topic.as_str()) {
+                let registry = &self.inner.registry;
+                registry.topic_for_append(&message.topic, default_queue_nums)?;
+                made = Some(&message.topic);
+            }
+        }
         for message in &mut messages {
             self.dead_letter_if_exhausted(message)?;
         }

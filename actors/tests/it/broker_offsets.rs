@@ -8,6 +8,7 @@ use skiff_actors::broker_api::{
 use skiff_actors::logic::queue::MessageQueue;
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
+use skiff_storage::metadata::TopicConfig;
 use skiff_storage::offset_table::{
     CommitOutcome, OffsetKey, OffsetTable, OffsetTableError, SledOffsetTable, OFFSETS_TREE,
 };
@@ -72,7 +73,7 @@ fn query_offset_not_found_is_distinct() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        broker.route(TOPIC).await.unwrap();
+        broker.put_topic(&TopicConfig::new(TOPIC, 4)).unwrap();
         // Queue 1 is empty, so not even the zero rule applies: not found, not 0.
         assert_eq!(
             broker

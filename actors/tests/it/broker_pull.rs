@@ -433,14 +433,24 @@ fn sync_flush_send_acks_after_group_commit() {
 }
 
 #[test]
-fn route_auto_creates_topic_or_reports_topic_not_exist() {
+fn a_route_never_creates_a_topic_and_a_send_does_when_auto_creation_is_on() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let broker = start_broker(dir.path(), BrokerConfig::default());
-        let route = broker.route("fresh").await.unwrap();
+        let route = broker.route("fresh").await;
+        assert!(
+            matches!(
+                route,
+                Err(BrokerError::Refused(Refused::TopicNotExist { .. }))
+            ),
+            "{route:?}"
+        );
+        // A producer's route: the queues its first send would create, and nothing made yet.
+        let route = broker.publish_route("fresh").await.unwrap();
         assert_eq!((route.read_queue_nums(), route.write_queue_nums()), (4, 4));
         assert_eq!(route.brokers.len(), 1);
         assert_eq!(route.brokers[0].broker_name, "skiff");
+        assert!(broker.topic("fresh").unwrap().is_none());
         // A producer's own queue count wins on the send path.
         broker
             .send_messages(SendRequest {

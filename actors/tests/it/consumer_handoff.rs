@@ -6,6 +6,7 @@ use skiff_actors::broker_api::{BrokerApi, SendRequest};
 use skiff_actors::consumer::push_consumer::PushConsumer;
 use skiff_actors::consumer::{ConsumeStatus, Listener};
 use skiff_actors::testsuite::*;
+use skiff_storage::metadata::TopicConfig;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ fn a_handed_off_queue_is_forgotten_by_the_dispatcher() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {
         let handle = start_broker(dir.path(), BrokerConfig::default());
+        // The topic exists before its consumers start: a route query creates nothing.
+        handle.put_topic(&TopicConfig::new(TOPIC, 4)).unwrap();
         let broker: Rc<dyn BrokerApi> = Rc::new(handle.clone());
         let first = consumer("c1", &broker);
         advance(Duration::from_secs(3)).await;

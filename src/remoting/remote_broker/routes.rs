@@ -113,6 +113,12 @@ impl RemoteBroker {
         Ok(self.route_entry(&topic).await?.route)
     }
 
+    /// A producer's route is the route: a topic the name server does not know already gets the
+    /// auto-create topic's brokers (see [`Self::route_entry`]).
+    pub(super) async fn publish_route(&self, topic: String) -> Result<TopicRoute, BrokerError> {
+        self.route(topic).await
+    }
+
     /// The master address of the first broker of `topic` (from its cached or fresh route).
     pub async fn broker_addr(&self, topic: &str) -> Result<String, BrokerError> {
         Ok(self.first_broker(topic).await?.1)

@@ -106,6 +106,10 @@ final class Scenarios {
         m.put("pull_offset_edges", new Def(60, Scenarios::pullOffsetEdges));
         m.put("lookup_by_id_and_key", new Def(60, Scenarios::lookupByIdAndKey));
         m.put("client_create_topic", new Def(60, Scenarios::clientCreateTopic));
+        m.put("missing_topic_route", new Def(60, TopicCreation::missingTopicRoute));
+        m.put("missing_topic_status", new Def(60, TopicCreation::missingTopicStatus));
+        m.put("missing_topic_consumer", new Def(60, TopicCreation::missingTopicConsumer));
+        m.put("first_send_creates_topic", new Def(60, TopicCreation::firstSendCreatesTopic));
         m.put("transaction_commit_rollback", new Def(60, Scenarios::transactions));
         // Both brokers run with transactionTimeOut 3 s and transactionCheckInterval 2 s here
         // (tests/conformance/apache/start.sh, run.sh), so a check-back comes within seconds.

@@ -649,6 +649,14 @@ final class Scenarios {
             ctx.eq("status code", 40402, code(e));
             ctx.note(Main.chain(e));
         }
+        // A producer that names it at start does not start.
+        try {
+            producer(ctx, missing);
+            ctx.fail("a producer naming a missing topic started");
+        } catch (Exception e) {
+            ctx.eq("producer start: exception class", "NotFoundException", e.getClass().getSimpleName());
+            ctx.eq("producer start: status code", 40402, code(e));
+        }
         // A SimpleConsumer subscribing to it does not start.
         try {
             simple(ctx, ctx.name("g"), missing);
