@@ -131,7 +131,8 @@ pub enum AdminCommand {
 
 #[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
 pub enum TopicCommand {
-    /// Create a topic (or set the queue counts of an existing one) on every master broker.
+    /// Create a topic on every master broker. An existing topic gets these queue counts and
+    /// read-write permission (`topic update` changes only what it is given).
     Create {
         topic: String,
         /// Read and write queue count (at least 1: a topic without queues takes no message).

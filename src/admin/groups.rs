@@ -237,12 +237,18 @@ impl Admin {
         let request = RemotingCommand::new_request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
             .with_body(body.encode());
         self.call(addr, request).await?;
-        let kept = self
+        let Some(kept) = self
             .all_group_configs(addr)
             .await?
             .subscription_group_table
             .remove(&body.group_name)
-            .unwrap_or_default();
+        else {
+            return Err(AdminError::NotKept {
+                addr: addr.to_owned(),
+                group: body.group_name.clone(),
+                settings: "anything (the group is not listed afterwards)".to_owned(),
+            });
+        };
         let (wanted, kept) = (settings_json(body), settings_json(&kept));
         let lost: Vec<String> = given
             .iter()
