@@ -1,162 +1,91 @@
 //! `skiff admin`: RocketMQ admin requests over the network, against `skiff serve` or a real
-//! RocketMQ name server + brokers.
+//! RocketMQ name server + brokers, so that a user needs no `mqadmin` beside it.
 //!
-//! * `topics`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), then each topic's route (105) for its
-//!   broker and queue counts, and GET_ALL_TOPIC_CONFIG (21) of every master for its message
-//!   type (the `message.type` attribute; `-` when unspecified).
-//! * `progress <group>`: GET_CONSUME_STATS (208) from every master broker (found with
-//!   GET_BROKER_CLUSTER_INFO, 106; else the route of the group's retry topic; else the name server
-//!   address itself, which is the broker with `skiff serve`). Per queue: broker offset, consumer
-//!   offset, lag, in-flight (the broker's pull offset minus the consumer offset: pulled, not yet
-//!   committed) and the store time of the last consumed message.
+//! Every command finds the master brokers with GET_BROKER_CLUSTER_INFO (106) at the name server
+//! (the name server itself when it lists none: `skiff serve` is both), and which of them have a
+//! topic with GET_TOPIC_CONFIG (351; GET_ALL_TOPIC_CONFIG, 21, where a 4.x broker lacks 351):
+//! no command sends a route query, which on some brokers creates the topic it asks about.
+//!
+//! * `topics`: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), and GET_ALL_TOPIC_CONFIG (21) of every
+//!   master for queue counts, perm and message type (the `message.type` attribute), see
+//!   [`topic_list`].
+//! * `progress <group>`: GET_CONSUME_STATS (208) from every master. Per queue: broker offset,
+//!   consumer offset, lag, in-flight (the broker's pull offset minus the consumer offset:
+//!   pulled, not yet committed) and the store time of the last consumed message. A group no
+//!   master has stats or settings for is an error.
 //! * `reset-offset <group> <topic> --to-time T`: INVOKE_BROKER_TO_RESET_OFFSET (222) on every
-//!   master broker of the topic's route; `T` is milliseconds since the epoch, `now`, or RocketMQ's
+//!   master that has the topic; `T` is milliseconds since the epoch, `now`, or RocketMQ's
 //!   `yyyy-MM-dd#HH:mm:ss:SSS` (read as UTC). Each queue restarts at the first message stored at
 //!   or after `T`. A broker answering CONSUMER_NOT_ONLINE (a Java broker that resets through
 //!   its online consumers) gets the offsets written directly instead, as Java's admin does:
-//!   per queue SEARCH_OFFSET_BY_TIMESTAMP, then an acknowledged UPDATE_CONSUMER_OFFSET.
-//!
-//! * `topic create|delete|status`, `topic-status`, `groups`, `connections <group>`, `cluster`:
-//!   see [`resources`].
+//!   per queue SEARCH_OFFSET_BY_TIMESTAMP, then an acknowledged UPDATE_CONSUMER_OFFSET. Both
+//!   are in [`offsets`].
+//! * `topic create|delete|status`, `topic-status`, `connections <group>`, `cluster`: see
+//!   [`resources`]; `topic update`: see [`topic_update`].
+//! * `groups`, `group create|update|delete`: see [`groups`].
 //! * `message <msg-id> [--topic T]`, `query <topic> <key>`: finding stored messages, see
 //!   [`lookup`].
 //!
-//! `topics` is in [`topic_list`]; `progress` and `reset-offset` are in [`offsets`]. This file
-//! holds the command line, the errors, the request helper every command shares and the time
-//! formats.
+//! The command line and the choice of name server (`--namesrv`, else `NAMESRV_ADDR`, else the
+//! `listen` of `./skiff.toml`, else 127.0.0.1:9876) are in [`cli`]. This file holds the errors,
+//! the request helpers every command shares and the time formats.
 //!
-//! `--json` prints JSON instead of a table (for the commands of [`resources`] and [`lookup`];
-//! the others print their table either way). [`run`] returns the text to print.
+//! Every command renders text, or with `--json` one JSON value (numbers as numbers). Any
+//! answer but SUCCESS (a refusal under ACL included) is an error carrying the broker's code and
+//! remark, and a topic or group that does not exist is an error naming it; `skiff admin` then
+//! exits with code 1. [`run`] returns the text to print.
 
+mod cli;
+mod groups;
 mod lookup;
 mod offsets;
 mod resources;
 mod topic_list;
+mod topic_update;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
+use serde_json::Value;
 use skiff_storage::clock::epoch_millis;
-use skiff_storage::metadata::TopicMessageType;
 
 use crate::acl::signature::Credentials;
 use crate::calendar::{civil_from_days, days_from_civil, days_in_month};
-use crate::remoting::body::{BodyError, JsonBody, TopicRouteData};
+use crate::remoting::body::{BodyError, JsonBody, TopicConfigBody};
 use crate::remoting::client::{ClientConfig, ClientError, RemotingClient};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
-use crate::remoting::headers::{CustomHeader, GetRouteInfoRequestHeader, HeaderError};
+use crate::remoting::headers::{CustomHeader, HeaderError, TopicRequestHeader};
 
-fn parse_message_type(name: &str) -> Result<TopicMessageType, String> {
-    TopicMessageType::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = TopicMessageType::ALL.iter().map(|t| t.as_str()).collect();
-        format!("expected one of {}", names.join(", "))
-    })
-}
+pub use cli::{
+    resolve_namesrv, AdminArgs, AdminCommand, GroupCommand, GroupSettings, NamesrvSource,
+    TopicCommand, CONFIG_FILE, DEFAULT_NAMESRV, NAMESRV_ENV,
+};
 
 /// Request timeout of every admin call (Java `mqClientApiTimeout`).
 const TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, clap::Args)]
-pub struct AdminArgs {
-    /// Name server address (`skiff serve` answers as name server and broker).
-    #[arg(long, global = true, default_value = "127.0.0.1:9876")]
-    pub namesrv: String,
-    /// Print JSON instead of a table (topic, topic-status, groups, connections, cluster,
-    /// message, query).
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Sign requests with this account's access key (a broker with ACL on needs it; admin
-    /// commands that change state need an admin account).
-    #[arg(long, global = true, env = "SKIFF_ACCESS_KEY", requires = "secret_key")]
-    pub access_key: Option<String>,
-    /// The account's secret key; prefer the environment variable, which `ps` does not show.
-    #[arg(long, global = true, env = "SKIFF_SECRET_KEY", hide_env_values = true)]
-    pub secret_key: Option<String>,
-    #[command(subcommand)]
-    pub command: AdminCommand,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
-pub enum AdminCommand {
-    /// List every topic with its broker, queue counts, permission and message type.
-    Topics,
-    /// Per queue of a consumer group: broker offset, consumer offset, lag, in-flight, last
-    /// consume time.
-    Progress {
-        /// Consumer group.
-        group: String,
-    },
-    /// Reset a group's offsets on a topic to a point in time (server side: each queue restarts
-    /// at its next pull).
-    ResetOffset {
-        /// Consumer group.
-        group: String,
-        /// Topic.
-        topic: String,
-        /// Milliseconds since the epoch, `now`, or `yyyy-MM-dd#HH:mm:ss:SSS` (UTC).
-        #[arg(long)]
-        to_time: String,
-    },
-    /// Create, delete or show a topic.
-    #[command(subcommand)]
-    Topic(TopicCommand),
-    /// Per queue of a topic: min and max offset and last update (same as `topic status`).
-    TopicStatus {
-        /// Topic.
-        topic: String,
-    },
-    /// Every subscription group's config.
-    Groups,
-    /// The consumers connected for a group, with their subscriptions.
-    Connections {
-        /// Consumer group.
-        group: String,
-    },
-    /// The brokers of the cluster with their version and message count.
-    Cluster,
-    /// A stored message by id: an offset message id, or a unique key (`msgId`) with `--topic`.
-    Message {
-        /// Offset message id or unique key.
-        id: String,
-        /// The topic, to look a unique key up in.
-        #[arg(long)]
-        topic: Option<String>,
-    },
-    /// The stored messages of a topic carrying a key (`KEYS`), newest first.
-    Query { topic: String, key: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
-pub enum TopicCommand {
-    /// Create a topic (or change its queue count) on every master broker.
-    Create {
-        topic: String,
-        /// Read and write queue count (at least 1: a topic without queues takes no message).
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
-        queues: u32,
-        /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY,
-        /// TRANSACTION or MIXED, in any case. Without it an existing topic keeps its type.
-        #[arg(long, value_parser = parse_message_type)]
-        message_type: Option<TopicMessageType>,
-    },
-    /// Delete a topic from every master broker and the name server.
-    Delete { topic: String },
-    /// Per queue: min and max offset and the store time of the newest message.
-    Status { topic: String },
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     #[error("invalid time {value:?}: expected milliseconds since the epoch, \"now\" or yyyy-MM-dd#HH:mm:ss:SSS")]
     InvalidTime { value: String },
-    #[error("request to {addr} failed")]
+    #[error(
+        "reading the name server address from {file} (--namesrv or {} skip it)",
+        cli::NAMESRV_ENV
+    )]
+    Config {
+        file: String,
+        #[source]
+        source: crate::config::ConfigError,
+    },
+    #[error("request to {addr}{via} failed")]
     Request {
         addr: String,
+        /// For the name server: where its address came from.
+        via: String,
         #[source]
         source: ClientError,
     },
-    #[error("{addr} answered code {code}: {remark}")]
+    #[error("{addr} refused the request: {} ({code}): {remark}", code_name(*code))]
     Remote {
         addr: String,
         code: i32,
@@ -169,10 +98,43 @@ pub enum AdminError {
         #[source]
         source: AnswerError,
     },
-    #[error("topic {topic} has no master broker in its route")]
-    NoBroker { topic: String },
+    #[error("topic {topic} does not exist")]
+    TopicNotExist { topic: String },
+    #[error("consumer group {group} does not exist")]
+    GroupNotExist { group: String },
+    #[error(
+        "consumer group {group} exists already on {brokers}; `skiff admin group update` changes it"
+    )]
+    GroupExists { group: String, brokers: String },
+    #[error("{addr} answered success but did not keep {settings} of consumer group {group}")]
+    NotKept {
+        addr: String,
+        group: String,
+        settings: String,
+    },
+    #[error("nothing to change: give at least one of {options}")]
+    NothingToChange { options: &'static str },
+    #[error("refused to change topic {topic}: {detail}; --yes applies it anyway")]
+    WouldHide { topic: String, detail: String },
     #[error("no {what} found")]
     NotFound { what: String },
+}
+
+/// RocketMQ's name of a response code, for error messages.
+fn code_name(value: i32) -> &'static str {
+    match value {
+        code::SYSTEM_ERROR => "SYSTEM_ERROR",
+        code::SYSTEM_BUSY => "SYSTEM_BUSY",
+        code::REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
+        code::SERVICE_NOT_AVAILABLE => "SERVICE_NOT_AVAILABLE",
+        code::NO_PERMISSION => "NO_PERMISSION",
+        code::TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
+        code::QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
+        code::SUBSCRIPTION_GROUP_NOT_EXIST => "SUBSCRIPTION_GROUP_NOT_EXIST",
+        code::INVALID_PARAMETER => "INVALID_PARAMETER",
+        code::CONSUMER_NOT_ONLINE => "CONSUMER_NOT_ONLINE",
+        _ => "code",
+    }
 }
 
 /// Why an answer could not be decoded.
@@ -186,10 +148,18 @@ pub enum AnswerError {
     Message(#[from] skiff_storage::message::MessageDecodeError),
 }
 
-/// Runs one admin command; returns the text to print. Needs a tokio runtime.
+/// Runs one admin command; returns the text to print. The name server is `--namesrv`, else
+/// `NAMESRV_ADDR`, else the listen address of `./skiff.toml`, else 127.0.0.1:9876 (see
+/// [`resolve_namesrv`]). Needs a tokio runtime.
 pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
+    let (namesrv, source) = resolve_namesrv(
+        args.namesrv.as_deref(),
+        std::env::var(NAMESRV_ENV).ok().as_deref(),
+        std::path::Path::new(CONFIG_FILE),
+    )?;
     let admin = Admin {
-        namesrv: args.namesrv,
+        namesrv,
+        namesrv_source: source,
         client: RemotingClient::new(ClientConfig {
             credentials: args.access_key.clone().zip(args.secret_key.clone()).map(
                 |(access_key, secret_key)| Credentials {
@@ -200,63 +170,91 @@ pub async fn run(args: AdminArgs) -> Result<String, AdminError> {
             ..ClientConfig::default()
         }),
     };
-    let result = match args.command {
-        AdminCommand::Topics => admin.topics().await,
-        AdminCommand::Progress { group } => admin.progress(&group).await,
-        AdminCommand::ResetOffset {
-            group,
-            topic,
-            to_time,
-        } => {
-            let timestamp = parse_time(&to_time, epoch_millis())?;
-            admin.reset_offset(&group, &topic, timestamp).await
-        }
-        AdminCommand::Topic(TopicCommand::Create {
-            topic,
-            queues,
-            message_type,
-        }) => render(
-            admin.topic_create(&topic, queues, message_type).await,
-            args.json,
-        ),
-        AdminCommand::Topic(TopicCommand::Delete { topic }) => {
-            render(admin.topic_delete(&topic).await, args.json)
-        }
-        AdminCommand::Topic(TopicCommand::Status { topic })
-        | AdminCommand::TopicStatus { topic } => {
-            render(admin.topic_status(&topic).await, args.json)
-        }
-        AdminCommand::Groups => render(admin.groups().await, args.json),
-        AdminCommand::Connections { group } => render(admin.connections(&group).await, args.json),
-        AdminCommand::Cluster => render(admin.cluster().await, args.json),
-        AdminCommand::Message { id, topic } => {
-            render(admin.message(&id, topic.as_deref()).await, args.json)
-        }
-        AdminCommand::Query { topic, key } => render(admin.query(&topic, &key).await, args.json),
-    };
+    let result = admin.dispatch(args.command).await;
     admin.client.shutdown();
-    result
-}
-
-/// The table, or with `json` the JSON value on one line.
-fn render(
-    rendered: Result<resources::Rendered, AdminError>,
-    json: bool,
-) -> Result<String, AdminError> {
-    let rendered = rendered?;
-    Ok(if json {
+    let rendered = result?;
+    Ok(if args.json {
         format!("{}\n", rendered.json)
     } else {
         rendered.text
     })
 }
 
-struct Admin {
-    namesrv: String,
-    client: RemotingClient,
+/// What a command shows: a table for people, a JSON value for scripts.
+pub struct Rendered {
+    pub text: String,
+    pub json: Value,
 }
 
 impl Admin {
+    async fn dispatch(&self, command: AdminCommand) -> Result<Rendered, AdminError> {
+        match command {
+            AdminCommand::Topics => self.topics().await,
+            AdminCommand::Progress { group } => self.progress(&group).await,
+            AdminCommand::ResetOffset {
+                group,
+                topic,
+                to_time,
+            } => {
+                let timestamp = parse_time(&to_time, epoch_millis())?;
+                self.reset_offset(&group, &topic, timestamp).await
+            }
+            AdminCommand::Topic(TopicCommand::Create {
+                topic,
+                queues,
+                message_type,
+            }) => self.topic_create(&topic, queues, message_type).await,
+            AdminCommand::Topic(TopicCommand::Update {
+                topic,
+                read_queues,
+                write_queues,
+                perm,
+                yes,
+            }) => {
+                let change = topic_update::TopicChange {
+                    read_queues,
+                    write_queues,
+                    perm,
+                };
+                self.topic_update(&topic, change, yes).await
+            }
+            AdminCommand::Topic(TopicCommand::Delete { topic }) => self.topic_delete(&topic).await,
+            AdminCommand::Topic(TopicCommand::Status { topic })
+            | AdminCommand::TopicStatus { topic } => self.topic_status(&topic).await,
+            AdminCommand::Group(GroupCommand::Create { group, settings }) => {
+                self.group_create(&group, &settings).await
+            }
+            AdminCommand::Group(GroupCommand::Update { group, settings }) => {
+                self.group_update(&group, &settings).await
+            }
+            AdminCommand::Group(GroupCommand::Delete {
+                group,
+                clean_offsets,
+            }) => self.group_delete(&group, clean_offsets).await,
+            AdminCommand::Groups => self.groups().await,
+            AdminCommand::Connections { group } => self.connections(&group).await,
+            AdminCommand::Cluster => self.cluster().await,
+            AdminCommand::Message { id, topic } => self.message(&id, topic.as_deref()).await,
+            AdminCommand::Query { topic, key } => self.query(&topic, &key).await,
+        }
+    }
+}
+
+struct Admin {
+    namesrv: String,
+    namesrv_source: NamesrvSource,
+    client: RemotingClient,
+}
+
+/// A master broker that has a topic, with the topic's config there.
+struct TopicHolder {
+    broker: String,
+    addr: String,
+    config: TopicConfigBody,
+}
+
+impl Admin {
+    /// One request; any answer but SUCCESS is an error carrying the broker's code and remark.
     async fn call(
         &self,
         addr: &str,
@@ -268,6 +266,14 @@ impl Admin {
             .await
             .map_err(|source| AdminError::Request {
                 addr: addr.to_owned(),
+                via: if addr == self.namesrv {
+                    format!(
+                        " (the name server, from {})",
+                        self.namesrv_source.describe()
+                    )
+                } else {
+                    String::new()
+                },
                 source,
             })?;
         if response.code != code::SUCCESS {
@@ -280,16 +286,61 @@ impl Admin {
         Ok(response)
     }
 
-    async fn route(&self, topic: &str) -> Result<TopicRouteData, AdminError> {
-        let request = RemotingCommand::new_request(rc::GET_ROUTEINFO_BY_TOPIC).with_ext_fields(
-            GetRouteInfoRequestHeader {
-                topic: topic.to_owned(),
-                accept_standard_json_only: None,
+    /// Every master broker that has `topic`, with its config there: GET_TOPIC_CONFIG (351) on
+    /// each master of the cluster, or GET_ALL_TOPIC_CONFIG (21) where 351 is not served (4.x).
+    /// Unlike a route query, neither creates the topic. None has it: [`AdminError::TopicNotExist`].
+    async fn topic_masters(&self, topic: &str) -> Result<Vec<TopicHolder>, AdminError> {
+        let mut holders = Vec::new();
+        for (broker, addr) in self.masters_by_name().await? {
+            let request = RemotingCommand::new_request(rc::GET_TOPIC_CONFIG)
+                .with_ext_fields(TopicRequestHeader::new(topic).to_ext());
+            let config = match self.call(&addr, request).await {
+                Ok(response) => Some(
+                    TopicConfigBody::decode(&response.body)
+                        .map_err(|e| bad(&addr, "topic config", e))?,
+                ),
+                Err(AdminError::Remote { code: c, .. }) if c == code::TOPIC_NOT_EXIST => None,
+                Err(AdminError::Remote { code: c, .. })
+                    if c == code::REQUEST_CODE_NOT_SUPPORTED =>
+                {
+                    self.all_topic_configs(&addr).await?.remove(topic)
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(config) = config {
+                holders.push(TopicHolder {
+                    broker,
+                    addr,
+                    config,
+                });
             }
-            .to_ext(),
-        );
-        let response = self.call(&self.namesrv, request).await?;
-        TopicRouteData::decode(&response.body).map_err(|e| bad(&self.namesrv, "route", e))
+        }
+        if holders.is_empty() {
+            return Err(AdminError::TopicNotExist {
+                topic: topic.to_owned(),
+            });
+        }
+        Ok(holders)
+    }
+}
+
+/// Turns a broker's TOPIC_NOT_EXIST into [`AdminError::TopicNotExist`] and
+/// SUBSCRIPTION_GROUP_NOT_EXIST into [`AdminError::GroupNotExist`].
+fn missing(error: AdminError, topic: Option<&str>, group: Option<&str>) -> AdminError {
+    match (&error, topic, group) {
+        (AdminError::Remote { code: c, .. }, Some(topic), _) if *c == code::TOPIC_NOT_EXIST => {
+            AdminError::TopicNotExist {
+                topic: topic.to_owned(),
+            }
+        }
+        (AdminError::Remote { code: c, .. }, _, Some(group))
+            if *c == code::SUBSCRIPTION_GROUP_NOT_EXIST =>
+        {
+            AdminError::GroupNotExist {
+                group: group.to_owned(),
+            }
+        }
+        _ => error,
     }
 }
 
@@ -299,14 +350,6 @@ fn bad(addr: &str, what: &'static str, error: impl Into<AnswerError>) -> AdminEr
         what,
         source: error.into(),
     }
-}
-
-fn masters(route: &TopicRouteData) -> BTreeSet<String> {
-    route
-        .broker_datas
-        .iter()
-        .filter_map(|b| b.broker_addrs.get(&0).cloned())
-        .collect()
 }
 
 /// Left-aligned columns separated by two spaces.
@@ -397,68 +440,7 @@ mod tests {
     use crate::remoting::server::{
         ConnectionHandle, HandlerFuture, RemotingServer, RequestHandler, ServerConfig,
     };
-    use clap::Parser;
     use std::sync::{Arc, Mutex};
-
-    #[derive(Debug, clap::Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        command: Top,
-    }
-
-    #[derive(Debug, clap::Subcommand)]
-    enum Top {
-        Admin(AdminArgs),
-    }
-
-    fn parse(args: &[&str]) -> Result<AdminArgs, clap::Error> {
-        let cli = Cli::try_parse_from(std::iter::once("skiff").chain(args.iter().copied()))?;
-        let Top::Admin(admin) = cli.command;
-        Ok(admin)
-    }
-
-    #[test]
-    fn command_line() -> anyhow::Result<()> {
-        let a = parse(&["admin", "topics"])?;
-        assert_eq!(a.namesrv, "127.0.0.1:9876");
-        assert_eq!(a.command, AdminCommand::Topics);
-        let a = parse(&["admin", "progress", "g", "--namesrv", "10.0.0.1:9876"])?;
-        assert_eq!(a.namesrv, "10.0.0.1:9876");
-        assert_eq!(a.command, AdminCommand::Progress { group: "g".into() });
-        let a = parse(&["admin", "reset-offset", "g", "T", "--to-time", "now"])?;
-        assert_eq!(
-            a.command,
-            AdminCommand::ResetOffset {
-                group: "g".into(),
-                topic: "T".into(),
-                to_time: "now".into()
-            }
-        );
-        assert!(parse(&["admin", "reset-offset", "g", "T"]).is_err());
-        let a = parse(&["admin", "topic", "create", "T", "--message-type", "fifo"])?;
-        assert_eq!(
-            a.command,
-            AdminCommand::Topic(TopicCommand::Create {
-                topic: "T".into(),
-                queues: 8,
-                message_type: Some(TopicMessageType::Fifo),
-            })
-        );
-        assert!(
-            parse(&["admin", "topic", "create", "T", "--queues", "0"]).is_err(),
-            "a topic without queues is refused before anything is sent"
-        );
-        let a = parse(&["admin", "topic", "create", "T", "--queues", "2"])?;
-        assert!(matches!(
-            a.command,
-            AdminCommand::Topic(TopicCommand::Create {
-                message_type: None,
-                ..
-            })
-        ));
-        assert!(parse(&["admin", "topic", "create", "T", "--message-type", "ORDER"]).is_err());
-        Ok(())
-    }
 
     #[test]
     fn times() -> anyhow::Result<()> {
@@ -493,12 +475,15 @@ mod tests {
         fn handle(&self, _conn: ConnectionHandle, request: RemotingCommand) -> HandlerFuture {
             let ok = || RemotingCommand::new_response(code::SUCCESS, None);
             let answer = match request.code {
-                rc::GET_ROUTEINFO_BY_TOPIC => {
+                rc::GET_BROKER_CLUSTER_INFO => {
                     let addr = self.addr.lock().map(|a| a.clone()).unwrap_or_default();
                     ok().with_body(format!(
-                        r#"{{"brokerDatas":[{{"brokerAddrs":{{0:"{addr}"}},"brokerName":"b"}}],"queueDatas":[{{"brokerName":"b","readQueueNums":2,"writeQueueNums":2,"perm":6}}]}}"#
+                        r#"{{"brokerAddrTable":{{"b":{{"brokerAddrs":{{0:"{addr}"}},"brokerName":"b"}}}},"clusterAddrTable":{{"c":["b"]}}}}"#
                     ))
                 }
+                rc::GET_TOPIC_CONFIG => ok().with_body(
+                    r#"{"topicName":"T","readQueueNums":2,"writeQueueNums":2,"perm":6}"#,
+                ),
                 rc::INVOKE_BROKER_TO_RESET_OFFSET => RemotingCommand::new_response(
                     code::CONSUMER_NOT_ONLINE,
                     Some("Consumer not online".into()),
@@ -555,7 +540,7 @@ mod tests {
                 .lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))? = addr.clone();
             let text = run(AdminArgs {
-                namesrv: addr,
+                namesrv: Some(addr),
                 json: false,
                 access_key: None,
                 secret_key: None,

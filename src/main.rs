@@ -7,8 +7,8 @@
 //! defaults, then `skiff.toml` (or `--config`), then `SKIFF_*` variables, then these flags.
 //! SIGINT/SIGTERM stop it cleanly (offsets persisted, store flushed) with exit code 0.
 //!
-//! `skiff admin [--namesrv ADDR] topics | progress <group> | reset-offset <group> <topic>
-//! --to-time T` runs [`skiff::admin`].
+//! `skiff admin [--namesrv ADDR] [--json] <command>` (topics, progress, topic, group, ...) runs
+//! [`skiff::admin`]; an error exits with code 1.
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;

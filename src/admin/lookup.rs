@@ -5,8 +5,10 @@
 //!   offset) goes to that broker as VIEW_MESSAGE_BY_ID (33); when the address does not answer
 //!   (an id from before a restart on another port), to every master broker.
 //! * A unique key (`SendResult.msgId`, the `UNIQ_KEY` property) needs its topic (`--topic`):
-//!   QUERY_MESSAGE (12) with `_UNIQUE_KEY_QUERY` to every master of the topic's route.
-//! * A key: QUERY_MESSAGE to every master of the topic's route, the newest 64 per broker.
+//!   QUERY_MESSAGE (12) with `_UNIQUE_KEY_QUERY` to every master that has the topic.
+//! * A key: QUERY_MESSAGE to every master that has the topic, the newest 64 per broker.
+//!
+//! A topic no master has is an error, as is a broker's refusal (NO_PERMISSION).
 //!
 //! Each message is shown with its headers, its properties and its body: as text when it is
 //! UTF-8, else as hex (decompressed first when the producer compressed it).
@@ -19,8 +21,7 @@ use serde_json::{json, Value};
 
 use skiff_storage::message::{decode_records, property, property_pairs, StoredMessage};
 
-use super::resources::Rendered;
-use super::{bad, masters, Admin, AdminError};
+use super::{bad, Admin, AdminError, Rendered};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{CustomHeader, QueryMessageRequestHeader, ViewMessageRequestHeader};
@@ -71,9 +72,17 @@ impl Admin {
             targets.extend(self.all_masters().await?);
             targets.dedup();
             for target in targets {
-                if let Ok(Some(m)) = self.view(&target, offset).await {
-                    found.push(m);
-                    break;
+                match self.view(&target, offset).await {
+                    Ok(Some(m)) => {
+                        found.push(m);
+                        break;
+                    }
+                    // A refusal is the answer; anything else (an old address that does not
+                    // answer, a broker without that offset) leaves the next one to try.
+                    Err(e @ AdminError::Remote { code: c, .. }) if c == code::NO_PERMISSION => {
+                        return Err(e)
+                    }
+                    _ => {}
                 }
             }
         }
@@ -118,16 +127,16 @@ impl Admin {
             .next())
     }
 
-    /// QUERY_MESSAGE on every master of `topic`'s route; QUERY_NOT_FOUND counts as none.
+    /// QUERY_MESSAGE on every master that has `topic`; QUERY_NOT_FOUND counts as none.
     async fn query_brokers(
         &self,
         topic: &str,
         key: &str,
         unique: bool,
     ) -> Result<Vec<StoredMessage>, AdminError> {
-        let route = self.route(topic).await?;
         let mut found = Vec::new();
-        for addr in masters(&route) {
+        for holder in self.topic_masters(topic).await? {
+            let addr = holder.addr;
             let mut request = RemotingCommand::new_request(rc::QUERY_MESSAGE).with_ext_fields(
                 QueryMessageRequestHeader {
                     topic: topic.to_owned(),
@@ -147,7 +156,7 @@ impl Admin {
                         .map_err(|e| bad(&addr, "messages", e))?,
                 ),
                 Err(AdminError::Remote { code, .. }) if code == code::QUERY_NOT_FOUND => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(super::missing(e, Some(topic), None)),
             }
         }
         // Java's client keeps only exact matches: an index hit may be another key's.

@@ -2,15 +2,13 @@
 //! group's consume progress per queue, and moving its offsets to a point in time (see the
 //! [`admin`](super) module doc for the requests each sends).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use skiff_actors::logic::delay::retry_topic;
+use serde_json::{json, Value};
 
-use super::{bad, format_time, masters, table, Admin, AdminError};
-use crate::remoting::body::{
-    self, BodyError, BrokerData, ConsumeStats, MessageQueue, ResetOffsetBody,
-};
+use super::{bad, format_time, missing, table, Admin, AdminError, Rendered};
+use crate::remoting::body::{ConsumeStats, MessageQueue, ResetOffsetBody};
 use crate::remoting::codes::{request as rc, response as code};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
@@ -20,29 +18,11 @@ use crate::remoting::headers::{
 };
 
 impl Admin {
-    /// Master addresses of every broker: cluster info, else the group's retry topic route,
-    /// else the name server itself.
-    async fn brokers_for_group(&self, group: &str) -> Vec<String> {
-        let request = RemotingCommand::new_request(rc::GET_BROKER_CLUSTER_INFO);
-        if let Ok(response) = self.call(&self.namesrv, request).await {
-            if let Ok(addrs) = cluster_masters(&response.body) {
-                if !addrs.is_empty() {
-                    return addrs.into_iter().collect();
-                }
-            }
-        }
-        if let Ok(route) = self.route(&retry_topic(group)).await {
-            let addrs = masters(&route);
-            if !addrs.is_empty() {
-                return addrs.into_iter().collect();
-            }
-        }
-        vec![self.namesrv.clone()]
-    }
-
-    pub(super) async fn progress(&self, group: &str) -> Result<String, AdminError> {
+    /// GET_CONSUME_STATS (208) on every master. When no broker has a queue for the group, its
+    /// settings (201) tell a group without progress yet from one that does not exist.
+    pub(super) async fn progress(&self, group: &str) -> Result<Rendered, AdminError> {
         let mut merged = ConsumeStats::default();
-        for addr in self.brokers_for_group(group).await {
+        for addr in self.all_masters().await? {
             let request = RemotingCommand::new_request(rc::GET_CONSUME_STATS).with_ext_fields(
                 GetConsumeStatsRequestHeader {
                     consumer_group: group.to_owned(),
@@ -50,11 +30,23 @@ impl Admin {
                 }
                 .to_ext(),
             );
-            let response = self.call(&addr, request).await?;
+            let response = match self.call(&addr, request).await {
+                Ok(response) => response,
+                Err(AdminError::Remote { code: c, .. })
+                    if c == code::SUBSCRIPTION_GROUP_NOT_EXIST =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
             let stats =
                 ConsumeStats::decode(&response.body).map_err(|e| bad(&addr, "consume stats", e))?;
             merged.offset_table.extend(stats.offset_table);
-            merged.consume_tps += stats.consume_tps;
+        }
+        if merged.offset_table.is_empty() && self.group_configs(group).await?.is_empty() {
+            return Err(AdminError::GroupNotExist {
+                group: group.to_owned(),
+            });
         }
         Ok(progress_table(group, &merged))
     }
@@ -64,16 +56,10 @@ impl Admin {
         group: &str,
         topic: &str,
         timestamp: i64,
-    ) -> Result<String, AdminError> {
-        let route = self.route(topic).await?;
-        let addrs = masters(&route);
-        if addrs.is_empty() {
-            return Err(AdminError::NoBroker {
-                topic: topic.to_owned(),
-            });
-        }
+    ) -> Result<Rendered, AdminError> {
         let mut reset = BTreeMap::new();
-        for addr in addrs {
+        for holder in self.topic_masters(topic).await? {
+            let addr = holder.addr;
             let request = RemotingCommand::new_request(rc::INVOKE_BROKER_TO_RESET_OFFSET)
                 .with_ext_fields(
                     ResetOffsetRequestHeader {
@@ -96,7 +82,7 @@ impl Admin {
                 Err(AdminError::Remote { code: c, .. }) if c == code::CONSUMER_NOT_ONLINE => {
                     reset.extend(self.reset_offline(&addr, group, topic, timestamp).await?);
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(missing(e, Some(topic), Some(group))),
             }
         }
         let rows: Vec<Vec<String>> = reset
@@ -110,12 +96,31 @@ impl Admin {
                 ]
             })
             .collect();
-        let mut out = format!(
+        let mut text = format!(
             "reset group {group} on topic {topic} to {} ({timestamp} ms)\n",
             format_time(timestamp)
         );
-        out.push_str(&table(&["TOPIC", "BROKER", "QID", "NEW OFFSET"], &rows));
-        Ok(out)
+        text.push_str(&table(&["TOPIC", "BROKER", "QID", "NEW OFFSET"], &rows));
+        let queues: Vec<Value> = reset
+            .iter()
+            .map(|(mq, offset)| {
+                json!({
+                    "topic": mq.topic,
+                    "broker": mq.broker_name,
+                    "queue_id": mq.queue_id,
+                    "offset": offset,
+                })
+            })
+            .collect();
+        Ok(Rendered {
+            text,
+            json: json!({
+                "group": group,
+                "topic": topic,
+                "timestamp_ms": timestamp,
+                "queues": queues,
+            }),
+        })
     }
 }
 
@@ -183,25 +188,9 @@ impl Admin {
     }
 }
 
-/// Master addresses of a `ClusterInfo` body (`brokerAddrTable`: name → BrokerData).
-fn cluster_masters(bytes: &[u8]) -> Result<BTreeSet<String>, BodyError> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ClusterInfo {
-        #[serde(default)]
-        broker_addr_table: Option<BTreeMap<String, BrokerData>>,
-    }
-    let info: ClusterInfo = body::decode_json(bytes, "ClusterInfo")?;
-    Ok(info
-        .broker_addr_table
-        .unwrap_or_default()
-        .values()
-        .filter_map(|b| b.broker_addrs.get(&0).cloned())
-        .collect())
-}
-
-fn progress_table(group: &str, stats: &ConsumeStats) -> String {
+fn progress_table(group: &str, stats: &ConsumeStats) -> Rendered {
     let mut rows = Vec::new();
+    let mut queues = Vec::new();
     let (mut total_lag, mut total_in_flight) = (0i64, 0i64);
     for (mq, w) in &stats.offset_table {
         let lag = (w.broker_offset - w.consumer_offset).max(0);
@@ -222,42 +211,51 @@ fn progress_table(group: &str, stats: &ConsumeStats) -> String {
                 "-".to_owned()
             },
         ]);
+        queues.push(json!({
+            "topic": mq.topic,
+            "broker": mq.broker_name,
+            "queue_id": mq.queue_id,
+            "broker_offset": w.broker_offset,
+            "consumer_offset": w.consumer_offset,
+            "lag": lag,
+            "in_flight": in_flight,
+            "last_consume_ms": (w.last_timestamp > 0).then_some(w.last_timestamp),
+        }));
     }
-    let mut out = format!("consumer group {group}\n");
-    out.push_str(&table(
-        &[
-            "TOPIC",
-            "BROKER",
-            "QID",
-            "BROKER OFFSET",
-            "CONSUMER OFFSET",
-            "LAG",
-            "IN-FLIGHT",
-            "LAST CONSUME TIME (UTC)",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
-        out,
-        "total lag: {total_lag}, in flight: {total_in_flight}, consume tps: {:.2}",
-        stats.consume_tps
-    );
-    out
+    let mut text = format!("consumer group {group}\n");
+    if rows.is_empty() {
+        text.push_str("no consume progress yet: no committed offset and no subscription\n");
+    } else {
+        text.push_str(&table(
+            &[
+                "TOPIC",
+                "BROKER",
+                "QID",
+                "BROKER OFFSET",
+                "CONSUMER OFFSET",
+                "LAG",
+                "IN-FLIGHT",
+                "LAST CONSUME TIME (UTC)",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(text, "total lag: {total_lag}, in flight: {total_in_flight}");
+    }
+    Rendered {
+        text,
+        json: json!({
+            "group": group,
+            "queues": queues,
+            "total_lag": total_lag,
+            "in_flight": total_in_flight,
+        }),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::remoting::body::OffsetWrapper;
-
-    #[test]
-    fn cluster_bodies() -> anyhow::Result<()> {
-        let masters = cluster_masters(
-            br#"{"brokerAddrTable":{"b1":{"brokerName":"b1","brokerAddrs":{0:"h1:1",1:"h2:1"}},"b2":{"brokerName":"b2","brokerAddrs":{"1":"h3:1"}}},"clusterAddrTable":{"c":["b1","b2"]}}"#,
-        )?;
-        assert_eq!(masters.into_iter().collect::<Vec<_>>(), vec!["h1:1"]);
-        Ok(())
-    }
 
     #[test]
     fn progress_rows() {
@@ -275,7 +273,8 @@ mod tests {
                 last_timestamp: 1_700_000_000_123,
             },
         );
-        let text = progress_table("g", &stats);
+        let rendered = progress_table("g", &stats);
+        let text = rendered.text;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "consumer group g");
         assert!(lines[1].starts_with("TOPIC  BROKER  QID  BROKER OFFSET"));
@@ -294,6 +293,8 @@ mod tests {
                 "22:13:20.123"
             ]
         );
-        assert!(lines[3].starts_with("total lag: 6, in flight: 2"));
+        assert_eq!(lines[3], "total lag: 6, in flight: 2");
+        assert_eq!(rendered.json["queues"][0]["lag"], 6);
+        assert_eq!(rendered.json["total_lag"], 6);
     }
 }

@@ -1,43 +1,36 @@
-//! `skiff admin` commands about topics, groups, connections and the cluster:
+//! `skiff admin` commands about topics, connections and the cluster:
 //!
 //! * `topic create <topic> [--queues N] [--message-type T]`: UPDATE_AND_CREATE_TOPIC (17) on
 //!   every master broker of the cluster (GET_BROKER_CLUSTER_INFO, 106); `--message-type` sends
 //!   `attributes` `+message.type=T` as `mqadmin updateTopic -a` does.
-//! * `topic delete <topic>`: DELETE_TOPIC_IN_BROKER (215) on every master, then
-//!   DELETE_TOPIC_IN_NAMESRV (216) on the name server.
+//! * `topic delete <topic>`: DELETE_TOPIC_IN_BROKER (215) on every master that has the topic,
+//!   then DELETE_TOPIC_IN_NAMESRV (216) on the name server. A topic no master has is an error.
 //! * `topic status <topic>` (also `topic-status <topic>`): GET_TOPIC_STATS_INFO (202) on every
-//!   master of the topic's route: per queue min and max offset and the store time of the newest
+//!   master that has the topic: per queue min and max offset and the store time of the newest
 //!   message. With `--json`, an array of `{"broker", "queue_id", "min_offset", "max_offset",
 //!   "last_update_ms"}` objects.
-//! * `groups`: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of every master: retry queues and
-//!   times, broadcast, consume-from-min and orderly.
-//! * `connections <group>`: GET_CONSUMER_CONNECTION_LIST (203) from every master.
+//! * `connections <group>`: GET_CONSUMER_CONNECTION_LIST (203) from every master; with no
+//!   consumer online, an error that says whether the group exists.
 //! * `cluster`: GET_BROKER_CLUSTER_INFO (106), plus GET_BROKER_RUNTIME_INFO (28) per master.
 //!
-//! Each renders a table, or with `--json` a JSON value for scripts.
+//! Which masters have a topic is asked of each master (GET_TOPIC_CONFIG, 351), not of the name
+//! server's route: a route query can create the topic.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
 
-use super::{bad, format_time, masters, table, Admin, AdminError};
+use super::{bad, format_time, missing, table, Admin, AdminError, Rendered};
 use crate::remoting::body::{
-    self, BodyError, BrokerData, ConsumerConnection, JsonBody, KvTable, SubscriptionGroupWrapper,
-    TopicStatsTable,
+    self, BodyError, BrokerData, ConsumerConnection, JsonBody, KvTable, TopicStatsTable,
 };
-use crate::remoting::codes::{request as rc, response as code};
+use crate::remoting::codes::{request as rc, response as code, version};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
     CreateTopicRequestHeader, CustomHeader, GetConsumerConnectionListRequestHeader,
     TopicRequestHeader,
 };
-
-/// What a command shows: a table for people, a JSON value for scripts.
-pub struct Rendered {
-    pub text: String,
-    pub json: Value,
-}
 
 /// A `ClusterInfo` body: broker name → broker data, cluster name → broker names.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -130,14 +123,15 @@ impl Admin {
         })
     }
 
+    /// Refuses a topic no master has: DELETE_TOPIC_IN_BROKER answers success either way.
     pub(super) async fn topic_delete(&self, topic: &str) -> Result<Rendered, AdminError> {
         let header = TopicRequestHeader::new(topic).to_ext();
         let mut done = Vec::new();
-        for addr in self.all_masters().await? {
+        for holder in self.topic_masters(topic).await? {
             let request = RemotingCommand::new_request(rc::DELETE_TOPIC_IN_BROKER)
                 .with_ext_fields(header.clone());
-            self.call(&addr, request).await?;
-            done.push(addr);
+            self.call(&holder.addr, request).await?;
+            done.push(holder.addr);
         }
         let request =
             RemotingCommand::new_request(rc::DELETE_TOPIC_IN_NAMESRV).with_ext_fields(header);
@@ -149,20 +143,9 @@ impl Admin {
     }
 
     pub(super) async fn topic_status(&self, topic: &str) -> Result<Rendered, AdminError> {
-        let route = self.route(topic).await?;
-        let addrs = masters(&route);
-        if addrs.is_empty() {
-            return Err(AdminError::NoBroker {
-                topic: topic.to_owned(),
-            });
-        }
         let mut merged = TopicStatsTable::default();
-        for addr in addrs {
-            let request = RemotingCommand::new_request(rc::GET_TOPIC_STATS_INFO)
-                .with_ext_fields(TopicRequestHeader::new(topic).to_ext());
-            let response = self.call(&addr, request).await?;
-            let stats = TopicStatsTable::decode(&response.body)
-                .map_err(|e| bad(&addr, "topic stats", e))?;
+        for holder in self.topic_masters(topic).await? {
+            let stats = self.topic_stats(&holder.addr, topic).await?;
             merged.offset_table.extend(stats.offset_table);
         }
         let mut rows = Vec::new();
@@ -204,56 +187,19 @@ impl Admin {
         })
     }
 
-    pub(super) async fn groups(&self) -> Result<Rendered, AdminError> {
-        let mut all = BTreeMap::new();
-        for addr in self.all_masters().await? {
-            let request = RemotingCommand::new_request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG);
-            let response = self.call(&addr, request).await?;
-            let wrapper = SubscriptionGroupWrapper::decode(&response.body)
-                .map_err(|e| bad(&addr, "subscription groups", e))?;
-            all.extend(wrapper.subscription_group_table);
-        }
-        let rows: Vec<Vec<String>> = all
-            .values()
-            .map(|g| {
-                vec![
-                    g.group_name.clone(),
-                    g.retry_queue_nums.to_string(),
-                    g.retry_max_times.to_string(),
-                    g.consume_broadcast_enable.to_string(),
-                    g.consume_from_min_enable.to_string(),
-                    g.consume_message_orderly.to_string(),
-                ]
-            })
-            .collect();
-        let json = Value::Array(
-            all.values()
-                .map(|g| {
-                    json!({
-                        "group": g.group_name,
-                        "retry_queues": g.retry_queue_nums,
-                        "retry_max_times": g.retry_max_times,
-                        "broadcast_enable": g.consume_broadcast_enable,
-                        "consume_from_min_enable": g.consume_from_min_enable,
-                        "consume_message_orderly": g.consume_message_orderly,
-                    })
-                })
-                .collect(),
-        );
-        Ok(Rendered {
-            text: table(
-                &[
-                    "GROUP",
-                    "RETRY QUEUES",
-                    "RETRY MAX TIMES",
-                    "BROADCAST",
-                    "FROM MIN",
-                    "ORDERLY",
-                ],
-                &rows,
-            ),
-            json,
-        })
+    /// GET_TOPIC_STATS_INFO (202) at `addr`.
+    pub(super) async fn topic_stats(
+        &self,
+        addr: &str,
+        topic: &str,
+    ) -> Result<TopicStatsTable, AdminError> {
+        let request = RemotingCommand::new_request(rc::GET_TOPIC_STATS_INFO)
+            .with_ext_fields(TopicRequestHeader::new(topic).to_ext());
+        let response = self
+            .call(addr, request)
+            .await
+            .map_err(|e| missing(e, Some(topic), None))?;
+        TopicStatsTable::decode(&response.body).map_err(|e| bad(addr, "topic stats", e))
     }
 
     pub(super) async fn connections(&self, group: &str) -> Result<Rendered, AdminError> {
@@ -288,8 +234,17 @@ impl Admin {
         }
         let cc = match (merged, not_online) {
             (Some(cc), _) => cc,
-            (None, Some(e)) => return Err(e),
-            (None, None) => ConsumerConnection::default(),
+            (None, not_online) => {
+                if self.group_configs(group).await?.is_empty() {
+                    return Err(AdminError::GroupNotExist {
+                        group: group.to_owned(),
+                    });
+                }
+                match not_online {
+                    Some(e) => return Err(e),
+                    None => ConsumerConnection::default(),
+                }
+            }
         };
         let rows: Vec<Vec<String>> = cc
             .connection_set
@@ -299,7 +254,7 @@ impl Admin {
                     c.client_id.clone(),
                     c.client_addr.clone(),
                     c.language.clone(),
-                    c.version.to_string(),
+                    version::desc(c.version),
                 ]
             })
             .collect();
@@ -330,7 +285,7 @@ impl Admin {
                 "client_id": c.client_id,
                 "client_addr": c.client_addr,
                 "language": c.language,
-                "version": c.version,
+                "version": version::desc(c.version),
             })).collect::<Vec<_>>(),
             "subscriptions": subscriptions,
         });
@@ -348,9 +303,14 @@ impl Admin {
                     continue;
                 };
                 for (id, addr) in &broker.broker_addrs {
-                    // Runtime info is optional: a broker that does not answer still lists.
+                    // A broker that does not answer still lists (as `mqadmin clusterList`
+                    // does); one that refuses (ACL) is an error.
                     let runtime = if *id == 0 {
-                        self.runtime_info(addr).await.ok()
+                        match self.runtime_info(addr).await {
+                            Ok(table) => Some(table),
+                            Err(AdminError::Request { .. }) => None,
+                            Err(e) => return Err(e),
+                        }
                     } else {
                         None
                     };
@@ -373,8 +333,11 @@ impl Admin {
                         "broker": name,
                         "broker_id": id,
                         "addr": addr,
-                        "version": value("brokerVersionDesc"),
-                        "messages_put": value("msgPutTotalTodayNow"),
+                        "version": runtime.as_ref().and_then(|t| t.table.get("brokerVersionDesc")),
+                        "messages_put": runtime
+                            .as_ref()
+                            .and_then(|t| t.table.get("msgPutTotalTodayNow"))
+                            .and_then(|n| n.parse::<i64>().ok()),
                     }));
                 }
             }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use skiff_storage::metadata::MESSAGE_TYPE_ATTRIBUTE;
 
-use super::{bad, table, Admin, AdminError};
+use serde_json::{json, Value};
+
+use super::{bad, table, Admin, AdminError, Rendered};
 use crate::remoting::body::{self, BodyError, JsonBody};
 use crate::remoting::codes::request as rc;
 use crate::remoting::frame::RemotingCommand;
@@ -15,12 +17,28 @@ impl Admin {
     /// One GET_ALL_TOPIC_LIST_FROM_NAMESERVER and one GET_ALL_TOPIC_CONFIG (21) per master,
     /// whatever the number of topics: a route lookup per topic costs a round trip each, which
     /// at 100,000 topics is most of a minute.
-    pub(super) async fn topics(&self) -> Result<String, AdminError> {
+    pub(super) async fn topics(&self) -> Result<Rendered, AdminError> {
         let request = RemotingCommand::new_request(rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
         let response = self.call(&self.namesrv, request).await?;
         let topics =
             decode_topic_list(&response.body).map_err(|e| bad(&self.namesrv, "topic list", e))?;
-        let summaries = self.topic_summaries().await;
+        let summaries = self.topic_summaries().await?;
+        let json = Value::Array(
+            topics
+                .iter()
+                .map(|topic| {
+                    let summary = summaries.get(topic);
+                    json!({
+                        "topic": topic,
+                        "brokers": summary.map(|s| s.brokers.clone()),
+                        "read_queues": summary.map(|s| s.read_queues),
+                        "write_queues": summary.map(|s| s.write_queues),
+                        "perm": summary.map(|s| perm_name(s.perm)),
+                        "message_type": summary.and_then(|s| s.message_type.clone()),
+                    })
+                })
+                .collect(),
+        );
         let rows = topics
             .into_iter()
             .map(|topic| match summaries.get(&topic) {
@@ -43,27 +61,29 @@ impl Admin {
                 ],
             })
             .collect::<Vec<_>>();
-        Ok(table(
-            &[
-                "TOPIC",
-                "BROKER",
-                "READ QUEUES",
-                "WRITE QUEUES",
-                "PERM",
-                "MESSAGE TYPE",
-            ],
-            &rows,
-        ))
+        Ok(Rendered {
+            text: table(
+                &[
+                    "TOPIC",
+                    "BROKER",
+                    "READ QUEUES",
+                    "WRITE QUEUES",
+                    "PERM",
+                    "MESSAGE TYPE",
+                ],
+                &rows,
+            ),
+            json,
+        })
     }
 
     /// Each topic's queues, perm and `message.type` summed over the masters that keep it, from
-    /// GET_ALL_TOPIC_CONFIG (21). Best effort: a broker that does not answer adds nothing.
-    async fn topic_summaries(&self) -> BTreeMap<String, TopicSummary> {
+    /// GET_ALL_TOPIC_CONFIG (21). A broker that refuses (ACL) or does not answer is an error:
+    /// a listing of dashes would look like topics without queues.
+    async fn topic_summaries(&self) -> Result<BTreeMap<String, TopicSummary>, AdminError> {
         let mut summaries: BTreeMap<String, TopicSummary> = BTreeMap::new();
-        for (broker, addr) in self.masters_by_name().await.unwrap_or_default() {
-            let Ok(configs) = self.all_topic_configs(&addr).await else {
-                continue;
-            };
+        for (broker, addr) in self.masters_by_name().await? {
+            let configs = self.all_topic_configs(&addr).await?;
             for (topic, mut config) in configs {
                 let summary = summaries.entry(topic).or_insert_with(|| TopicSummary {
                     perm: config.perm,
@@ -77,13 +97,13 @@ impl Admin {
                 }
             }
         }
-        summaries
+        Ok(summaries)
     }
 
     /// Every topic config of the broker at `addr`, read in pages as the Java client does (a
     /// broker that does not page answers them all at once, without `totalTopicNum`). When the
     /// topics change between pages, the broker's data version moves and the reading starts over.
-    async fn all_topic_configs(
+    pub(super) async fn all_topic_configs(
         &self,
         addr: &str,
     ) -> Result<BTreeMap<String, body::TopicConfigBody>, AdminError> {
@@ -150,7 +170,7 @@ struct TopicSummary {
 }
 
 /// `PermName.perm2String`: `RW-`-style read, write, inherit flags.
-fn perm_name(perm: i32) -> String {
+pub(super) fn perm_name(perm: i32) -> String {
     let flag = |bit: i32, c: char| if perm & bit != 0 { c } else { '-' };
     [flag(4, 'R'), flag(2, 'W'), flag(1, 'X')].iter().collect()
 }

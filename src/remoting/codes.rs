@@ -190,17 +190,56 @@ pub mod version {
     /// The version skiff announces (Java's CURRENT_VERSION at the reference commit).
     pub const CURRENT: i32 = V5_3_3;
 
-    /// `MQVersion.getVersionDesc` for the versions named here (`V5_3_3`); others as `V<ordinal>`.
+    /// `MQVersion.getVersionDesc`: the name of a `MQVersion.Version` ordinal (`479` is
+    /// `V5_3_3`). The enum's order: sixteen 3.0.0 pre-releases, then a `_SNAPSHOT` and a
+    /// release per version: 3.0.1 to 3.0.15, 3.1.0 to 3.2.9, 3.3.1 to 3.9.9 (no x.y.0 there),
+    /// 4.0.0 to 5.9.9; past the end, `HIGHER_VERSION`. A negative ordinal names no version.
     pub fn desc(ordinal: i32) -> String {
-        match ordinal {
-            V3_4_9 => "V3_4_9".to_owned(),
-            V4_0_0 => "V4_0_0".to_owned(),
-            V4_9_4 => "V4_9_4".to_owned(),
-            V4_9_8 => "V4_9_8".to_owned(),
-            V5_0_0 => "V5_0_0".to_owned(),
-            V5_3_3 => "V5_3_3".to_owned(),
-            other => format!("V{other}"),
+        const V3_0_0: [&str; 16] = [
+            "SNAPSHOT",
+            "ALPHA1",
+            "BETA1",
+            "BETA2",
+            "BETA3",
+            "BETA4",
+            "BETA5",
+            "BETA6_SNAPSHOT",
+            "BETA6",
+            "BETA7_SNAPSHOT",
+            "BETA7",
+            "BETA8_SNAPSHOT",
+            "BETA8",
+            "BETA9_SNAPSHOT",
+            "BETA9",
+            "FINAL",
+        ];
+        let Ok(n) = usize::try_from(ordinal) else {
+            return format!("unknown version {ordinal}");
+        };
+        if let Some(tag) = V3_0_0.get(n) {
+            return format!("V3_0_0_{tag}");
         }
+        // Each later version is a (snapshot, release) pair: its index in the list below.
+        let pair = (n - V3_0_0.len()) / 2;
+        let snapshot = (n - V3_0_0.len()).is_multiple_of(2);
+        let (major, minor, patch) = if pair < 15 {
+            (3, 0, pair + 1)
+        } else if pair < 15 + 20 {
+            let k = pair - 15;
+            (3, 1 + k / 10, k % 10)
+        } else if pair < 15 + 20 + 63 {
+            let k = pair - 35;
+            (3, 3 + k / 9, 1 + k % 9)
+        } else if pair < 15 + 20 + 63 + 200 {
+            let k = pair - 98;
+            (4 + k / 100, k / 10 % 10, k % 10)
+        } else {
+            return "HIGHER_VERSION".to_owned();
+        };
+        format!(
+            "V{major}_{minor}_{patch}{}",
+            if snapshot { "_SNAPSHOT" } else { "" }
+        )
     }
 }
 
@@ -253,5 +292,29 @@ mod tests {
         assert_eq!(send_status_code(SendStatus::FlushDiskTimeout), 10);
         assert_eq!(send_status_of(response::SYSTEM_ERROR), None);
         assert_eq!(send_status_of(response::MESSAGE_ILLEGAL), None);
+    }
+
+    #[test]
+    fn version_ordinals_are_named_as_java_names_them() {
+        for (ordinal, name) in [
+            (0, "V3_0_0_SNAPSHOT"),
+            (15, "V3_0_0_FINAL"),
+            (16, "V3_0_1_SNAPSHOT"),
+            (45, "V3_0_15"),
+            (46, "V3_1_0_SNAPSHOT"),
+            (85, "V3_2_9"),
+            (86, "V3_3_1_SNAPSHOT"),
+            (version::V3_4_9, "V3_4_9"),
+            (version::V4_0_0, "V4_0_0"),
+            (version::V4_9_4, "V4_9_4"),
+            (version::V4_9_8, "V4_9_8"),
+            (version::V5_0_0, "V5_0_0"),
+            (version::V5_3_3, "V5_3_3"),
+            (611, "V5_9_9"),
+            (612, "HIGHER_VERSION"),
+            (9999, "HIGHER_VERSION"),
+        ] {
+            assert_eq!(version::desc(ordinal), name, "ordinal {ordinal}");
+        }
     }
 }

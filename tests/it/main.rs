@@ -1,6 +1,7 @@
 //! The root crate's integration tests, as one binary (one link instead of one per file). Each
 //! module is one subject; run one with `cargo test -p skiff --test it MODULE::`.
 //!
+//! - `cli_admin`: `skiff admin` as a user runs it, against a `skiff serve` child.
 //! - `common`: the helpers the modules share (paused-time systems, nodes in temporary
 //!   directories, `skiff serve` children, raw requests).
 //! - `embedded_*`: the embedded `Node`: smoke tests, at-least-once under failures, crash and
@@ -15,6 +16,7 @@
 //!   as a process, and the `*_crash` modules that SIGKILL it; `serve_grpc` drives its gRPC
 //!   front door with a client generated from the same schema.
 
+mod cli_admin;
 mod common;
 mod door_parity;
 mod embedded_at_least_once;

@@ -253,7 +253,7 @@ fn distinct(received: &Received) -> BTreeSet<String> {
 /// `skiff admin progress` rows of [`TOPIC`]: queue id → (broker offset, consumer offset, lag).
 async fn progress(addr: &str, group: &str) -> anyhow::Result<BTreeMap<u32, (u64, u64, u64)>> {
     let text = skiff::admin::run(AdminArgs {
-        namesrv: addr.to_owned(),
+        namesrv: Some(addr.to_owned()),
         json: false,
         access_key: None,
         secret_key: None,
@@ -879,7 +879,7 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
         produce(&producer_broker, "admin", 20).await?;
 
         let topics = skiff::admin::run(AdminArgs {
-            namesrv: addr.clone(),
+            namesrv: Some(addr.clone()),
             json: false,
             access_key: None,
             secret_key: None,
@@ -915,7 +915,7 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
 
         // Back to the beginning: the next pulls answer the reset and everything comes again.
         let reset = skiff::admin::run(AdminArgs {
-            namesrv: addr.clone(),
+            namesrv: Some(addr.clone()),
             json: false,
             access_key: None,
             secret_key: None,
@@ -948,7 +948,7 @@ fn admin_progress_topics_and_reset_offset() -> anyhow::Result<()> {
 
 async fn admin_json(addr: &str, command: AdminCommand) -> anyhow::Result<serde_json::Value> {
     let text = skiff::admin::run(AdminArgs {
-        namesrv: addr.to_owned(),
+        namesrv: Some(addr.to_owned()),
         json: true,
         access_key: None,
         secret_key: None,
@@ -979,7 +979,7 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
             "create answer {created}"
         );
         let topics = skiff::admin::run(AdminArgs {
-            namesrv: addr.clone(),
+            namesrv: Some(addr.clone()),
             json: false,
             access_key: None,
             secret_key: None,
@@ -1100,7 +1100,8 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
 
         let cluster = admin_json(&addr, AdminCommand::Cluster).await?;
         anyhow::ensure!(
-            cluster[0]["addr"] == addr.as_str() && cluster[0]["messages_put"] != "0",
+            cluster[0]["addr"] == addr.as_str()
+                && cluster[0]["messages_put"].as_i64().is_some_and(|n| n > 0),
             "cluster {cluster}"
         );
         let deleted = admin_json(
@@ -1115,7 +1116,7 @@ fn admin_topic_status_groups_connections_and_cluster() -> anyhow::Result<()> {
             "delete answer {deleted}"
         );
         let after = skiff::admin::run(AdminArgs {
-            namesrv: addr.clone(),
+            namesrv: Some(addr.clone()),
             json: false,
             access_key: None,
             secret_key: None,

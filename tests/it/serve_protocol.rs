@@ -1882,7 +1882,7 @@ async fn admin_finds_messages_by_offset_id_unique_key_and_key() -> anyhow::Resul
     }
     let admin = |command: AdminCommand| {
         skiff::admin::run(AdminArgs {
-            namesrv: h.addr.clone(),
+            namesrv: Some(h.addr.clone()),
             json: true,
             access_key: None,
             secret_key: None,

@@ -147,7 +147,7 @@ async fn every_topic_comes_once_through_the_pages_and_a_change_starts_them_over(
     );
 
     let listed = skiff::admin::run(AdminArgs {
-        namesrv: h.addr.clone(),
+        namesrv: Some(h.addr.clone()),
         json: false,
         access_key: None,
         secret_key: None,
