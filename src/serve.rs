@@ -141,6 +141,12 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
             "protected mode: a listener binds beyond loopback and no users are configured, so \
              only loopback clients are served; start with --protected-mode off to serve every client"
         );
+    } else if PeerPolicy::for_listeners(true, &listeners) == PeerPolicy::LoopbackOnly {
+        warn!(
+            listen = %config.listen,
+            "protected mode off and no users configured: every client that reaches a port is \
+             served, unauthenticated; keep the ports on a private network or configure users"
+        );
     }
     let server_config = ServerConfig {
         peers,
