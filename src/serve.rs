@@ -400,7 +400,8 @@ async fn reload_acl(acl: AclHandle, source: AclSource) {
                 acl.replace(new);
             }
             Err(e) => {
-                warn!(cause, error = %e, "acl not reloaded: the configuration does not load; the acl in force stays")
+                let reason = crate::error_text::error_chain(&*e);
+                warn!(cause, error = %reason, "acl not reloaded: the configuration does not load; the acl in force stays")
             }
         }
     }
