@@ -11,7 +11,7 @@ mod origin;
 pub mod values;
 
 pub use origin::{Origin, Origins};
-use values::{flush, listen_addr, millis, size, switch, tls_mode};
+use values::{duration, flush, listen_addr, millis, size, switch, tls_mode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -72,10 +72,10 @@ pub struct NodeConfig {
     #[serde(with = "size")]
     pub segment_size: u64,
     /// Full segments whose newest message is older than this are deleted (`72h`).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "duration")]
     pub retention: Duration,
     /// How often retention and the disk guard run (`10s`).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "duration")]
     pub cleanup_interval: Duration,
     /// Past this share of the disk in use, the oldest segments are deleted early.
     pub disk_max_used_ratio: f64,

@@ -243,7 +243,10 @@ fn switches_take_on_and_off_as_the_flags_do() -> anyhow::Result<()> {
 #[test]
 fn a_millisecond_key_refused_names_itself_and_what_it_expects() -> anyhow::Result<()> {
     let text = refusal_of("channel_expiry_ms = \"2m\"\n", "channel_expiry_ms")?;
-    assert!(text.contains("2m"), "{text}");
+    assert!(
+        text.contains("\"2m\" is not a whole number of milliseconds"),
+        "{text}"
+    );
     let text = refusal_of("flush_interval_ms = 0\n", "flush_interval_ms")?;
     assert!(text.contains("greater than zero"), "{text}");
     Ok(())
@@ -280,4 +283,13 @@ fn a_refusal_after_the_flags_names_the_flag() {
         text.contains("segment_size") && text.contains("flag --segment-size"),
         "{text}"
     );
+}
+
+#[test]
+fn a_duration_refused_says_how_durations_are_written() -> anyhow::Result<()> {
+    let text = refusal_of("retention = \"soon\"\n", "retention")?;
+    assert!(text.contains("72h") && text.contains("500ms"), "{text}");
+    let text = refusal_of("lock_expiry_ms = \"1m\"\n", "lock_expiry_ms")?;
+    assert!(text.contains("milliseconds"), "{text}");
+    Ok(())
 }

@@ -243,7 +243,57 @@ pub mod millis {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        u64::deserialize(deserializer).map(Duration::from_millis)
+        deserializer
+            .deserialize_any(MillisVisitor)
+            .map(Duration::from_millis)
+    }
+
+    const MILLIS_FORMS: &str = "a whole number of milliseconds (the key ends in _ms), e.g. 5000";
+
+    struct MillisVisitor;
+
+    impl Visitor<'_> for MillisVisitor {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(MILLIS_FORMS)
+        }
+
+        fn visit_u64<E: de::Error>(self, millis: u64) -> Result<u64, E> {
+            Ok(millis)
+        }
+
+        fn visit_i64<E: de::Error>(self, millis: i64) -> Result<u64, E> {
+            u64::try_from(millis)
+                .map_err(|_| E::custom(format!("{millis} is negative: expected {MILLIS_FORMS}")))
+        }
+
+        fn visit_str<E: de::Error>(self, written: &str) -> Result<u64, E> {
+            written
+                .trim()
+                .parse()
+                .map_err(|_| E::custom(format!("{written:?} is not {MILLIS_FORMS}")))
+        }
+    }
+}
+
+/// `retention` and `cleanup_interval`: a duration with units (`72h`, `10m`, `30s`, `500ms`).
+pub mod duration {
+    use super::*;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_duration(*value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let written = String::deserialize(deserializer)?;
+        humantime::parse_duration(written.trim()).map_err(|e| {
+            de::Error::custom(format!(
+                "{written:?} is not a duration ({e}): expected a number and a unit, e.g. 72h, \
+                 10m, 30s, 500ms, 1h 30m"
+            ))
+        })
     }
 }
 
