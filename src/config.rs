@@ -7,15 +7,34 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod origin;
+pub mod values;
+
+pub use origin::{Origin, Origins};
+use values::{duration, flush, listen_addr, millis, size, switch, tls_mode};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file cannot be read or parsed (its syntax, not a setting's value).
     #[error("configuration is invalid")]
     Load {
         #[source]
         source: config::ConfigError,
     },
-    #[error("configuration value {field} is invalid: {reason}")]
-    Invalid { field: &'static str, reason: String },
+    /// A setting's value is refused: what was written, where, and what is accepted.
+    #[error("setting {key} (from {origin}) is invalid: {reason}")]
+    Invalid {
+        key: String,
+        origin: Origin,
+        reason: String,
+    },
+    /// The file names a setting skiff does not have.
+    #[error("{key} (in {origin}) is not a setting{}", suggestion.as_ref().map(|s| format!("; did you mean {s}?")).unwrap_or_default())]
+    UnknownKey {
+        key: String,
+        origin: Origin,
+        suggestion: Option<String>,
+    },
     #[error("the ACL configuration is invalid")]
     Acl {
         #[source]
@@ -29,13 +48,16 @@ pub enum ConfigError {
 pub struct NodeConfig {
     /// Where the commit log, consume queues and the sled metadata live.
     pub data_dir: PathBuf,
-    /// The remoting listener (name server and broker on one port).
+    /// The remoting listener (name server and broker on one port): `ip:port`, or
+    /// `localhost:port` for 127.0.0.1.
+    #[serde(with = "listen_addr")]
     pub listen: SocketAddr,
     /// The address routes tell clients to connect to; defaults to `listen`.
     pub advertised_address: Option<String>,
     pub broker_name: String,
     pub cluster_name: String,
     /// `async` (fsync on an interval) or `sync` (group commit before the send is acked).
+    #[serde(with = "flush")]
     pub flush: FlushPolicy,
     /// How often `async` flush fsyncs the commit log (key `flush_interval_ms`, in ms).
     #[serde(rename = "flush_interval_ms", with = "millis")]
@@ -45,18 +67,22 @@ pub struct NodeConfig {
     /// RocketMQ's `syncFlushTimeout`).
     #[serde(rename = "sync_flush_timeout_ms", with = "millis")]
     pub sync_flush_timeout: Duration,
-    /// Bytes of one commit-log segment; retention deletes whole segments.
+    /// Bytes of one commit-log segment; retention deletes whole segments. Sizes take units
+    /// (`1GiB`, `512MiB`) or plain bytes.
+    #[serde(with = "size")]
     pub segment_size: u64,
     /// Full segments whose newest message is older than this are deleted (`72h`).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "duration")]
     pub retention: Duration,
     /// How often retention and the disk guard run (`10s`).
-    #[serde(with = "humantime_serde")]
+    #[serde(with = "duration")]
     pub cleanup_interval: Duration,
     /// Past this share of the disk in use, the oldest segments are deleted early.
     pub disk_max_used_ratio: f64,
     /// Past this share, sends are refused with SERVICE_NOT_AVAILABLE until space returns.
     pub disk_full_ratio: f64,
+    /// The largest message body a producer may send.
+    #[serde(with = "size")]
     pub max_message_size: usize,
     /// Broker offset-table flush interval (RocketMQ `flushConsumerOffsetInterval`; key
     /// `flush_consumer_offset_interval_ms`, in ms).
@@ -64,9 +90,15 @@ pub struct NodeConfig {
     pub flush_consumer_offset_interval: Duration,
     /// Queues of an auto-created topic.
     pub default_topic_queue_nums: u32,
+    /// Whether a send to an unknown topic creates it (RocketMQ `autoCreateTopicEnable`).
+    #[serde(with = "switch")]
     pub auto_create_topic: bool,
+    /// Whether a consumer of an unknown group creates it (RocketMQ
+    /// `autoCreateSubscriptionGroup`).
+    #[serde(with = "switch")]
     pub auto_create_subscription_group: bool,
     /// Largest accepted remoting frame.
+    #[serde(with = "size")]
     pub max_frame_bytes: usize,
     /// A consumer channel with no heartbeat for this long is dropped (key `channel_expiry_ms`,
     /// in ms).
@@ -93,6 +125,7 @@ pub struct NodeConfig {
     pub tls_key_file: Option<PathBuf>,
     /// Which connections every port serves: `disabled` (plaintext only), `permissive` (TLS and
     /// plaintext) or `enforcing` (TLS only), as RocketMQ's `tls.server.mode`.
+    #[serde(with = "tls_mode")]
     pub tls_mode: crate::tls::TlsMode,
     /// A connection that sends nothing for this long is closed (zero: never; key
     /// `channel_idle_timeout_ms`, in ms).
@@ -109,6 +142,7 @@ pub struct NodeConfig {
     pub open_queue_files: usize,
     /// When a listener binds beyond loopback and no users are configured, serve only loopback
     /// peers and refuse the others with a remark saying how to opt out (`false`).
+    #[serde(with = "switch")]
     pub protected_mode: bool,
     /// Users and their permissions (RocketMQ's `plain_acl.yml` in TOML: `[[acl.accounts]]`);
     /// with any account configured, every request must be signed. See `docs/security.md`.
@@ -118,6 +152,7 @@ pub struct NodeConfig {
     pub acl_file: Option<PathBuf>,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
+    #[serde(with = "switch")]
     pub key_index: bool,
     /// A transactional half message younger than this (from its born time) is not checked back
     /// (RocketMQ `transactionTimeOut`; key `transaction_timeout_ms`, in ms).
@@ -177,33 +212,50 @@ impl Default for NodeConfig {
     }
 }
 
+/// A refused value, before its origin is known: the key as written and why.
+struct Refusal {
+    key: &'static str,
+    reason: String,
+}
+
+impl Refusal {
+    fn new(key: &'static str, reason: impl Into<String>) -> Self {
+        Refusal {
+            key,
+            reason: reason.into(),
+        }
+    }
+
+    fn from(self, origins: &Origins) -> ConfigError {
+        ConfigError::Invalid {
+            key: self.key.to_owned(),
+            origin: origins.of(self.key),
+            reason: self.reason,
+        }
+    }
+}
+
+/// An HTTP or gRPC listener setting: an address (as [`values::parse_listen_addr`]) or `off`.
+fn optional_listener(key: &'static str, written: &str) -> Result<Option<SocketAddr>, Refusal> {
+    if written.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    values::parse_listen_addr(written)
+        .map(Some)
+        .map_err(|reason| Refusal::new(key, format!("{reason}, or off")))
+}
+
 impl NodeConfig {
     /// [`Self::metrics_listen`] as an address; `None` when it is `off`.
     pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        if self.metrics_listen.eq_ignore_ascii_case("off") {
-            return Ok(None);
-        }
-        self.metrics_listen
-            .parse()
-            .map(Some)
-            .map_err(|e: std::net::AddrParseError| ConfigError::Invalid {
-                field: "metrics_listen",
-                reason: format!("{e}: expected ip:port or off"),
-            })
+        optional_listener("metrics_listen", &self.metrics_listen)
+            .map_err(|refusal| refusal.from(&Origins::default()))
     }
 
     /// [`Self::grpc_listen`] as an address; `None` when it is `off`.
     pub fn grpc_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        if self.grpc_listen.eq_ignore_ascii_case("off") {
-            return Ok(None);
-        }
-        self.grpc_listen
-            .parse()
-            .map(Some)
-            .map_err(|e: std::net::AddrParseError| ConfigError::Invalid {
-                field: "grpc_listen",
-                reason: format!("{e}: expected ip:port or off"),
-            })
+        optional_listener("grpc_listen", &self.grpc_listen)
+            .map_err(|refusal| refusal.from(&Origins::default()))
     }
 
     /// The ACL: `[acl]`'s accounts and those of `acl_file`, checked.
@@ -219,6 +271,11 @@ impl NodeConfig {
 
     /// The TLS identity: the configured PEM files, or a self-signed certificate.
     pub fn tls_identity(&self) -> Result<crate::tls::TlsIdentity, ConfigError> {
+        self.checked_tls_identity()
+            .map_err(|refusal| refusal.from(&Origins::default()))
+    }
+
+    fn checked_tls_identity(&self) -> Result<crate::tls::TlsIdentity, Refusal> {
         use crate::tls::TlsIdentity;
         match (&self.tls_cert_file, &self.tls_key_file) {
             (None, None) => Ok(TlsIdentity::SelfSigned),
@@ -226,14 +283,14 @@ impl NodeConfig {
                 cert: cert.clone(),
                 key: key.clone(),
             }),
-            (Some(_), None) => Err(ConfigError::Invalid {
-                field: "tls_key_file",
-                reason: "tls_cert_file is set, its key is not".to_string(),
-            }),
-            (None, Some(_)) => Err(ConfigError::Invalid {
-                field: "tls_cert_file",
-                reason: "tls_key_file is set, its certificate is not".to_string(),
-            }),
+            (Some(_), None) => Err(Refusal::new(
+                "tls_cert_file",
+                "tls_cert_file is set, its key is not: set tls_key_file too",
+            )),
+            (None, Some(_)) => Err(Refusal::new(
+                "tls_key_file",
+                "tls_key_file is set, its certificate is not: set tls_cert_file too",
+            )),
         }
     }
 
@@ -248,26 +305,54 @@ impl NodeConfig {
     /// Defaults, then `config_file` (optional; `skiff.toml` in the working directory when
     /// `None`), then `SKIFF_*` environment variables (e.g. `SKIFF_DATA_DIR`, `SKIFF_FLUSH=sync`).
     pub fn load(config_file: Option<&Path>) -> Result<Self, ConfigError> {
-        let defaults = config::Config::try_from(&NodeConfig::default())
-            .map_err(|source| ConfigError::Load { source })?;
-        let file = match config_file {
-            Some(path) => config::File::from(path).required(true),
-            None => config::File::with_name("skiff.toml").required(false),
+        Self::load_with_origins(config_file).map(|(config, _)| config)
+    }
+
+    /// [`Self::load`], and where each setting came from, for the binary to add its flags to
+    /// and check with [`Self::validate_from`].
+    pub fn load_with_origins(config_file: Option<&Path>) -> Result<(Self, Origins), ConfigError> {
+        let load = |source| ConfigError::Load { source };
+        let defaults = config::Config::try_from(&NodeConfig::default()).map_err(load)?;
+        let (file, file_path) = match config_file {
+            Some(path) => (config::File::from(path).required(true), path.to_path_buf()),
+            None => (
+                config::File::with_name("skiff.toml").required(false),
+                PathBuf::from("skiff.toml"),
+            ),
         };
-        let file = with_canonical_keys(file)?;
+        let mut origins = Origins::default();
+        let file = with_canonical_keys(file, &file_path)?;
+        let known = field_names();
+        let file_keys = config::Source::collect(&file).map_err(load)?;
+        for key in file_keys.keys() {
+            let origin = Origin::File(file_path.clone());
+            if !known.contains(key) {
+                return Err(ConfigError::UnknownKey {
+                    suggestion: closest_key(key, &known),
+                    key: key.clone(),
+                    origin,
+                });
+            }
+            origins.set(key.clone(), origin);
+        }
+        let environment = known_environment();
+        for (key, variable) in &environment.origins {
+            origins.set(key.clone(), Origin::Environment(variable.clone()));
+        }
         let loaded: NodeConfig = config::Config::builder()
             .add_source(defaults)
             .add_source(file)
             .add_source(
                 config::Environment::with_prefix("SKIFF")
                     .try_parsing(true)
-                    .source(Some(known_environment())),
+                    .source(Some(environment.vars)),
             )
             .build()
-            .and_then(|built| built.try_deserialize())
-            .map_err(|source| ConfigError::Load { source })?;
-        loaded.validate()?;
-        Ok(loaded)
+            .map_err(load)?
+            .try_deserialize()
+            .map_err(|error| refused_value(error, &origins))?;
+        loaded.validate_from(&origins)?;
+        Ok((loaded, origins))
     }
 
     /// The `SKIFF_*` variables that name a config field. Others (a test harness's, a shell's)
@@ -284,13 +369,22 @@ impl NodeConfig {
             .collect()
     }
 
+    /// Checks the values together (a config built in code; a refusal cannot say where a value
+    /// came from). See [`Self::validate_from`].
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive = |field: &'static str, value: u128| {
+        self.validate_from(&Origins::default())
+    }
+
+    /// Checks the values together; a refusal names the key, where its value came from
+    /// (`origins`) and what is accepted.
+    pub fn validate_from(&self, origins: &Origins) -> Result<(), ConfigError> {
+        self.checked().map_err(|refusal| refusal.from(origins))
+    }
+
+    fn checked(&self) -> Result<(), Refusal> {
+        let positive = |key: &'static str, value: u128| {
             if value == 0 {
-                Err(ConfigError::Invalid {
-                    field,
-                    reason: "must be greater than zero".to_string(),
-                })
+                Err(Refusal::new(key, "must be greater than zero"))
             } else {
                 Ok(())
             }
@@ -309,42 +403,43 @@ impl NodeConfig {
         positive("max_frame_bytes", self.max_frame_bytes as u128)?;
         positive("max_connections", self.max_connections as u128)?;
         positive("cleanup_interval", self.cleanup_interval.as_millis())?;
-        for (field, ratio) in [
+        for (key, ratio) in [
             ("disk_max_used_ratio", self.disk_max_used_ratio),
             ("disk_full_ratio", self.disk_full_ratio),
         ] {
             if !(ratio > 0.0 && ratio <= 1.0) {
-                return Err(ConfigError::Invalid {
-                    field,
-                    reason: format!("{ratio} is not a share of the disk in (0, 1]"),
-                });
+                return Err(Refusal::new(
+                    key,
+                    format!("{ratio} is not a share of the disk: expected a number in (0, 1]"),
+                ));
             }
         }
         if self.disk_max_used_ratio >= self.disk_full_ratio {
             // Sends would be refused before the early deletion that frees space ever starts.
-            return Err(ConfigError::Invalid {
-                field: "disk_max_used_ratio",
-                reason: format!(
+            return Err(Refusal::new(
+                "disk_max_used_ratio",
+                format!(
                     "{} must be below disk_full_ratio ({})",
                     self.disk_max_used_ratio, self.disk_full_ratio
                 ),
-            });
+            ));
         }
-        self.metrics_addr()?;
-        self.grpc_addr()?;
-        self.tls_identity()?;
+        optional_listener("metrics_listen", &self.metrics_listen)?;
+        optional_listener("grpc_listen", &self.grpc_listen)?;
+        self.checked_tls_identity()?;
         positive(
             "transaction_check_interval_ms",
             self.transaction_check_interval.as_millis(),
         )?;
         if self.segment_size < self.max_message_size as u64 + 4096 {
-            return Err(ConfigError::Invalid {
-                field: "segment_size",
-                reason: format!(
-                    "{} bytes cannot hold a message of max_message_size {} bytes",
+            return Err(Refusal::new(
+                "segment_size",
+                format!(
+                    "{} bytes cannot hold a message of max_message_size {} bytes: expected at \
+                     least max_message_size + 4KiB",
                     self.segment_size, self.max_message_size
                 ),
-            });
+            ));
         }
         Ok(())
     }
@@ -357,20 +452,59 @@ impl NodeConfig {
     }
 }
 
-/// The `*_ms` keys: intervals written as whole milliseconds in `skiff.toml` and `SKIFF_*`, as
-/// they always were, held as [`Duration`]s.
-mod millis {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-        let millis = u64::try_from(value.as_millis()).unwrap_or(u64::MAX);
-        serializer.serialize_u64(millis)
+/// A value the config crate could not read as its setting, as [`ConfigError::Invalid`] naming
+/// the key and its origin; an error naming no key stays a [`ConfigError::Load`].
+fn refused_value(error: config::ConfigError, origins: &Origins) -> ConfigError {
+    let (key, reason) = match &error {
+        config::ConfigError::At {
+            error: inner,
+            key: Some(key),
+            ..
+        } => (key.clone(), inner.to_string()),
+        config::ConfigError::Type {
+            unexpected,
+            expected,
+            key: Some(key),
+            ..
+        } => (
+            key.clone(),
+            format!("found {unexpected}, expected {expected}"),
+        ),
+        _ => return ConfigError::Load { source: error },
+    };
+    ConfigError::Invalid {
+        origin: origins.of(&key),
+        key,
+        reason,
     }
+}
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        u64::deserialize(deserializer).map(Duration::from_millis)
+/// The setting `unknown` most likely meant: one at most two edits away, or one it is part of.
+fn closest_key(unknown: &str, known: &std::collections::HashSet<String>) -> Option<String> {
+    let mut candidates: Vec<(usize, &String)> = known
+        .iter()
+        .map(|key| (edit_distance(unknown, key), key))
+        .filter(|(distance, key)| *distance <= 2 || (unknown.len() >= 4 && key.contains(unknown)))
+        .collect();
+    candidates.sort();
+    candidates.first().map(|(_, key)| (*key).clone())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
     }
+    row[b.len()]
 }
 
 /// Keys the file and the environment may spell another way, and the field each names: one
@@ -381,6 +515,7 @@ const OTHER_SPELLINGS: [(&str, &str); 1] = [("http_listen", "metrics_listen")];
 /// setting in one file are refused.
 fn with_canonical_keys(
     file: config::File<config::FileSourceFile, config::FileFormat>,
+    path: &Path,
 ) -> Result<config::Config, ConfigError> {
     let load = |source| ConfigError::Load { source };
     let read = config::Config::builder()
@@ -398,7 +533,8 @@ fn with_canonical_keys(
         if let Some(value) = table.remove(other) {
             if table.contains_key(field) {
                 return Err(ConfigError::Invalid {
-                    field,
+                    key: field.to_owned(),
+                    origin: Origin::File(path.to_path_buf()),
                     reason: format!("set twice, as {field} and as {other}; keep one"),
                 });
             }
@@ -421,178 +557,39 @@ fn field_names() -> std::collections::HashSet<String> {
     }
 }
 
-/// `SKIFF_*` variables restricted to config fields, in the form `config::Environment` reads.
-fn known_environment() -> config::Map<String, String> {
+/// `SKIFF_*` variables restricted to config fields, in the form `config::Environment` reads,
+/// and the variable that set each key.
+struct KnownEnvironment {
+    vars: config::Map<String, String>,
+    origins: Vec<(String, String)>,
+}
+
+fn known_environment() -> KnownEnvironment {
     let known = field_names();
-    let mut vars: config::Map<String, String> = std::env::vars()
-        .filter(|(name, _)| {
-            name.strip_prefix("SKIFF_")
-                .is_some_and(|field| known.contains(&field.to_ascii_lowercase()))
-        })
-        .collect();
-    for (other, field) in OTHER_SPELLINGS {
-        let field_var = format!("SKIFF_{}", field.to_ascii_uppercase());
-        if let Ok(value) = std::env::var(format!("SKIFF_{}", other.to_ascii_uppercase())) {
-            vars.entry(field_var).or_insert(value);
+    let mut vars = config::Map::new();
+    let mut origins = Vec::new();
+    for (name, value) in std::env::vars() {
+        let Some(key) = name.strip_prefix("SKIFF_").map(str::to_ascii_lowercase) else {
+            continue;
+        };
+        if known.contains(&key) {
+            origins.push((key, name.clone()));
+            vars.insert(name, value);
         }
     }
-    vars
+    for (other, field) in OTHER_SPELLINGS {
+        let field_var = format!("SKIFF_{}", field.to_ascii_uppercase());
+        let other_var = format!("SKIFF_{}", other.to_ascii_uppercase());
+        if let Ok(value) = std::env::var(&other_var) {
+            // The field's own spelling wins when both are set.
+            if origins.iter().all(|(key, _)| key != field) {
+                vars.insert(field_var, value);
+                origins.push((field.to_owned(), other_var));
+            }
+        }
+    }
+    KnownEnvironment { vars, origins }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_http_listen_spelling_sets_the_http_listener_and_both_spellings_are_refused() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let one = dir.path().join("one.toml");
-        std::fs::write(&one, "http_listen = \"127.0.0.1:5999\"\n").expect("written");
-        let config = NodeConfig::load(Some(&one)).expect("http_listen is accepted");
-        assert_eq!(config.metrics_listen, "127.0.0.1:5999");
-        let both = dir.path().join("both.toml");
-        std::fs::write(
-            &both,
-            "http_listen = \"127.0.0.1:5999\"\nmetrics_listen = \"off\"\n",
-        )
-        .expect("written");
-        let refused = NodeConfig::load(Some(&both));
-        assert!(
-            matches!(
-                refused,
-                Err(ConfigError::Invalid {
-                    field: "metrics_listen",
-                    ..
-                })
-            ),
-            "{refused:?}"
-        );
-    }
-
-    #[test]
-    fn defaults_bind_loopback_9876_with_async_flush() {
-        let config = NodeConfig::default();
-        assert_eq!(config.listen.to_string(), "127.0.0.1:9876");
-        assert_eq!(config.flush, FlushPolicy::Async);
-        assert_eq!(
-            config.flush_consumer_offset_interval,
-            Duration::from_secs(5)
-        );
-        assert!(config.validate().is_ok());
-    }
-
-    #[test]
-    fn file_values_override_defaults() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("skiff.toml");
-        std::fs::write(&path, "flush = \"sync\"\ndefault_topic_queue_nums = 8\n")?;
-        let config = NodeConfig::load(Some(&path))?;
-        assert_eq!(config.flush, FlushPolicy::Sync);
-        assert_eq!(config.default_topic_queue_nums, 8);
-        assert_eq!(config.broker_name, "skiff");
-        Ok(())
-    }
-
-    #[test]
-    fn environment_overrides_the_file_and_unrelated_variables_are_ignored() -> anyhow::Result<()> {
-        // The only test touching SKIFF_* variables, and on a field no other test reads, so
-        // tests running in parallel are not affected.
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("skiff.toml");
-        std::fs::write(&path, "channel_expiry_ms = 9000\n")?;
-        std::env::set_var("SKIFF_CHANNEL_EXPIRY_MS", "7000");
-        std::env::set_var("SKIFF_RETENTION", "10m");
-        std::env::set_var("SKIFF_NOT_A_SETTING", "1");
-        let loaded = NodeConfig::load(Some(&path));
-        let unknown = NodeConfig::unknown_environment();
-        std::env::remove_var("SKIFF_CHANNEL_EXPIRY_MS");
-        std::env::remove_var("SKIFF_RETENTION");
-        std::env::remove_var("SKIFF_NOT_A_SETTING");
-        let loaded = loaded?;
-        assert_eq!(loaded.channel_expiry, Duration::from_millis(7000));
-        assert_eq!(loaded.retention, Duration::from_secs(600));
-        assert!(
-            unknown.contains(&"SKIFF_NOT_A_SETTING".to_string()),
-            "{unknown:?}"
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn retention_durations_read_as_people_write_them_and_ratios_are_checked() -> anyhow::Result<()>
-    {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("skiff.toml");
-        std::fs::write(
-            &path,
-            "retention = \"90s\"\ncleanup_interval = \"500ms\"\ndisk_full_ratio = 0.95\n",
-        )?;
-        let config = NodeConfig::load(Some(&path))?;
-        assert_eq!(config.retention, Duration::from_secs(90));
-        assert_eq!(config.cleanup_interval, Duration::from_millis(500));
-        assert_eq!(config.disk_full_ratio, 0.95);
-        assert_eq!(
-            NodeConfig::default().retention,
-            Duration::from_secs(72 * 3600)
-        );
-        for bad in [
-            "disk_full_ratio = 1.5\n",
-            "disk_max_used_ratio = 0.95\n",
-            "cleanup_interval = \"0s\"\n",
-            "retention = \"soon\"\n",
-        ] {
-            std::fs::write(&path, bad)?;
-            assert!(NodeConfig::load(Some(&path)).is_err(), "{bad} accepted");
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("skiff.toml");
-        type Field = fn(&NodeConfig) -> Duration;
-        let cases: [(&str, Field); 8] = [
-            ("flush_interval_ms", |c| c.flush_interval),
-            ("sync_flush_timeout_ms", |c| c.sync_flush_timeout),
-            ("flush_consumer_offset_interval_ms", |c| {
-                c.flush_consumer_offset_interval
-            }),
-            ("channel_expiry_ms", |c| c.channel_expiry),
-            ("lock_expiry_ms", |c| c.lock_expiry),
-            ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
-            ("transaction_timeout_ms", |c| c.transaction_timeout),
-            ("transaction_check_interval_ms", |c| {
-                c.transaction_check_interval
-            }),
-        ];
-        for (key, field) in cases {
-            std::fs::write(&path, format!("{key} = 1234\n"))?;
-            let config = NodeConfig::load(Some(&path))?;
-            assert_eq!(field(&config), Duration::from_millis(1234), "{key}");
-            let written = serde_json::to_value(&config)?;
-            assert_eq!(written[key], 1234, "{key} is written back in ms");
-        }
-        std::fs::write(&path, "channel_expiry_ms = \"2m\"\n")?;
-        assert!(
-            NodeConfig::load(Some(&path)).is_err(),
-            "a *_ms key takes a number of milliseconds, as before"
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn unknown_keys_and_zero_intervals_are_rejected() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("skiff.toml");
-        std::fs::write(&path, "flsh = \"sync\"\n")?;
-        assert!(NodeConfig::load(Some(&path)).is_err());
-        std::fs::write(&path, "flush_interval_ms = 0\n")?;
-        let error = NodeConfig::load(Some(&path))
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(error.contains("flush_interval_ms"), "{error}");
-        Ok(())
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use skiff::config::Origin;
 use skiff::storage::store::FlushPolicy;
 use skiff::NodeConfig;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -56,8 +57,9 @@ struct ServeArgs {
     /// Directory of the commit log, consume queues and metadata.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Listen address (name server and broker on one port).
-    #[arg(long, value_name = "ADDR")]
+    /// Listen address (name server and broker on one port): ip:port (0.0.0.0:9876 for every
+    /// interface), or localhost:port for 127.0.0.1.
+    #[arg(long, value_name = "ADDR", value_parser = skiff::config::values::parse_listen_addr)]
     listen: Option<SocketAddr>,
     /// The broker address routes tell remoting clients (`host:port`), e.g. the host's address
     /// and mapped port when skiff runs in a container. Unset, a wildcard listener advertises the
@@ -67,8 +69,9 @@ struct ServeArgs {
     /// When appended messages are made durable.
     #[arg(long, value_enum)]
     flush: Option<FlushArg>,
-    /// Bytes of one commit-log segment (retention deletes whole segments).
-    #[arg(long, value_name = "BYTES")]
+    /// Size of one commit-log segment (retention deletes whole segments): bytes, or with a
+    /// unit (1GiB, 512MiB).
+    #[arg(long, value_name = "SIZE", value_parser = skiff::config::values::parse_size)]
     segment_size: Option<u64>,
     /// Delete full segments whose newest message is older than this (`72h`, `10s`, `500ms`).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -104,16 +107,8 @@ struct ServeArgs {
     /// When a listener binds beyond loopback (e.g. --listen 0.0.0.0:9876) and no users are
     /// configured, only loopback clients are served; the others are refused with a remark
     /// saying so. `off` serves every client that can reach the port.
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    #[arg(long, value_name = "on|off", value_parser = skiff::config::values::parse_switch)]
     protected_mode: Option<bool>,
-}
-
-fn parse_on_off(value: &str) -> Result<bool, String> {
-    match value {
-        "on" | "true" => Ok(true),
-        "off" | "false" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
-    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -177,50 +172,69 @@ fn init_tracing() {
 }
 
 fn serve_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
-    let mut config = NodeConfig::load(args.config.as_deref()).context("loading configuration")?;
+    let (mut config, mut origins) =
+        NodeConfig::load_with_origins(args.config.as_deref()).context("loading configuration")?;
+    let mut flag =
+        |key: &str| origins.set(key, Origin::Flag(format!("--{}", key.replace('_', "-"))));
     if let Some(dir) = &args.data_dir {
         config.data_dir = dir.clone();
+        flag("data_dir");
     }
     if let Some(listen) = args.listen {
         config.listen = listen;
+        flag("listen");
     }
     if let Some(advertised) = &args.advertised_address {
         config.advertised_address = Some(advertised.clone());
+        flag("advertised_address");
     }
     if let Some(flush) = args.flush {
         config.flush = flush.into();
+        flag("flush");
     }
     if let Some(bytes) = args.segment_size {
         config.segment_size = bytes;
+        flag("segment_size");
     }
     if let Some(retention) = args.retention {
         config.retention = retention;
+        flag("retention");
     }
     if let Some(interval) = args.cleanup_interval {
         config.cleanup_interval = interval;
+        flag("cleanup_interval");
     }
     if let Some(metrics) = &args.metrics_listen {
         config.metrics_listen = metrics.clone();
+        flag("metrics_listen");
     }
     if let Some(grpc) = &args.grpc_listen {
         config.grpc_listen = grpc.clone();
+        flag("grpc_listen");
     }
     if let Some(cert) = &args.tls_cert_file {
         config.tls_cert_file = Some(cert.clone());
+        flag("tls_cert_file");
     }
     if let Some(key) = &args.tls_key_file {
         config.tls_key_file = Some(key.clone());
+        flag("tls_key_file");
     }
     if let Some(mode) = args.tls_mode {
         config.tls_mode = mode.into();
+        flag("tls_mode");
     }
     if let Some(n) = args.max_open_files {
         config.max_open_files = n;
+        flag("max_open_files");
     }
     if let Some(on) = args.protected_mode {
         config.protected_mode = on;
+        flag("protected_mode");
     }
-    config.validate().context("checking configuration")?;
+    config
+        .validate_from(&origins)
+        .context("checking configuration")?;
     for name in NodeConfig::unknown_environment() {
         tracing::warn!(variable = %name, "ignoring an environment variable that names no setting");
     }

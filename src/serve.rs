@@ -141,6 +141,12 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
             "protected mode: a listener binds beyond loopback and no users are configured, so \
              only loopback clients are served; start with --protected-mode off to serve every client"
         );
+    } else if PeerPolicy::for_listeners(true, &listeners) == PeerPolicy::LoopbackOnly {
+        warn!(
+            listen = %config.listen,
+            "protected mode off and no users configured: every client that reaches a port is \
+             served, unauthenticated; keep the ports on a private network or configure users"
+        );
     }
     let server_config = ServerConfig {
         peers,
@@ -394,7 +400,8 @@ async fn reload_acl(acl: AclHandle, source: AclSource) {
                 acl.replace(new);
             }
             Err(e) => {
-                warn!(cause, error = %e, "acl not reloaded: the configuration does not load; the acl in force stays")
+                let reason = crate::error_text::error_chain(&*e);
+                warn!(cause, error = %reason, "acl not reloaded: the configuration does not load; the acl in force stays")
             }
         }
     }
@@ -415,4 +422,83 @@ pub async fn serve(
     let serving = start(config).await?;
     shutdown.await;
     serving.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Log output, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        }
+    }
+
+    #[test]
+    fn a_failed_acl_reload_logs_why_the_configuration_does_not_load() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("skiff.toml");
+        std::fs::write(&file, "")?;
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let source = AclSource {
+            watched: vec![file.clone()],
+            load: Box::new(|| {
+                let refused: Box<dyn std::error::Error + Send + Sync> =
+                    anyhow::anyhow!("setting flush (from file skiff.toml) is invalid")
+                        .context("loading configuration")
+                        .into();
+                Err(refused)
+            }),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            tokio::select! {
+                biased;
+                () = reload_acl(AclHandle::default(), source) => anyhow::bail!("reload_acl ended"),
+                logged = async {
+                    std::fs::write(&file, "flush = \"sometimes\"\n")?;
+                    let deadline = tokio::time::Instant::now() + ACL_POLL_INTERVAL * 5;
+                    while !log.text().contains("acl not reloaded") {
+                        anyhow::ensure!(tokio::time::Instant::now() < deadline, "no reload: {}", log.text());
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Ok(log.text())
+                } => {
+                    let logged = logged?;
+                    anyhow::ensure!(
+                        logged.contains("loading configuration: setting flush (from file skiff.toml) is invalid"),
+                        "{logged}"
+                    );
+                    Ok(())
+                }
+            }
+        })
+    }
 }

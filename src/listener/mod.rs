@@ -12,6 +12,8 @@
 //! * [`accept`]: binding, and the one accept loop with back-off and counters.
 //! * [`handoff`]: the queue from the ports to the servers libraries run (tonic, axum), and the
 //!   stream those read, which keeps its place under the cap.
+//! * [`reachable`]: the address a client is told to reach the node at, never a wildcard; every
+//!   door's routes follow it.
 //!
 //! The doors stay where they are: `remoting::server` serves remoting connections itself,
 //! `grpc` and `http` run tonic and axum on a [`handoff::Inbox`]. `serve` wires them onto ports.
@@ -19,6 +21,7 @@
 pub mod accept;
 pub mod admit;
 pub mod handoff;
+pub mod reachable;
 pub mod shutdown;
 pub mod slots;
 

@@ -260,3 +260,54 @@ fn serve_binary_answers_routes_refuses_conflicts_and_flushes_on_sigterm() -> any
         Ok(())
     })
 }
+
+/// `skiff serve` with `args`, `env` and `skiff.toml` (when given) in a fresh working directory:
+/// it must refuse to start; its stderr.
+fn refused_start(
+    args: &[&str],
+    env: &[(&str, &str)],
+    file: Option<&str>,
+) -> anyhow::Result<String> {
+    let dir = tempfile::tempdir()?;
+    if let Some(text) = file {
+        std::fs::write(dir.path().join("skiff.toml"), text)?;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .arg("serve")
+        .args(args)
+        .args(["--data-dir", "data"])
+        .envs(env.iter().copied())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .context("running skiff serve")?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    ensure!(!output.status.success(), "started: {stderr}");
+    Ok(stderr)
+}
+
+#[test]
+fn serve_refusals_name_the_setting_its_source_and_what_is_accepted() -> anyhow::Result<()> {
+    let file = refused_start(&[], &[], Some("flush = \"sometimes\"\n"))?;
+    ensure!(
+        file.contains("setting flush (from file skiff.toml)") && file.contains("async, sync"),
+        "{file}"
+    );
+    let env = refused_start(&[], &[("SKIFF_SEGMENT_SIZE", "1GB")], None)?;
+    ensure!(
+        env.contains("setting segment_size (from environment variable SKIFF_SEGMENT_SIZE)")
+            && env.contains("GiB"),
+        "{env}"
+    );
+    let flag = refused_start(&["--listen", "broker.example:9876"], &[], None)?;
+    ensure!(
+        flag.contains("--listen") && flag.contains("host name") && flag.contains("0.0.0.0:9876"),
+        "{flag}"
+    );
+    let too_small = refused_start(&["--segment-size", "64KiB"], &[], None)?;
+    ensure!(
+        too_small.contains("setting segment_size (from flag --segment-size)"),
+        "{too_small}"
+    );
+    Ok(())
+}

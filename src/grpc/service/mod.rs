@@ -67,6 +67,8 @@ struct Caller {
     language: String,
     version: String,
     peer: SocketAddr,
+    /// The address the client dialled (the connection's local address), when known.
+    dialled: Option<SocketAddr>,
     /// What is left of the call's deadline (`grpc-timeout`), when the client set one.
     deadline: Option<Duration>,
     /// Who signed the call; `None` when ACL is off.
@@ -124,6 +126,7 @@ fn caller_of<T>(request: &Request<T>) -> Result<Caller, pb::Status> {
         peer: request
             .remote_addr()
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+        dialled: request.local_addr(),
         deadline: metadata
             .get("grpc-timeout")
             .and_then(|v| v.to_str().ok())

@@ -1,5 +1,7 @@
 //! QueryRoute and QueryAssignment: the queues a client sees, with the message types each takes.
 
+use std::net::{IpAddr, SocketAddr};
+
 use skiff_actors::refused::Refused;
 use skiff_storage::metadata::{TopicMessageType, PERM_READ, PERM_WRITE};
 
@@ -8,9 +10,11 @@ use crate::acl::rules;
 use crate::grpc::pb::{self, Code};
 use crate::grpc::resource;
 use crate::grpc::status::{ok, status};
+use crate::listener::reachable::reachable_ip;
 
 impl GrpcService {
-    /// QueryRoute: every queue of the topic on this broker, at the endpoints the client dialled.
+    /// QueryRoute: every queue of the topic on this broker, at the endpoints the client dialled
+    /// (see [`reachable_endpoints`]).
     pub(super) async fn route(
         &self,
         caller: Caller,
@@ -29,6 +33,7 @@ impl GrpcService {
                 Ok((route, perm, config.and_then(|t| t.message_type)))
             })
             .await?;
+        let endpoints = reachable_endpoints(request.endpoints.as_ref(), caller.dialled);
         let mut queues = Vec::new();
         for brokers in &route.brokers {
             let count = brokers.read_queue_nums.max(brokers.write_queue_nums);
@@ -48,8 +53,7 @@ impl GrpcService {
                     broker: Some(pb::Broker {
                         name: brokers.broker_name.clone(),
                         id: 0,
-                        // The endpoints the client dialled reach this broker.
-                        endpoints: request.endpoints.clone(),
+                        endpoints: endpoints.clone(),
                     }),
                     accept_message_types: accepted_types(message_type),
                 });
@@ -91,6 +95,7 @@ impl GrpcService {
                 format!("topic {} has no readable queue", topic.name),
             ));
         }
+        let endpoints = reachable_endpoints(request.endpoints.as_ref(), caller.dialled);
         let queue = |id: i32| pb::Assignment {
             message_queue: Some(pb::MessageQueue {
                 topic: Some(resource::resource(&config.name)),
@@ -99,7 +104,7 @@ impl GrpcService {
                 broker: Some(pb::Broker {
                     name: self.config.broker_name.clone(),
                     id: 0,
-                    endpoints: request.endpoints.clone(),
+                    endpoints: endpoints.clone(),
                 }),
                 accept_message_types: accepted_types(config.message_type),
             }),
@@ -113,6 +118,48 @@ impl GrpcService {
             status: Some(ok()),
             assignments,
         })
+    }
+}
+
+/// The endpoints a queue is reached at: those the client dialled, since they reach this broker
+/// whatever port mapping lies between (a container's), with a wildcard host (`0.0.0.0`, `::`)
+/// replaced by the connection's local address as remoting routes do ([`reachable_ip`]); that
+/// local address when the client named none.
+fn reachable_endpoints(
+    requested: Option<&pb::Endpoints>,
+    dialled: Option<SocketAddr>,
+) -> Option<pb::Endpoints> {
+    let Some(requested) = requested.filter(|e| !e.addresses.is_empty()) else {
+        return dialled.map(|dialled| {
+            let ip = dialled.ip().to_canonical();
+            pb::Endpoints {
+                scheme: scheme_of(ip) as i32,
+                addresses: vec![pb::Address {
+                    host: ip.to_string(),
+                    port: i32::from(dialled.port()),
+                }],
+            }
+        });
+    };
+    let mut endpoints = requested.clone();
+    for address in &mut endpoints.addresses {
+        let host = address.host.trim_start_matches('[').trim_end_matches(']');
+        let Ok(ip) = host.parse::<IpAddr>() else {
+            continue;
+        };
+        let reachable = reachable_ip(ip, dialled);
+        if reachable != ip {
+            address.host = reachable.to_string();
+            endpoints.scheme = scheme_of(reachable) as i32;
+        }
+    }
+    Some(endpoints)
+}
+
+fn scheme_of(ip: IpAddr) -> pb::AddressScheme {
+    match ip {
+        IpAddr::V4(_) => pb::AddressScheme::IPv4,
+        IpAddr::V6(_) => pb::AddressScheme::IPv6,
     }
 }
 
@@ -131,5 +178,50 @@ pub(super) fn accepted_types(message_type: Option<TopicMessageType>) -> Vec<i32>
             pb::MessageType::Delay as i32,
             pb::MessageType::Transaction as i32,
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(scheme: pb::AddressScheme, hosts: &[(&str, i32)]) -> pb::Endpoints {
+        pb::Endpoints {
+            scheme: scheme as i32,
+            addresses: hosts
+                .iter()
+                .map(|(host, port)| pb::Address {
+                    host: (*host).to_owned(),
+                    port: *port,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn route_endpoints_never_name_a_wildcard_and_keep_what_the_client_dialled() {
+        let dialled: Option<SocketAddr> = Some("172.17.0.2:8081".parse().expect("an address"));
+        let wildcard = endpoints(pb::AddressScheme::IPv4, &[("0.0.0.0", 18081)]);
+        assert_eq!(
+            reachable_endpoints(Some(&wildcard), dialled),
+            Some(endpoints(pb::AddressScheme::IPv4, &[("172.17.0.2", 18081)])),
+            "the wildcard host is the dialled address; the client's port (a mapped one) is kept"
+        );
+        let v6_wildcard = endpoints(pb::AddressScheme::IPv6, &[("[::]", 8081)]);
+        assert_eq!(
+            reachable_endpoints(Some(&v6_wildcard), dialled),
+            Some(endpoints(pb::AddressScheme::IPv4, &[("172.17.0.2", 8081)]))
+        );
+        let named = endpoints(pb::AddressScheme::DomainName, &[("localhost", 18081)]);
+        assert_eq!(
+            reachable_endpoints(Some(&named), dialled),
+            Some(named.clone()),
+            "a host name the client dialled is kept"
+        );
+        assert_eq!(
+            reachable_endpoints(None, Some("[::ffff:10.0.0.7]:8081".parse().expect("addr"))),
+            Some(endpoints(pb::AddressScheme::IPv4, &[("10.0.0.7", 8081)])),
+            "no endpoints in the request: the dialled address"
+        );
     }
 }

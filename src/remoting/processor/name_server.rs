@@ -1,9 +1,7 @@
 //! Name-server requests: skiff answers as a name server that knows one broker, itself.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-
 use super::{broker_failure, failure_to, success, suggest_todo, Failure, Outcome, Processor};
+use crate::listener::reachable::reachable_addr;
 use crate::remoting::body::{BrokerData, QueueData, TopicRouteData};
 use crate::remoting::codes::{request as rc, response as code, version, AUTO_CREATE_TOPIC_KEY};
 use crate::remoting::frame::RemotingCommand;
@@ -12,20 +10,7 @@ use crate::remoting::headers::{
 };
 use crate::remoting::server::ConnectionHandle;
 use crate::remoting::wire::clamp_i32;
-
-/// The broker address a client is told: the advertised one, unless it is a wildcard
-/// (`0.0.0.0`, `[::]`: skiff listens on every interface and no address was advertised); then the
-/// address this client dialled, with the advertised port, since a client can reach that one and
-/// no client can reach a wildcard (a remoting client in a container's host would dial
-/// `0.0.0.0` otherwise).
-fn reachable_addr(advertised: &str, dialled: Option<SocketAddr>) -> String {
-    match (advertised.parse::<SocketAddr>(), dialled) {
-        (Ok(addr), Some(dialled)) if addr.ip().is_unspecified() => {
-            SocketAddr::new(dialled.ip(), addr.port()).to_string()
-        }
-        _ => advertised.to_owned(),
-    }
-}
+use std::collections::BTreeMap;
 
 /// `PermName`: inherit 1, write 2, read 4.
 const PERM_RW: i32 = 6;
@@ -161,35 +146,4 @@ fn no_route(topic: &str) -> Failure {
             suggest_todo()
         ),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wildcard_listener_advertises_the_address_each_client_dialled() {
-        let dialled: SocketAddr = "172.17.0.2:9876".parse().expect("an address");
-        assert_eq!(
-            reachable_addr("0.0.0.0:9876", Some(dialled)),
-            "172.17.0.2:9876"
-        );
-        assert_eq!(
-            reachable_addr(
-                "[::]:9876",
-                Some("[fd00::2]:9876".parse().expect("an address"))
-            ),
-            "[fd00::2]:9876"
-        );
-        assert_eq!(
-            reachable_addr("10.0.0.5:9876", Some(dialled)),
-            "10.0.0.5:9876",
-            "an advertised address is kept"
-        );
-        assert_eq!(
-            reachable_addr("broker.example:9876", Some(dialled)),
-            "broker.example:9876"
-        );
-        assert_eq!(reachable_addr("0.0.0.0:9876", None), "0.0.0.0:9876");
-    }
 }
