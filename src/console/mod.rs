@@ -8,8 +8,8 @@
 //! * [`traces`]: message traces as RocketMQ's clients write them, read into a timeline.
 //! * [`samples`]: the last hour of produce and consume rates and group lag, which the sampler
 //!   task [`start`] runs on the arbiter records.
-//! * `assets/`: the page (`index.html`, `app.js`, `style.css`), embedded in the binary: no CDN,
-//!   no build step.
+//! * `assets/`: the page (`index.html`, `app.js`, `pages.js`, `style.css`), embedded in the
+//!   binary: no CDN, no build step.
 //!
 //! Guards, on every route: a state-changing request (POST, PUT, DELETE) must carry the header
 //! `X-Skiff-Console: 1`, which a cross-site form cannot add (CSRF); with ACL on, every request
@@ -58,6 +58,9 @@ pub struct ConsoleInfo {
     pub retention: Duration,
     pub disk_max_used_ratio: f64,
     pub disk_full_ratio: f64,
+    /// The node's running configuration as its file names the keys (`GET /cluster` shows it
+    /// with every secret left out); `Null` when the embedder has none to show.
+    pub settings: serde_json::Value,
 }
 
 /// The console's shared state; cheap to clone.
@@ -162,6 +165,7 @@ impl Console {
         Router::new()
             .route("/", get(page))
             .route("/console/app.js", get(script))
+            .route("/console/pages.js", get(pages_script))
             .route("/console/style.css", get(stylesheet))
             .nest("/api/v1", api::routes())
             .layer(axum::middleware::from_fn_with_state(self.clone(), guard))
@@ -178,10 +182,11 @@ impl Console {
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
+const PAGES_JS: &str = include_str!("assets/pages.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// Where to read the page's files from instead of the embedded copies, for working on the page
-/// without rebuilding: a directory holding `index.html`, `app.js` and `style.css`.
+/// without rebuilding: a directory holding `index.html`, `app.js`, `pages.js` and `style.css`.
 pub const ASSETS_DIR_VARIABLE: &str = "SKIFF_CONSOLE_ASSETS";
 
 async fn page() -> impl IntoResponse {
@@ -190,6 +195,10 @@ async fn page() -> impl IntoResponse {
 
 async fn script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", "app.js", APP_JS)
+}
+
+async fn pages_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", "pages.js", PAGES_JS)
 }
 
 async fn stylesheet() -> impl IntoResponse {

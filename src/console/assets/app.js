@@ -6,7 +6,11 @@
 'use strict';
 
 const API = '/api/v1';
-const REFRESH_MS = 10000;
+// Live figures are fetched again this often; `?refresh_ms=N` in the page's address (before the
+// #) changes it, 1 s at least.
+const REFRESH_MS = Math.max(1000, Number(new URLSearchParams(location.search).get('refresh_ms')) || 10000);
+// Messages one browse lists at most: the API answers no more (MAX_BROWSE in messages.rs).
+const MAX_BROWSE = 200;
 const TAIL_KEEP = 200;
 
 // ---- DOM and formatting helpers --------------------------------------------------------------
@@ -83,13 +87,38 @@ function fmtDuration(ms) {
 
 const pad = (n, w = 2) => String(n).padStart(w, '0');
 
-// Local time, to the second (or millisecond): the broker's clients are usually local too.
+// The browser's zone at a time, as its offset from UTC: a time copied off the page then names
+// one instant, whoever reads it.
+function zoneOf(d) {
+  const off = -d.getTimezoneOffset();
+  if (off === 0) return 'UTC';
+  const a = Math.abs(off);
+  return `UTC${off > 0 ? '+' : '-'}${pad(Math.floor(a / 60))}:${pad(a % 60)}`;
+}
+
+// Local time, to the second (or millisecond), with its zone.
 function fmtTime(ms, withMs) {
   if (!ms) return '–';
   const d = new Date(ms);
   const base = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-  return withMs ? `${base}.${pad(d.getMilliseconds(), 3)}` : base;
+  return (withMs ? `${base}.${pad(d.getMilliseconds(), 3)}` : base) + ' ' + zoneOf(d);
+}
+
+// A time for a table cell: the date and the time of day each kept on one line, so a narrow
+// column breaks it between them and nowhere else.
+function timeNode(ms, withMs) {
+  const text = fmtTime(ms, withMs);
+  const cut = text.indexOf(' ');
+  if (cut < 0) return text;
+  return h('span', { class: 'time' }, h('span', {}, text.slice(0, cut)), ' ', h('span', {}, text.slice(cut + 1)));
+}
+
+// The time of day only, with its zone (the live tail's rows).
+function fmtTimeOfDay(ms) {
+  if (!ms) return '–';
+  const d = new Date(ms);
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneOf(d)}`;
 }
 
 function fmtClock(ms) {
@@ -104,8 +133,8 @@ function num(value, attrs) {
 
 function table(id, headers, rows, empty) {
   const head = h('tr', {}, headers.map((c) => {
-    const [label, numeric] = Array.isArray(c) ? c : [c, false];
-    return h('th', { class: numeric ? 'num' : null }, label);
+    const [label, numeric, cls] = Array.isArray(c) ? c : [c, false];
+    return h('th', { class: [numeric ? 'num' : null, cls].filter(Boolean).join(' ') || null }, label);
   }));
   const body = h('tbody', {}, rows);
   if (!rows.length) {
@@ -224,7 +253,9 @@ function lineChart(id, series, opts) {
   let x0 = Math.min(...all.map((p) => p[0]));
   let x1 = Math.max(...all.map((p) => p[0]));
   if (x1 - x0 < 60000) x0 = x1 - 60000; // at least a minute wide, so one sample is not a wall
-  const yMax = niceCeil(Math.max(...all.map((p) => p[1])));
+  // Counts (lag) get whole-number ticks: four equal steps of a round whole number.
+  const top = Math.max(...all.map((p) => p[1]));
+  const yMax = opts.integer ? 4 * Math.max(1, niceCeil(Math.ceil(top / 4))) : niceCeil(top);
   const X = (t) => m.l + ((t - x0) / (x1 - x0)) * pw;
   const Y = (v) => m.t + ph - (v / yMax) * ph;
 
@@ -233,7 +264,7 @@ function lineChart(id, series, opts) {
     const v = (yMax / 4) * i;
     const y = Y(v);
     svg.append(s('line', { x1: m.l, x2: m.l + pw, y1: y, y2: y, class: 'grid' }));
-    svg.append(s('text', { x: m.l - 6, y: y + 4, 'text-anchor': 'end', class: 'tick', text: fmtTick(v) }));
+    svg.append(s('text', { x: m.l - 6, y: y + 4, 'text-anchor': 'end', class: 'tick', 'data-axis': 'y', text: fmtTick(v) }));
   }
   const span = x1 - x0;
   const step = [60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3].find((st) => span / st <= 6) || span / 5;
@@ -243,6 +274,7 @@ function lineChart(id, series, opts) {
     svg.append(s('text', { x, y: H - 8, 'text-anchor': 'middle', class: 'tick', text: fmtClock(t) }));
   }
   svg.append(s('line', { x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph, class: 'axis' }));
+  svg.append(s('text', { x: W - m.r, y: m.t + 12, 'text-anchor': 'end', class: 'tick zone', text: zoneOf(new Date(x1)) }));
 
   for (const sr of series) {
     if (!sr.points.length) continue;
@@ -330,19 +362,58 @@ async function route() {
   }
 }
 
-// Re-renders the current view in place every REFRESH_MS until the route changes.
+// Counts the view's refreshes in data-refreshes, so a script can tell one happened.
+function countRefresh() {
+  const view = document.getElementById('view');
+  view.dataset.refreshes = String(Number(view.dataset.refreshes || 0) + 1);
+}
+
+// Re-renders the current view in place every REFRESH_MS until the route changes (a page with
+// no form to lose).
 function autoRefresh(render) {
   const gen = generation;
   const timer = setInterval(async () => {
     try {
       const content = await render();
       if (gen !== generation) return;
-      document.getElementById('view').replaceChildren(...[content].flat(Infinity));
+      const view = document.getElementById('view');
+      view.replaceChildren();
+      append(view, [content]);
+      countRefresh();
     } catch (err) {
       if (gen === generation) showError(describe(err));
     }
   }, REFRESH_MS);
   onLeave(() => clearInterval(timer));
+}
+
+// The live parts of a page with forms: `load` fetches the page's figures, and each part made
+// with the returned function renders from them, now from `first` and again every REFRESH_MS,
+// in place; the forms around them keep what was typed. A part's box has `display: contents`,
+// so it does not change the layout.
+function liveParts(load, first) {
+  const parts = [];
+  const gen = generation;
+  const timer = setInterval(async () => {
+    try {
+      const data = await load();
+      if (gen !== generation) return;
+      for (const [box, render] of parts) {
+        box.replaceChildren();
+        append(box, [render(data)]);
+      }
+      countRefresh();
+    } catch (err) {
+      if (gen === generation) showError(describe(err));
+    }
+  }, REFRESH_MS);
+  onLeave(() => clearInterval(timer));
+  return (render) => {
+    const box = h('div', { class: 'live' });
+    append(box, [render(first)]);
+    parts.push([box, render]);
+    return box;
+  };
 }
 
 // Runs a form's action with its submit button disabled, showing the outcome.
@@ -389,6 +460,9 @@ function renderOverview(o) {
     'data-used-ratio': disk.used_ratio, role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': 1,
     'aria-valuenow': disk.used_ratio },
     h('div', { class: 'disk-fill disk-' + level, style: `width:${(used * 100).toFixed(2)}%` }),
+    // skiff's own share of what is used, drawn over it.
+    h('div', { class: 'disk-fill disk-store', id: 'disk-store-bar', title: "skiff's store",
+      style: `width:${(ratio(Number(disk.store_bytes) / Math.max(1, Number(disk.total_bytes))) * 100).toFixed(2)}%` }),
     disk.max_used_ratio !== undefined ? marker(disk.max_used_ratio, `clean up ${(disk.max_used_ratio * 100).toFixed(0)}%`) : null,
     disk.full_ratio !== undefined ? marker(disk.full_ratio, `full ${(disk.full_ratio * 100).toFixed(0)}%`) : null);
 
@@ -408,9 +482,13 @@ function renderOverview(o) {
       stat('Groups', 'overview-groups', fmtInt(o.groups)),
       stat('Connections', 'overview-connections', fmtInt(conns.total))),
     section('Disk', 'disk',
+      h('p', { class: 'disk-store-line' }, h('span', { class: 'swatch store' }), "skiff's store: ",
+        h('strong', { id: 'disk-store', 'data-testid': 'disk-store', 'data-value': disk.store_bytes ?? '' }, fmtBytes(disk.store_bytes)),
+        h('span', { class: 'muted' }, ' (commit log, queues and indexes in the data directory)')),
       diskBar,
       h('p', { id: 'disk-text', 'data-testid': 'disk-text', class: 'disk-text' },
-        h('strong', {}, `${fmtBytes(disk.used_bytes)} of ${fmtBytes(disk.total_bytes)} used`),
+        h('span', { class: 'swatch used' }),
+        h('strong', {}, `Filesystem: ${fmtBytes(disk.used_bytes)} of ${fmtBytes(disk.total_bytes)} used`),
         ` (${((Number(disk.used_ratio) || 0) * 100).toFixed(1)}%) · old files deleted past `,
         `${((disk.max_used_ratio || 0) * 100).toFixed(0)}% or after ${fmtDuration(disk.retention_ms)}`,
         ` · writes refused past ${((disk.full_ratio || 0) * 100).toFixed(0)}%`),
@@ -441,8 +519,29 @@ const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION'];
 let showSystemTopics = false;
 
 async function topicsView() {
-  const { topics } = await api('GET', '/topics');
+  const load = () => api('GET', '/topics');
+  const first = await load();
   document.title = 'Topics · skiff console';
+  const live = liveParts(load, first);
+  const toggle = h('input', { type: 'checkbox', id: 'topics-show-system', checked: showSystemTopics,
+    onchange: (e) => {
+      showSystemTopics = e.target.checked;
+      for (const tr of document.querySelectorAll('#topics-table tr.system')) tr.hidden = !showSystemTopics;
+    } });
+  return [
+    h('header', { class: 'page-head' }, h('h1', {}, 'Topics'),
+      live(({ topics }) => {
+        const systemCount = topics.filter((t) => t.system).length;
+        return h('p', { class: 'muted', id: 'topics-counts' }, `${topics.length - systemCount} topics, ${systemCount} system topics`);
+      })),
+    createTopicForm(),
+    section(null, 'topics',
+      h('div', { class: 'table-tools' }, h('label', { class: 'check' }, toggle, ' Show system topics')),
+      live(({ topics }) => topicsTable(topics))),
+  ];
+}
+
+function topicsTable(topics) {
   const rows = topics.slice().sort((a, b) => (a.system - b.system) || a.name.localeCompare(b.name));
   const tbody = [];
   for (const t of rows) {
@@ -460,22 +559,8 @@ async function topicsView() {
         'data-topic': t.name, onclick: () => deleteTopic(t.name),
       }, 'Delete'))));
   }
-  const systemCount = rows.filter((t) => t.system).length;
-  const toggle = h('input', { type: 'checkbox', id: 'topics-show-system', checked: showSystemTopics,
-    onchange: (e) => {
-      showSystemTopics = e.target.checked;
-      for (const tr of document.querySelectorAll('#topics-table tr.system')) tr.hidden = !showSystemTopics;
-    } });
-
-  return [
-    h('header', { class: 'page-head' }, h('h1', {}, 'Topics'),
-      h('p', { class: 'muted' }, `${topics.length - systemCount} topics, ${systemCount} system topics`)),
-    createTopicForm(),
-    section(null, 'topics',
-      h('div', { class: 'table-tools' }, h('label', { class: 'check' }, toggle, ' Show system topics')),
-      table('topics-table', ['Topic', ['Read queues', true], ['Write queues', true], 'Message type', 'Perm',
-        ['Messages', true], ['Max offset', true], ''], tbody, 'No topics.')),
-  ];
+  return h('div', { class: 'scroll-x' }, table('topics-table', ['Topic', ['Read queues', true], ['Write queues', true], 'Message type', 'Perm',
+    ['Messages', true], ['Max offset', true], ''], tbody, 'No topics.'));
 }
 
 function createTopicForm() {
@@ -517,18 +602,28 @@ async function deleteTopic(name) {
 function reload() { return route(); }
 
 async function topicView(name) {
-  const t = await api('GET', '/topics/' + enc(name));
-  document.title = `${t.name} · skiff console`;
-  const total = t.queues.reduce((acc, q) => acc + (q.max_offset - q.min_offset), 0);
+  const load = () => api('GET', '/topics/' + enc(name));
+  const first = await load();
+  document.title = `${first.name} · skiff console`;
+  const live = liveParts(load, first);
   return [
     h('header', { class: 'page-head' },
       h('p', { class: 'crumbs' }, h('a', { href: '#/topics' }, 'Topics'), ' / '),
-      h('h1', { id: 'topic-name', 'data-testid': 'topic-name' }, t.name),
-      h('p', { class: 'meta' }, badge(t.perm), badge(t.message_type || 'type unspecified', 'muted'),
-        ` ${t.read_queues} read / ${t.write_queues} write queues · `,
-        h('span', { id: 'topic-messages', 'data-value': total }, `${fmtInt(total)} messages`), ' · ',
-        h('a', { id: 'topic-browse-link', 'data-testid': 'topic-browse-link', href: '#/messages?topic=' + enc(t.name) }, 'Browse messages'))),
-    h('div', { class: 'cols' },
+      h('h1', { id: 'topic-name', 'data-testid': 'topic-name' }, first.name),
+      live((t) => {
+        const total = t.queues.reduce((acc, q) => acc + (q.max_offset - q.min_offset), 0);
+        return h('p', { class: 'meta' }, badge(t.perm), badge(t.message_type || 'type unspecified', 'muted'),
+          ` ${t.read_queues} read / ${t.write_queues} write queues · `,
+          h('span', { id: 'topic-messages', 'data-value': total }, `${fmtInt(total)} messages`), ' · ',
+          h('a', { id: 'topic-browse-link', 'data-testid': 'topic-browse-link', href: '#/messages?topic=' + enc(t.name) }, 'Browse messages'));
+      })),
+    live((t) => topicFigures(t)),
+    h('div', { class: 'cols send-tail' }, sendForm(first.name), tailPanel(first.name)),
+  ];
+}
+
+function topicFigures(t) {
+  return h('div', { class: 'cols' },
       section('Queues', 'topic-queues-panel',
         table('topic-queues', [['Queue', true], ['Min offset', true], ['Max offset', true], ['Messages', true]],
           t.queues.map((q) => h('tr', { 'data-queue': q.queue_id },
@@ -542,9 +637,7 @@ async function topicView(name) {
         table('topic-groups', ['Group', ['Lag', true]],
           t.groups.map((g) => h('tr', { 'data-group': g.group },
             h('td', {}, h('a', { href: groupHref(g.group) }, g.group)),
-            num(g.lag, { 'data-col': 'lag' }))), 'No group consumes this topic.'))),
-    h('div', { class: 'cols' }, sendForm(t.name), tailPanel(t.name)),
-  ];
+            num(g.lag, { 'data-col': 'lag' }))), 'No group consumes this topic.')));
 }
 
 // "k=v" per line; blank lines and lines starting with # are skipped.
@@ -624,10 +717,10 @@ function tailPanel(topic) {
       empty.hidden = true;
       count++;
       list.prepend(h('tr', { 'data-msg-id': m.msg_id, 'data-uniq-key': m.uniq_key },
-        h('td', { class: 'nowrap' }, fmtTime(m.store_ms || m.born_ms).slice(11)),
+        h('td', { class: 'nowrap' }, fmtTimeOfDay(m.store_ms || m.born_ms)),
         num(m.queue_id), num(m.queue_offset),
-        h('td', { class: 'clip' }, h('a', { href: messageHref(m.msg_id), class: 'mono', title: m.msg_id }, m.msg_id)),
-        h('td', {}, m.tags || ''), h('td', { class: 'clip' }, m.keys || ''),
+        h('td', { class: 'wrap' }, h('a', { href: messageHref(m.msg_id), class: 'mono' }, m.msg_id)),
+        h('td', {}, m.tags || ''), h('td', { class: 'wrap' }, m.keys || ''),
         num(m.body_size)));
       while (list.children.length > TAIL_KEEP) list.lastChild.remove();
       counter.textContent = `${count} received`;
@@ -651,8 +744,89 @@ function tailPanel(topic) {
 // ---- groups ------------------------------------------------------------------------------------------
 
 async function groupsView() {
-  const { groups } = await api('GET', '/groups');
   document.title = 'Groups · skiff console';
+  const live = liveParts(() => api('GET', '/groups'), await api('GET', '/groups'));
+  return [
+    h('header', { class: 'page-head' }, h('h1', {}, 'Consumer groups'),
+      live(({ groups }) => h('p', { class: 'muted', id: 'groups-count' }, `${groups.length} groups`))),
+    createGroupForm(),
+    section(null, 'groups', live(renderGroups)),
+  ];
+}
+
+// A group's settings, as the broker keeps them (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's).
+function groupSettingsFields(prefix, config) {
+  const c = config || {};
+  const retry = h('input', { id: prefix + '-retry-max', name: 'retry_max_times', type: 'number', min: 0, max: 100000, value: c.retry_max_times ?? 16, required: true });
+  const retryQueues = h('input', { id: prefix + '-retry-queues', name: 'retry_queue_nums', type: 'number', min: 0, max: 1024, value: c.retry_queue_nums ?? 1, required: true });
+  const check = (id, label, on) => {
+    const box = h('input', { type: 'checkbox', id: prefix + '-' + id, checked: on });
+    return [box, h('label', { class: 'check' }, box, ' ' + label)];
+  };
+  const [orderly, orderlyLabel] = check('orderly', 'orderly', c.consume_orderly ?? false);
+  const [broadcast, broadcastLabel] = check('broadcast', 'broadcasting allowed', c.consume_broadcast_enable ?? true);
+  const [fromMin, fromMinLabel] = check('from-min', 'consume from min', c.consume_from_min_enable ?? true);
+  return {
+    fields: [field('Retry max times', retry, 'then the dead-letter topic'), field('Retry queues', retryQueues),
+      h('div', { class: 'checks' }, orderlyLabel, broadcastLabel, fromMinLabel)],
+    values: () => ({
+      retry_max_times: Number(retry.value), retry_queue_nums: Number(retryQueues.value),
+      consume_orderly: orderly.checked, consume_broadcast_enable: broadcast.checked, consume_from_min_enable: fromMin.checked,
+    }),
+  };
+}
+
+function createGroupForm() {
+  const name = h('input', { id: 'group-create-name', name: 'name', required: true, placeholder: 'OrderConsumers',
+    pattern: '[%\\|a-zA-Z0-9_\\-]+', maxlength: 255, autocomplete: 'off' });
+  const settings = groupSettingsFields('group-create', null);
+  const form = h('form', { id: 'group-create-form', class: 'inline-form', autocomplete: 'off' },
+    field('Name', name), settings.fields,
+    h('button', { type: 'submit', id: 'group-create-submit', class: 'primary' }, 'Create group'));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    submitting(form, async () => {
+      const created = await api('POST', '/groups', Object.assign({ name: name.value.trim() }, settings.values()));
+      await reload();
+      showNotice(`Group ${created.name} created.`);
+    });
+  });
+  return section('Create group', 'group-create', form);
+}
+
+// Change the group's settings, or delete it (after a confirmation).
+function groupSettingsPanel(g) {
+  if (!g.config) {
+    return section('Settings', 'group-settings', h('p', { class: 'muted', id: 'group-settings-none' },
+      'This group has no configuration on the broker (it has offsets only): create it on the groups page to set its retries.'));
+  }
+  const settings = groupSettingsFields('group-edit', g.config);
+  const form = h('form', { id: 'group-edit-form', class: 'inline-form', autocomplete: 'off' }, settings.fields,
+    h('button', { type: 'submit', id: 'group-edit-submit', class: 'primary' }, 'Save'));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    submitting(form, async () => {
+      await api('PUT', '/groups/' + enc(g.name), settings.values());
+      showNotice(`Group ${g.name} saved.`);
+    });
+  });
+  const clean = h('input', { type: 'checkbox', id: 'group-delete-offsets' });
+  const remove = h('button', { type: 'button', id: 'group-delete', class: 'danger' }, 'Delete group');
+  remove.addEventListener('click', () => {
+    const members = (g.members || []).length;
+    if (!confirm(`Delete group ${g.name}${clean.checked ? ' and its consumer offsets' : ''}?` +
+      (members ? ` ${members} consumers are connected to it now.` : ''))) return;
+    submitting(remove.parentElement, async () => {
+      await api('DELETE', '/groups/' + enc(g.name) + (clean.checked ? '?clean_offsets=true' : ''));
+      location.hash = '#/groups';
+      showNotice(`Group ${g.name} deleted.`);
+    });
+  });
+  return section('Settings', 'group-settings', form,
+    h('div', { class: 'inline-form delete-row' }, h('label', { class: 'check' }, clean, ' also forget its consumer offsets'), remove));
+}
+
+function renderGroups({ groups }) {
   const rows = groups.slice().sort((a, b) => a.name.localeCompare(b.name)).map((g) =>
     h('tr', { 'data-group': g.name },
       h('td', {}, h('a', { href: groupHref(g.name) }, g.name)),
@@ -660,23 +834,22 @@ async function groupsView() {
       num(g.lag, { 'data-col': 'lag', class: 'num' + (g.lag > 0 ? ' warn' : '') }),
       h('td', { 'data-col': 'consume_orderly' }, g.consume_orderly ? 'orderly' : 'concurrent'),
       num(g.retry_max_times, { 'data-col': 'retry_max_times' })));
-  return [
-    h('header', { class: 'page-head' }, h('h1', {}, 'Consumer groups'),
-      h('p', { class: 'muted' }, `${groups.length} groups`)),
-    section(null, 'groups', table('groups-table',
-      ['Group', ['Members', true], ['Lag', true], 'Consumption', ['Retry max times', true]], rows, 'No groups.')),
-  ];
+  return h('div', { class: 'scroll-x' }, table('groups-table',
+    ['Group', ['Members', true], ['Lag', true], 'Consumption', ['Retry max times', true]], rows, 'No groups.'));
 }
 
 async function groupView(name) {
-  const [g, topicList] = await Promise.all([
-    api('GET', '/groups/' + enc(name)),
-    api('GET', '/topics').catch(() => ({ topics: [] })),
-  ]);
+  const load = async () => {
+    const [g, topicList] = await Promise.all([
+      api('GET', '/groups/' + enc(name)),
+      api('GET', '/topics').catch(() => ({ topics: [] })),
+    ]);
+    return { g, known: new Set(topicList.topics.map((t) => t.name)) };
+  };
+  const first = await load();
+  const { g, known } = first;
   document.title = `${g.name} · skiff console`;
-  const history = g.lag_history || [];
-  const known = new Set(topicList.topics.map((t) => t.name));
-  const topicCell = (t) => (known.has(t) ? h('a', { href: topicHref(t) }, t) : t);
+  const live = liveParts(load, first);
   const dlqLink = (id, label, t) => (t ? h('a', { id, 'data-testid': id, href: topicHref(t),
     class: known.has(t) ? null : 'absent', title: known.has(t) ? null : 'not created yet' }, label + ' ' + t) : null);
 
@@ -684,9 +857,29 @@ async function groupView(name) {
     h('header', { class: 'page-head' },
       h('p', { class: 'crumbs' }, h('a', { href: '#/groups' }, 'Groups'), ' / '),
       h('h1', { id: 'group-name', 'data-testid': 'group-name' }, g.name),
-      h('p', { class: 'meta' }, g.message_model ? badge(g.message_model) : null,
-        g.consume_type ? badge(g.consume_type, 'muted') : null, ' ',
-        dlqLink('group-retry-link', 'retry', g.retry_topic), ' · ', dlqLink('group-dlq-link', 'DLQ', g.dlq_topic))),
+      live(({ g: v }) => h('p', { class: 'meta' }, v.message_model ? badge(v.message_model) : null,
+        v.consume_type ? badge(v.consume_type, 'muted') : null, ' ',
+        dlqLink('group-retry-link', 'retry', v.retry_topic), ' · ', dlqLink('group-dlq-link', 'DLQ', v.dlq_topic)))),
+    live(groupFigures),
+    resetForm(g),
+    deadLetters(g, known.has(g.dlq_topic)),
+    groupSettingsPanel(g),
+  ];
+}
+
+// "topic: 0, 1, 2" per topic, each on its line.
+function queueList(queues) {
+  const byTopic = new Map();
+  for (const q of queues) byTopic.set(q.topic, [...(byTopic.get(q.topic) || []), q.queue_id]);
+  if (!byTopic.size) return '–';
+  return [...byTopic].map(([t, ids]) => h('div', {}, h('span', { class: 'muted' }, t + ': '), ids.join(', ')));
+}
+
+// What the group page shows of the group's state: all of it refreshes.
+function groupFigures({ g, known }) {
+  const history = g.lag_history || [];
+  const topicCell = (t) => (known.has(t) ? h('a', { href: topicHref(t) }, t) : t);
+  return [
     h('div', { class: 'stats' },
       h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'Lag'),
         h('div', { class: 'stat-value', id: 'group-lag', 'data-testid': 'group-lag', 'data-value': g.lag }, fmtInt(g.lag))),
@@ -699,16 +892,26 @@ async function groupView(name) {
         h('div', { class: 'chart-head' }, h('h3', {}, 'Lag over time'),
           h('span', { class: 'chart-now' }, history.length ? `${fmtInt(history[history.length - 1].lag)} now` : '')),
         lineChart('group-lag-chart', [{ name: 'lag', color: '#d97706', points: history.map((p) => [p.at_ms, p.lag]) }],
-          { title: 'Lag over time' })),
-      h('div', { class: 'stack' },
-        section('Members', 'group-members-panel',
-          g.members.length
-            ? h('ul', { id: 'group-members', 'data-testid': 'group-members', class: 'plain mono' }, g.members.map((m) => h('li', {}, m)))
-            : h('p', { id: 'group-members', 'data-testid': 'group-members', class: 'muted' }, 'No consumer is connected.')),
-        section('Subscriptions', 'group-subscriptions-panel',
-          table('group-subscriptions', ['Topic', 'Expression'], g.subscriptions.map((sub) =>
-            h('tr', { 'data-topic': sub.topic }, h('td', {}, topicCell(sub.topic)), h('td', {}, h('code', {}, sub.expression)))),
-          'No subscriptions (none connected).')))),
+          { title: 'Lag over time', integer: true }),
+        h('p', { class: 'muted small', id: 'lag-history-note', 'data-since-ms': g.history_since_ms ?? '' },
+          `Sampled since the broker started (${fmtTime(g.history_since_ms)}): the history is kept in memory, so a restart begins it again.`)),
+      section('Subscriptions', 'group-subscriptions-panel',
+        table('group-subscriptions', ['Topic', 'Expression'], g.subscriptions.map((sub) =>
+          h('tr', { 'data-topic': sub.topic }, h('td', {}, topicCell(sub.topic)), h('td', {}, h('code', {}, sub.expression)))),
+        'No subscriptions (none connected).'))),
+    section('Members', 'group-members-panel',
+      h('p', { class: 'muted small' }, g.message_model === 'BROADCASTING'
+        ? 'A broadcasting group: every member reads every queue.'
+        : 'Consumers choose their queues themselves; shown is what the clients\' default strategy (AllocateMessageQueueAveragely) gives each member.'),
+      table('group-members', ['Client', 'Address', 'Language', 'Version', 'Protocol', 'Queues (by the default allocation)'],
+        (g.member_details || []).map((m) => h('tr', { 'data-client': m.client_id },
+          h('td', { class: 'mono wrap', 'data-col': 'client_id' }, m.client_id),
+          h('td', { class: 'mono', 'data-col': 'address' }, m.address || '–'),
+          h('td', { 'data-col': 'language' }, m.language || '–'),
+          h('td', { 'data-col': 'version' }, m.version || '–'),
+          h('td', { 'data-col': 'protocol' }, m.protocol || '–'),
+          h('td', { 'data-col': 'queues', 'data-value': (m.queues || []).map((x) => x.topic + ':' + x.queue_id).join(' ') },
+            queueList(m.queues || [])))), 'No consumer is connected.')),
     section('Queues', 'group-queues-panel',
       table('group-queues', ['Topic', ['Queue', true], ['Broker offset', true], ['Consumer offset', true],
         ['Lag', true], ['In flight', true], 'Last commit'],
@@ -719,9 +922,7 @@ async function groupView(name) {
         num(q.consumer_offset, { 'data-col': 'consumer_offset' }),
         num(q.lag, { 'data-col': 'lag', class: 'num' + (q.lag > 0 ? ' warn' : '') }),
         num(q.in_flight, { 'data-col': 'in_flight' }),
-        h('td', {}, fmtTime(q.last_commit_ms)))), 'No offsets committed.')),
-    resetForm(g),
-    deadLetters(g, known.has(g.dlq_topic)),
+        h('td', {}, timeNode(q.last_commit_ms)))), 'No offsets committed.')),
   ];
 }
 
@@ -732,13 +933,15 @@ function deadLetters(g, exists) {
     'Resend all dead letters');
   button.addEventListener('click', () => {
     if (!confirm(`Send every dead letter of ${g.name} back to the topic it came from? ` +
-      'Its consumers will receive each of them again.')) return;
+      'Its consumers will receive each of them again. Letters resent before are skipped.')) return;
     const form = button.parentElement;
     submitting(form, async () => {
       const r = await api('POST', `/groups/${enc(g.name)}/dlq/resend`, { confirm: true });
       const resent = r.resent || [];
-      result.replaceChildren(h('p', { id: 'dlq-resent-count', 'data-value': resent.length },
-        `${fmtInt(resent.length)} dead letters resent.`),
+      const skipped = r.skipped || [];
+      result.replaceChildren(h('p', { id: 'dlq-resent-count', 'data-value': resent.length, 'data-skipped': skipped.length },
+        `${fmtInt(resent.length)} dead letters resent` +
+        (skipped.length ? `; ${fmtInt(skipped.length)} skipped, resent before (resend those from their own pages).` : '.')),
       table('dlq-resent', ['From', 'To topic', 'New message'], resent.map((x) => h('tr', { 'data-from': x.from },
         h('td', { class: 'mono' }, h('a', { href: messageHref(x.from) }, x.from)),
         h('td', {}, h('a', { href: topicHref(x.topic) }, x.topic)),
@@ -754,9 +957,14 @@ function deadLetters(g, exists) {
 }
 
 function resetForm(g) {
-  const topics = [...new Set([...g.subscriptions.map((x) => x.topic), ...g.queues.map((q) => q.topic)])].sort();
+  // The topics the group subscribes to come first, its retry topic (which clients subscribe to
+  // by themselves) last: the first is what a reset is usually for, and is preselected.
+  const retry = (t) => t.startsWith('%RETRY%') || t.startsWith('%DLQ%');
+  const byRank = (list) => list.slice().sort((a, b) => (retry(a) - retry(b)) || a.localeCompare(b));
+  const topics = [...new Set([...byRank(g.subscriptions.map((x) => x.topic)), ...byRank(g.queues.map((q) => q.topic))])];
+  topics.sort((a, b) => retry(a) - retry(b));
   const topic = h('select', { id: 'reset-topic', name: 'topic', required: true },
-    topics.map((t) => h('option', { value: t }, t)));
+    topics.map((t, i) => h('option', { value: t, selected: i === 0 }, t)));
   const to = h('select', { id: 'reset-to', name: 'to' },
     h('option', { value: 'earliest' }, 'earliest (first stored message)'),
     h('option', { value: 'latest' }, 'latest (skip everything stored)'),
@@ -765,7 +973,7 @@ function resetForm(g) {
   to.addEventListener('change', () => { when.disabled = to.value !== 'time'; });
   const result = h('div', { id: 'reset-result', 'data-testid': 'reset-result', class: 'result', hidden: true });
   const form = h('form', { id: 'reset-form', class: 'inline-form', autocomplete: 'off' },
-    field('Topic', topic), field('Reset to', to), field('Date and time (local)', when),
+    field('Topic', topic), field('Reset to', to), field(`Date and time (${zoneOf(new Date())})`, when),
     h('button', { type: 'submit', id: 'reset-submit', class: 'danger', disabled: !topics.length }, 'Reset offset'));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -801,8 +1009,8 @@ function summaryRow(m) {
     h('td', {}, h('a', { href: messageHref(m.msg_id), class: 'mono msg-link' }, m.msg_id)),
     h('td', { 'data-col': 'tags' }, m.tags || ''),
     h('td', { 'data-col': 'keys' }, m.keys || ''),
-    h('td', {}, fmtTime(m.born_ms)),
-    h('td', {}, fmtTime(m.store_ms)),
+    h('td', { class: 'col-born' }, timeNode(m.born_ms)),
+    h('td', {}, timeNode(m.store_ms)),
     num(m.body_size, { 'data-col': 'body_size' }));
 }
 
@@ -820,9 +1028,10 @@ async function messagesView(params) {
   const bTopic = topicSelect('browse-topic');
   const bQueue = h('input', { id: 'browse-queue', name: 'queue', type: 'number', min: 0, value: p('key') ? '' : (p('queue') ?? 0) });
   const bFrom = h('input', { id: 'browse-from', name: 'from', type: 'number', min: 0, value: p('from') ?? 0 });
-  const bCount = h('input', { id: 'browse-count', name: 'count', type: 'number', min: 1, max: 1000, value: p('count') ?? 20 });
+  const bCount = h('input', { id: 'browse-count', name: 'count', type: 'number', min: 1, max: MAX_BROWSE, value: p('count') ?? 20,
+    title: `at most ${MAX_BROWSE}, as many as the API lists` });
   const browse = h('form', { id: 'browse-form', class: 'inline-form', autocomplete: 'off' },
-    field('Topic', bTopic), field('Queue', bQueue), field('From offset', bFrom), field('Count', bCount),
+    field('Topic', bTopic), field('Queue', bQueue), field('From offset', bFrom), field('Count', bCount, `at most ${MAX_BROWSE}`),
     h('button', { type: 'submit', id: 'browse-submit', class: 'primary' }, 'Browse'));
   browse.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -842,14 +1051,35 @@ async function messagesView(params) {
 
   const idInput = h('input', { id: 'lookup-id', name: 'id', required: true, placeholder: 'message id', class: 'mono', autocomplete: 'off' });
   const byId = h('form', { id: 'lookup-id-form', class: 'inline-form', autocomplete: 'off' },
-    field('Message ID', idInput), h('button', { type: 'submit', id: 'lookup-id-submit' }, 'Open'));
+    field('Message ID', idInput, "the producer's id (SendResult.getMsgId(), what consumers print) or the offset id; every topic is searched"),
+    h('button', { type: 'submit', id: 'lookup-id-submit' }, 'Open'));
   byId.addEventListener('submit', (e) => {
     e.preventDefault();
     navigate(messageHref(idInput.value.trim()));
   });
 
+  // A time range over every queue of a topic, in the browser's zone.
+  const toLocalInput = (ms) => {
+    if (ms === null || ms === '' || Number.isNaN(Number(ms))) return '';
+    const d = new Date(Number(ms));
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  };
+  const tTopic = topicSelect('time-topic');
+  const tBegin = h('input', { id: 'time-begin', name: 'begin', type: 'datetime-local', step: 1, required: true, value: toLocalInput(p('begin_ms')) });
+  const tEnd = h('input', { id: 'time-end', name: 'end', type: 'datetime-local', step: 1, required: true, value: toLocalInput(p('end_ms')) });
+  const byTime = h('form', { id: 'time-form', class: 'inline-form', autocomplete: 'off' },
+    field('Topic', tTopic), field(`From (${zoneOf(new Date())})`, tBegin), field('To', tEnd),
+    h('button', { type: 'submit', id: 'time-submit' }, 'Find by time'));
+  byTime.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const begin = new Date(tBegin.value).getTime();
+    const end = new Date(tEnd.value).getTime();
+    if (Number.isNaN(begin) || Number.isNaN(end)) { showError('Error: choose both times.'); return; }
+    navigate('#/messages?' + new URLSearchParams({ topic: tTopic.value, begin_ms: begin, end_ms: end + 999 }));
+  });
+
   const head = h('header', { class: 'page-head' }, h('h1', {}, 'Messages'));
-  const forms = [section('Browse a queue', 'browse', browse),
+  const forms = [section('Browse a queue', 'browse', browse), section('Find by time, across queues', 'time-panel', byTime),
     h('div', { class: 'cols lookups' }, section('Find by key', 'lookup-key-panel', byKey), section('Find by ID', 'lookup-id-panel', byId))];
 
   if (!selected) {
@@ -863,6 +1093,9 @@ async function messagesView(params) {
   if (p('key') !== null) {
     query.set('key', p('key'));
     title = `Messages of ${selected} with key ${p('key')}`;
+  } else if (p('begin_ms') !== null || p('end_ms') !== null) {
+    for (const k of ['begin_ms', 'end_ms', 'count']) if (p(k) !== null) query.set(k, p(k));
+    title = `Messages of ${selected} stored from ${fmtTime(Number(p('begin_ms')))} to ${fmtTime(Number(p('end_ms')))}`;
   } else {
     for (const k of ['queue', 'from', 'count']) if (p(k) !== null) query.set(k, p(k));
     title = `${selected}, queue ${p('queue') ?? 0}, from offset ${p('from') ?? 0}`;
@@ -880,7 +1113,7 @@ async function messagesView(params) {
   // A next page when the broker has more: past its max offset, when it says, else a full page.
   const more = typeof page.max_offset === 'number' ? page.next < page.max_offset
     : msgs.length >= Number(p('count') || 20);
-  if (p('key') === null && page.next !== null && page.next !== undefined && msgs.length && more) {
+  if (p('key') === null && p('begin_ms') === null && page.next !== null && page.next !== undefined && msgs.length && more) {
     const q = new URLSearchParams(query);
     q.set('from', page.next);
     if (!q.has('count')) q.set('count', 20);
@@ -888,9 +1121,10 @@ async function messagesView(params) {
   }
   return [head, forms,
     section(title, 'messages',
-      table('messages-table', [['Queue', true], ['Offset', true], 'Message ID', 'Tags', 'Keys', 'Born', 'Stored', ['Bytes', true]],
+      table('messages-table', [['Queue', true], ['Offset', true], 'Message ID', 'Tags', 'Keys', ['Born', false, 'col-born'], 'Stored', ['Bytes', true]],
         msgs.map(summaryRow), 'No messages in this range.'),
-      h('div', { class: 'table-foot' }, h('span', { class: 'muted small', id: 'messages-count' }, `${msgs.length} messages`), next)),
+      h('div', { class: 'table-foot' }, h('span', { class: 'muted small', id: 'messages-count', 'data-more': page.more ? 'true' : null },
+        `${msgs.length} messages` + (page.more ? ` (the first ${msgs.length}; narrow the range to see the rest)` : '')), next)),
   ];
 }
 
@@ -967,6 +1201,13 @@ async function messageView(id) {
         : null,
       h('details', { open: bytes.length <= 512 ? true : null }, h('summary', {}, `Hex (${fmtInt(bytes.length)} bytes)`),
         h('pre', { id: 'message-body-hex', 'data-testid': 'message-body-hex', class: 'hex' }, hexDump(bytes, 64 * 1024)))),
+    m.copies && m.copies.length
+      ? section('Copies with this id', 'message-copies-panel',
+        h('p', { class: 'muted small' }, 'A retried, dead-lettered or resent message keeps its producer\'s id; this page shows the one stored first.'),
+        table('message-copies', ['Topic', 'Message ID'], m.copies.map((c) => h('tr', { 'data-msg-id': c.msg_id },
+          h('td', {}, h('a', { href: topicHref(c.topic) }, c.topic)),
+          h('td', { class: 'mono wrap' }, h('a', { href: messageHref(c.msg_id) }, c.msg_id))))))
+      : null,
     m.topic.startsWith('%DLQ%') ? resendPanel(m) : null,
     m.consumed_by && m.consumed_by.length
       ? section('Consume status', 'message-consumed-panel', table('message-consumed-by', ['Group', 'Status'],
@@ -977,23 +1218,33 @@ async function messageView(id) {
   ];
 }
 
-// A dead letter's way back: sent again to the topic it first went to (its RETRY_TOPIC).
+// A dead letter's way back: sent again to the topic it first went to (its RETRY_TOPIC). One that
+// was resent says so, and asks before sending it once more.
 function resendPanel(m) {
   const origin = (m.properties || {}).RETRY_TOPIC;
+  const resent = m.resent || [];
   const result = h('p', { id: 'resend-result', 'data-testid': 'resend-result', hidden: true });
   const button = h('button', { type: 'button', id: 'resend-message', class: 'danger', disabled: !origin },
-    origin ? `Resend to ${origin}` : 'No topic to resend to');
+    !origin ? 'No topic to resend to' : resent.length ? `Resend to ${origin} again` : `Resend to ${origin}`);
+  const marker = resent.length
+    ? h('p', { id: 'resent-marker', 'data-count': resent.length }, badge('resent', 'warn'),
+      `Resent ${resent.length === 1 ? 'once' : resent.length + ' times'}, last on ${fmtTime(resent[resent.length - 1].store_ms)} as `,
+      h('a', { class: 'mono', href: messageHref(resent[resent.length - 1].msg_id) }, resent[resent.length - 1].msg_id), '.')
+    : null;
   button.addEventListener('click', () => {
-    if (!confirm(`Send this dead letter back to ${origin}? Its group will receive it again.`)) return;
+    const question = resent.length
+      ? `This dead letter was already resent (${resent.length === 1 ? 'once' : resent.length + ' times'}). Send it to ${origin} once more? Its group will receive it again.`
+      : `Send this dead letter back to ${origin}? Its group will receive it again.`;
+    if (!confirm(question)) return;
     submitting(button.parentElement, async () => {
-      const r = await api('POST', `/messages/${enc(m.msg_id)}/resend`);
+      const r = await api('POST', `/messages/${enc(m.msg_id)}/resend`, { again: resent.length > 0 });
       result.replaceChildren('Resent to ', h('a', { href: topicHref(r.topic) }, r.topic), ' as ',
         h('a', { id: 'resent-id', class: 'mono', href: messageHref(r.msg_id), 'data-value': r.msg_id }, r.msg_id), '.');
       result.hidden = false;
       showNotice('Dead letter resent.');
     });
   });
-  return section('Dead letter', 'message-resend-panel', h('div', { class: 'inline-form' }, button), result);
+  return section('Dead letter', 'message-resend-panel', marker, h('div', { class: 'inline-form' }, button), result);
 }
 
 // A message's trace as its clients recorded it (enableMsgTrace): each step on a time line.
