@@ -311,16 +311,20 @@ def ui_group_members(b, api, admin):
 
 
 def ui_producers(b, api, admin):
+    # A C++ producer registers with its heartbeat, every 30 s once it knows a route: the ticker's
+    # has sent since the start, so one period is as long as this waits.
+    wait_for(lambda: any(p["group"] == "ConsoleTickerProducer" for p in api.get("/api/v1/producers")["producers"]),
+             45, "the ticker's producer among the API's producers", interval=1)
     b.open("#/producers")
     rows = b.rows("producers-table")
-    groups = {r["group"] for r in rows}
-    # The ticker's producer has run (and sent heartbeats) since the start.
-    expect("ConsoleTickerProducer" in groups, "producer groups %s" % sorted(groups))
-    ticker = [r for r in rows if r["group"] == "ConsoleTickerProducer"][0]
-    expect(ticker["language"] == "CPP" and re.fullmatch(r"127\.0\.0\.1:\d+", ticker["address"]), "ticker producer %s" % ticker)
     listed = api.get("/api/v1/producers")["producers"]
-    expect(len(listed) == len(rows), "page %d rows, API %d" % (len(rows), len(listed)))
-    return "%d producers in %s" % (len(rows), sorted(groups))
+    mine = sorted((r["group"], r["client"], r["address"], r["language"], r["protocol"]) for r in rows)
+    theirs = sorted((p["group"], p["client_id"], p["address"], p["language"], p["protocol"]) for p in listed)
+    expect(mine == theirs, "page %s, API %s" % (mine, theirs))
+    ticker = [r for r in rows if r["group"] == "ConsoleTickerProducer"][0]
+    expect(ticker["language"] == "CPP" and re.fullmatch(r"127\.0\.0\.1:\d+", ticker["address"]) and ticker["version"] not in ("", "–"),
+           "ticker producer %s" % ticker)
+    return "%d producers in %s, as the API lists them" % (len(rows), sorted({r["group"] for r in rows}))
 
 
 def ui_cluster(b, api, admin):

@@ -887,7 +887,7 @@ function groupFigures({ g, known }) {
         h('div', { class: 'stat-value', id: 'group-member-count', 'data-value': g.members.length }, fmtInt(g.members.length))),
       h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'In flight'),
         h('div', { class: 'stat-value', id: 'group-in-flight' }, fmtInt(g.queues.reduce((a, q) => a + (q.in_flight || 0), 0))))),
-    h('div', { class: 'cols' },
+    h('div', { class: 'cols chart-cols' },
       h('div', { class: 'chart-box wide' },
         h('div', { class: 'chart-head' }, h('h3', {}, 'Lag over time'),
           h('span', { class: 'chart-now' }, history.length ? `${fmtInt(history[history.length - 1].lag)} now` : '')),
@@ -1262,19 +1262,21 @@ async function traceView(id, params) {
   const start = times.length ? Math.min(...times) : 0;
   const end = times.length ? Math.max(...events.map((e) => (begins(e) ?? start) + (e.cost_ms || 0))) : 1;
   const span = Math.max(1, end - start);
-  const width = 760; // bars; the labels after them have the rest of the row
+  // Bars; the step's name before them and its timing after. A viewBox this narrow keeps the
+  // labels legible in a 1024 px window.
+  const width = 440;
   const rowH = 28;
-  const svg = s('svg', { id: 'trace-timeline', 'data-testid': 'trace-timeline', class: 'chart', viewBox: `0 0 ${width + 360} ${events.length * rowH + 30}`,
+  const svg = s('svg', { id: 'trace-timeline', 'data-testid': 'trace-timeline', class: 'chart', viewBox: `0 0 ${width + 430} ${events.length * rowH + 20}`,
     role: 'img', 'aria-label': 'Trace timeline' },
   events.map((e, i) => {
     const from = (begins(e) ?? start) - start;
-    const x = 190 + from / span * width;
+    const x = 200 + from / span * width;
     const w = Math.max(4, (e.cost_ms || 0) / span * width);
     const y = 10 + i * rowH;
     return s('g', {},
-      s('text', { x: 0, y: y + 15, class: 'axis' }, `${e.kind} ${e.group || ''}`),
+      s('text', { x: 0, y: y + 14, class: 'trace-label', text: `${e.kind} ${e.group || ''}` }),
       s('rect', { x, y, width: w, height: rowH - 10, rx: 3, fill: TRACE_COLORS[e.kind] || '#6b7280' }),
-      s('text', { x: x + w + 6, y: y + 15, class: 'axis' }, `+${from} ms` + (e.cost_ms ? `, took ${e.cost_ms} ms` : '')));
+      s('text', { x: x + w + 6, y: y + 14, class: 'trace-label', text: `+${from} ms` + (e.cost_ms ? `, took ${e.cost_ms} ms` : '') }));
   }));
   return [
     h('header', { class: 'page-head' },
@@ -1290,7 +1292,7 @@ async function traceView(id, params) {
         h('td', {}, badge(e.kind)),
         h('td', {}, e.group ? h('a', { href: groupHref(e.group) }, e.group) : '–'),
         h('td', {}, e.topic ? h('a', { href: topicHref(e.topic) }, e.topic) : '–'),
-        h('td', {}, e.at_ms ? fmtTime(e.at_ms, true) : '–'),
+        h('td', {}, e.at_ms ? timeNode(e.at_ms, true) : '–'),
         num(e.cost_ms),
         h('td', { 'data-col': 'success' }, e.success === null || e.success === undefined ? '–' : (e.success ? badge('ok', 'ok') : badge('failed', 'warn'))),
         h('td', { class: 'mono' }, e.client_host || e.store_host || '–'))), 'No events.')),
