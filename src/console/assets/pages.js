@@ -11,8 +11,11 @@ async function producersView() {
   const live = liveParts(load, await load());
   return [
     h('header', { class: 'page-head' }, h('h1', {}, 'Producers'),
-      live(({ producers }) => h('p', { class: 'muted', id: 'producers-count' },
-        `${producers.length} producers in ${new Set(producers.map((p) => p.group)).size} groups`))),
+      live(({ producers }) => {
+        const groups = new Set(producers.map((p) => p.group)).size;
+        const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+        return h('p', { class: 'muted', id: 'producers-count' }, `${plural(producers.length, 'producer')} in ${plural(groups, 'group')}`);
+      })),
     section(null, 'producers', live(({ producers }) => h('div', { class: 'scroll-x' },
       table('producers-table', ['Group', 'Client', 'Address', 'Language', 'Version', 'Protocol'],
         producers.map((p) => h('tr', { 'data-group': p.group, 'data-client': p.client_id },
