@@ -1,6 +1,5 @@
 // skiff console: the producer and cluster pages, added to app.js's routes (this file loads after
-// it, before the first route is drawn). Same rules: values from the broker go into the DOM as
-// text only.
+// it, before the first route is drawn). Values from the broker go into the DOM as text only.
 'use strict';
 
 // ---- producers ---------------------------------------------------------------------------------------
