@@ -15,40 +15,12 @@ use skiff_actors::broker::BrokerHandle;
 use skiff_actors::logic::delay::dlq_topic;
 use skiff_storage::message::{decode_records, property, MessageToAppend, StoredMessage};
 
-use super::messages::{by_offset_id, indexed};
+use super::lookup::{by_offset_id, resends_of, RESENT_FROM};
 use super::sends::send_one;
 use super::{ApiError, ApiJson, ApiResult};
 use crate::console::Console;
 use crate::error_text::error_chain;
 use skiff_actors::logic::sends::QueueChoice;
-
-/// The property a resent copy carries: the offset message id of the dead letter it came from.
-pub(super) const RESENT_FROM: &str = "SKIFF_RESENT_FROM";
-
-/// The copies of a dead letter that were resent to the topic it came from, oldest first
-/// (none for a message that is no dead letter or has no producer's id to find them by).
-pub(super) async fn resends_of(
-    broker: &BrokerHandle,
-    letter: &StoredMessage,
-) -> Result<Vec<StoredMessage>, ApiError> {
-    let (Some(origin), Some(uniq)) = (
-        letter.property(property::RETRY_TOPIC),
-        letter.property(property::UNIQ_KEY),
-    ) else {
-        return Ok(Vec::new());
-    };
-    if broker.topic(origin)?.is_none() {
-        return Ok(Vec::new());
-    }
-    let letter_id = letter.offset_msg_id();
-    let mut copies: Vec<StoredMessage> = indexed(broker, origin, uniq, 64)
-        .await?
-        .into_iter()
-        .filter(|m| m.property(RESENT_FROM) == Some(letter_id.as_str()))
-        .collect();
-    copies.sort_by_key(|m| m.physical_offset);
-    Ok(copies)
-}
 
 /// Sends a dead letter back to the topic it was first sent to (its `RETRY_TOPIC` property),
 /// as a new message with the same body, keys and properties and no reconsume count, so the

@@ -1,7 +1,7 @@
 //! Stored messages: `GET /messages` (a queue's page, the messages under a key, or those stored
 //! in a time range: [`time_search`](super::time_search)),
 //! `GET /messages/{id}` (one message with its properties, body and consuming groups) and
-//! `GET /messages/{id}/traces` (its trace events), with the lookups the other modules share.
+//! `GET /messages/{id}/traces` (its trace events).
 
 use std::collections::BTreeMap;
 
@@ -12,9 +12,9 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use skiff_actors::broker::BrokerHandle;
 use skiff_storage::message::{decode_records, parse_properties, property, StoredMessage};
 
+use super::lookup::{by_offset_id, indexed, resends_of, summary};
 use super::{may_read, ApiError, ApiQuery, ApiResult};
 use crate::console::{Console, ConsoleUser};
 use crate::error_text::error_chain;
@@ -23,21 +23,6 @@ use crate::error_text::error_chain;
 const MAX_BROWSE: u64 = 200;
 /// Bytes one browse reads at most.
 const MAX_BROWSE_BYTES: u32 = 8 << 20;
-
-pub(super) fn summary(message: &StoredMessage) -> Value {
-    json!({
-        "msg_id": message.offset_msg_id(),
-        "uniq_key": message.property(property::UNIQ_KEY),
-        "topic": message.topic,
-        "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset,
-        "tags": message.property(property::TAGS),
-        "keys": message.property(property::KEYS),
-        "born_ms": message.born_timestamp,
-        "store_ms": message.store_timestamp,
-        "body_size": message.body.len(),
-    })
-}
 
 #[derive(Deserialize)]
 pub(super) struct Browse {
@@ -126,38 +111,6 @@ pub(super) async fn browse(
         .await
 }
 
-/// The stored message whose offset message id is `id` (a producer's id has the same shape, so
-/// the message found at that offset must carry `id` as its own).
-pub(super) fn by_offset_id(
-    broker: &BrokerHandle,
-    id: &str,
-) -> Result<Option<StoredMessage>, ApiError> {
-    let Some(physical) = crate::remoting::wire::physical_offset_of(id) else {
-        return Ok(None);
-    };
-    Ok(broker
-        .reader()
-        .read_by_physical_offset(physical)?
-        .filter(|m| m.offset_msg_id().eq_ignore_ascii_case(id)))
-}
-
-/// The messages of `topic` the key index holds under `key` (a `KEYS` entry or a `UNIQ_KEY`),
-/// the newest first, at most `max`.
-pub(super) async fn indexed(
-    broker: &BrokerHandle,
-    topic: &str,
-    key: &str,
-    max: usize,
-) -> Result<Vec<StoredMessage>, ApiError> {
-    let found = broker.query_by_key(topic, key, 0, i64::MAX, max).await?;
-    Ok(found
-        .records
-        .into_iter()
-        .filter_map(|record| decode_records(record).ok())
-        .flatten()
-        .collect())
-}
-
 #[derive(Deserialize)]
 pub(super) struct MessageQuery {
     topic: Option<String>,
@@ -236,7 +189,7 @@ pub(super) async fn message(
                 });
                 consumed_by.push(json!({ "group": group, "consumed": consumed }));
             }
-            let resent: Vec<Value> = super::dead_letters::resends_of(&broker, &message)
+            let resent: Vec<Value> = resends_of(&broker, &message)
                 .await?
                 .iter()
                 .map(|m| json!({ "msg_id": m.offset_msg_id(), "topic": m.topic, "store_ms": m.store_timestamp }))

@@ -4,16 +4,19 @@
 //! is (400 bad input, 401 no or a wrong login, 403 refused, 404 unknown, 409 exists, 503 broker
 //! busy or stopping).
 //!
-//! One file per subject: [`overview`], [`cluster`] (the node's settings, and producers), [`topics`], [`groups`], [`group_admin`] (create, change
-//! and delete a group's configuration), [`messages`] (browse, one
-//! message, traces), [`tail`] (the live stream), [`dead_letters`] (resending them) and
-//! [`sends`] (the test message). This file holds the routes, the error type and what every
-//! handler shares: the JSON and query extractors, the hop onto the broker and the read check.
+//! One file per subject: [`overview`], [`cluster`] (the node's settings, and producers),
+//! [`topics`], [`groups`], [`group_admin`] (create, change and delete a group's configuration),
+//! [`members`] (a group's clients and their queues), [`messages`] (browse, one message,
+//! traces), [`time_search`] (a topic's messages by time), [`tail`] (the live stream),
+//! [`dead_letters`] (resending them) and [`sends`] (the test message); [`lookup`] holds the
+//! lookups they share. This file holds the routes, the error type and what every handler
+//! shares: the JSON and query extractors, the hop onto the broker and the read check.
 
 mod cluster;
 mod dead_letters;
 mod group_admin;
 mod groups;
+mod lookup;
 mod members;
 mod messages;
 mod overview;

@@ -9,7 +9,7 @@ use skiff_actors::broker::BrokerHandle;
 use skiff_storage::message::{decode_records, StoredMessage};
 use skiff_storage::store::BoundaryType;
 
-use super::messages::summary;
+use super::lookup::summary;
 use super::ApiError;
 use crate::error_text::error_chain;
 
