@@ -244,6 +244,10 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
                         retention: config.retention,
                         disk_max_used_ratio: config.disk_max_used_ratio,
                         disk_full_ratio: config.disk_full_ratio,
+                        settings: serde_json::to_value(config).unwrap_or_else(|e| {
+                            warn!(error = %e, "the console shows no settings: they did not serialize");
+                            serde_json::Value::Null
+                        }),
                     }),
                     sample_interval: config.console_sample_interval,
                 };

@@ -8,8 +8,8 @@
 //! * [`traces`]: message traces as RocketMQ's clients write them, read into a timeline.
 //! * [`samples`]: the last hour of produce and consume rates and group lag, which the sampler
 //!   task [`start`] runs on the arbiter records.
-//! * `assets/`: the page (`index.html`, `app.js`, `style.css`), embedded in the binary: no CDN,
-//!   no build step.
+//! * `assets/`: the page (`index.html`, its scripts and `style.css`), embedded in the binary:
+//!   no CDN, no build step.
 //!
 //! Guards, on every route: a state-changing request (POST, PUT, DELETE) must carry the header
 //! `X-Skiff-Console: 1`, which a cross-site form cannot add (CSRF); with ACL on, every request
@@ -58,6 +58,9 @@ pub struct ConsoleInfo {
     pub retention: Duration,
     pub disk_max_used_ratio: f64,
     pub disk_full_ratio: f64,
+    /// The node's running configuration as its file names the keys (`GET /cluster` shows it
+    /// with every secret left out); `Null` when the embedder has none to show.
+    pub settings: serde_json::Value,
 }
 
 /// The console's shared state; cheap to clone.
@@ -161,8 +164,7 @@ impl Console {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/", get(page))
-            .route("/console/app.js", get(script))
-            .route("/console/style.css", get(stylesheet))
+            .route("/console/{file}", get(console_file))
             .nest("/api/v1", api::routes())
             .layer(axum::middleware::from_fn_with_state(self.clone(), guard))
             .with_state(self.clone())
@@ -177,23 +179,35 @@ impl Console {
 }
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
-const APP_JS: &str = include_str!("assets/app.js");
-const STYLE_CSS: &str = include_str!("assets/style.css");
+/// The page's scripts and stylesheet, served under `/console/`: `app.js` (what every page
+/// shares) first, then one file per group of pages.
+static FILES: [(&str, &str); 6] = [
+    ("app.js", include_str!("assets/app.js")),
+    ("topics.js", include_str!("assets/topics.js")),
+    ("groups.js", include_str!("assets/groups.js")),
+    ("messages.js", include_str!("assets/messages.js")),
+    ("pages.js", include_str!("assets/pages.js")),
+    ("style.css", include_str!("assets/style.css")),
+];
 
 /// Where to read the page's files from instead of the embedded copies, for working on the page
-/// without rebuilding: a directory holding `index.html`, `app.js` and `style.css`.
+/// without rebuilding: a directory holding `index.html` and the files of [`FILES`].
 pub const ASSETS_DIR_VARIABLE: &str = "SKIFF_CONSOLE_ASSETS";
 
 async fn page() -> impl IntoResponse {
     asset("text/html; charset=utf-8", "index.html", INDEX_HTML)
 }
 
-async fn script() -> impl IntoResponse {
-    asset("text/javascript; charset=utf-8", "app.js", APP_JS)
-}
-
-async fn stylesheet() -> impl IntoResponse {
-    asset("text/css; charset=utf-8", "style.css", STYLE_CSS)
+async fn console_file(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let Some(&(name, embedded)) = FILES.iter().find(|(name, _)| *name == file) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let content_type = if name.ends_with(".css") {
+        "text/css; charset=utf-8"
+    } else {
+        "text/javascript; charset=utf-8"
+    };
+    asset(content_type, name, embedded)
 }
 
 fn asset(content_type: &'static str, file: &str, embedded: &'static str) -> Response {

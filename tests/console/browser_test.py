@@ -20,7 +20,11 @@ Run by tests/console/run.sh, which starts `skiff serve`. Steps:
   dialog), sends a test message and finds it by the id shown, watches the live tail receive a
   message the Python producer sends after it opened, and resets the group's offsets (the
   dialog dismissed first, then accepted) and reads them back with `skiff admin progress`.
-* screenshots of the overview, the group page and the message browser go to --screenshots.
+* every page is checked at 1024 and 1440 px wide (nothing wider than its card, no clipped cell,
+  no stray null/undefined); with --screenshots, each is saved whole as console-PAGE-WIDTH.png.
+* page_checks.py holds the checks of the later items (find by the producer's id, refreshes,
+  zones, group settings, members, producers, cluster, time search); the browser runs in
+  TZ=Asia/Kolkata so a time without its zone is caught.
 
 Output: one ``PASS name: note`` or ``FAIL name: why`` line per check, then ``N passed, M failed``.
 Exit status 0 iff nothing failed.
@@ -56,6 +60,8 @@ CONSUME_FROM_FIRST_OFFSET = 4  # rocketmq-client-cpp include/ConsumeType.h
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 
 RESULTS = []
+# Ids later checks reuse: the traced message, the dead letter.
+SEEN = {}
 
 
 def log(msg):
@@ -700,16 +706,36 @@ class Browser:
                   "--no-first-run", "--disable-extensions", "--lang=en-US"):
             opts.add_argument(a)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        # A zone other than UTC, so a time shown without its zone or in the wrong one is caught.
+        import page_checks
         service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"),
-                          log_output=os.path.join(work, "chromedriver.log"))
+                          log_output=os.path.join(work, "chromedriver.log"),
+                          env=dict(os.environ, TZ=page_checks.BROWSER_TZ))
         self.d = webdriver.Chrome(service=service, options=opts)
         # The window size includes the browser's frame; the page itself gets exactly 1280x900.
-        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                               {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        self.size(1280, 900)
         self.d.set_script_timeout(20)
         self.base = base.rstrip("/")
         self.shots = shots
         self.loads = 0
+
+    def size(self, width, height):
+        self.width = width
+        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def full_screenshot(self, name, width):
+        """The whole page at this width (as tall as its content, up to 4000 px) into the
+        screenshots dir."""
+        os.makedirs(self.shots, exist_ok=True)
+        path = os.path.join(self.shots, name)
+        self.js("window.scrollTo(0, 0)")
+        height = min(4000, max(900, int(self.js("return document.documentElement.scrollHeight"))))
+        self.size(width, height)
+        time.sleep(0.3)
+        self.d.save_screenshot(path)
+        self.size(width, 900)
+        return name
 
     def open(self, hash_route, ready=True):
         """Loads the page afresh at a route and waits until the view has rendered (or failed)."""
@@ -771,16 +797,6 @@ class Browser:
         except Exception:
             return None
 
-    def screenshot(self, name):
-        if not self.shots:
-            return ""
-        os.makedirs(self.shots, exist_ok=True)
-        path = os.path.join(self.shots, name)
-        self.js("window.scrollTo(0, 0)")
-        time.sleep(0.3)
-        self.d.save_screenshot(path)
-        return " (screenshot %s)" % path
-
     def console_errors(self):
         """Errors the page logged, less the API's refusals this test asks for on purpose."""
         try:
@@ -806,7 +822,6 @@ def ui_overview(b, api, admin):
         return len(busy) >= 6
     wait_for(enough, 120, "six rate samples with produced and consumed messages", interval=2)
     b.open("#/")
-    shot = b.screenshot("console-overview.png")  # before the checks: a failing page is worth seeing
     o = api.get("/api/v1/overview")
     expect(b.text("#overview-version") == o["version"], "version %r, API %r" % (b.text("#overview-version"), o["version"]))
     expect(b.text("#overview-broker") == o["broker_name"], "broker %r" % b.text("#overview-broker"))
@@ -820,7 +835,7 @@ def ui_overview(b, api, admin):
     for chart in ("chart-produced", "chart-consumed"):
         n = int(b.el("#" + chart).get_attribute("data-points"))
         expect(n >= 1 and b.els("#%s path.line" % chart), "%s: %d points, no line" % (chart, n))
-    return "version %s, %d rate samples charted%s" % (o["version"], len(o["rates"]), shot)
+    return "version %s, %d rate samples charted" % (o["version"], len(o["rates"]))
 
 
 def ui_topics(b, api, admin):
@@ -881,7 +896,6 @@ def ui_group_page(b, api, admin):
     # Lag is sampled every second (run.sh): wait (bounded) for four samples, so it draws a line.
     wait_for(lambda: len(api.get("/api/v1/groups/" + GROUP)["lag_history"]) >= 4, 90, "four lag_history samples", interval=2)
     b.open("#/groups/" + GROUP)
-    shot = b.screenshot("console-group.png")
     prog = admin.progress(GROUP)
     mine = group_rows(b)
     expect(mine == prog, "queues %s, skiff admin progress %s" % (mine, prog))
@@ -891,8 +905,7 @@ def ui_group_page(b, api, admin):
     expect(b.el("#group-retry-link").get_attribute("href").endswith("#/topics/" + q("%RETRY%" + GROUP)), "retry link")
     expect(b.el("#group-dlq-link").get_attribute("href").endswith("#/topics/" + q("%DLQ%" + GROUP)), "DLQ link")
     subs = [r["topic"] for r in b.rows("group-subscriptions")]
-    return "%d queues as skiff admin progress, lag chart of %d points, subscriptions %s%s" % (
-        len(mine), n, subs, shot)
+    return "%d queues as skiff admin progress, lag chart of %d points, subscriptions %s" % (len(mine), n, subs)
 
 
 def ui_messages(b, api, admin):
@@ -900,7 +913,6 @@ def ui_messages(b, api, admin):
     qid = max(status, key=lambda k: status[k][1] - status[k][0])
     mn, mx = status[qid]
     b.open("#/messages?topic=%s&queue=%d&from=%d&count=20" % (TOPIC, qid, mn))
-    shot = b.screenshot("console-messages.png")
     rows = b.rows("messages-table")
     offs = [int(r["offset"]) for r in rows]
     expect(offs == list(range(mn, min(mx, mn + 20))), "offsets %s, expected %d..%d" % (offs, mn, min(mx, mn + 20) - 1))
@@ -914,7 +926,7 @@ def ui_messages(b, api, admin):
     wait_for(lambda: [int(r["offset"]) for r in b.rows("messages-table")] == list(range(mn + 1, min(mx, mn + 3))), 10,
              "the form's range %d..%d" % (mn + 1, mn + 2))
     expect("from=%d" % (mn + 1) in b.js("return location.hash"), "the URL does not carry the range")
-    return "queue %d offsets %d..%d, ids as the API%s" % (qid, offs[0], offs[-1], shot)
+    return "queue %d offsets %d..%d, ids as the API" % (qid, offs[0], offs[-1])
 
 
 def ui_message_detail(b, api, admin):
@@ -1064,6 +1076,7 @@ def ui_trace(b, client, producer):
         rows = b.els("#trace-events tbody tr[data-kind]")
         return [r.get_attribute("data-kind") for r in rows] or None
     kinds = wait_for(shown, 15, "the trace's events")
+    SEEN["trace"] = traced
     expect(kinds == ["Pub", "SubBefore", "SubAfter"], "events %s" % kinds)
     expect(b.els("#trace-timeline"), "no timeline drawn")
     return "%s: %s on a timeline" % (traced, ", ".join(kinds))
@@ -1109,33 +1122,57 @@ def ui_reset_offset(b, api, admin):
 
 
 def ui_dlq_resend(b, api, admin):
-    # A dead letter as the broker writes one: in the group's %DLQ% topic, naming the topic it came
-    # from in RETRY_TOPIC (made here through the API; tests/it/serve_console.rs makes one with
-    # CONSUMER_SEND_MSG_BACK).
+    # Dead letters as the broker writes them: in the group's %DLQ% topic, naming the topic they
+    # came from in RETRY_TOPIC (made here through the API; tests/it/serve_console.rs makes one
+    # with CONSUMER_SEND_MSG_BACK).
     dlq = "%DLQ%" + GROUP
     st, _, r = api.call("POST", "/api/v1/topics", {"name": dlq, "queues": 1})
     expect(st in (201, 409), "creating %s: %s %s" % (dlq, st, short(r)))
-    body = '{"dead": %d}' % now_ms()
-    st, _, sent = api.call("POST", "/api/v1/topics/%s/messages" % urllib.parse.quote(dlq, safe=""),
-                           {"body": body, "properties": {"RETRY_TOPIC": TOPIC}})
-    expect(st == 200, "a dead letter: %s %s" % (st, short(sent)))
-    b.open("#/messages/" + sent["msg_id"])
+    letters = []
+    for n in range(2):
+        body = '{"dead": %d, "n": %d}' % (now_ms(), n)
+        st, _, sent = api.call("POST", "/api/v1/topics/%s/messages" % urllib.parse.quote(dlq, safe=""),
+                               {"body": body, "properties": {"RETRY_TOPIC": TOPIC}})
+        expect(st == 200, "a dead letter: %s %s" % (st, short(sent)))
+        letters.append((sent["msg_id"], body))
+    letter, body = letters[0]
+    SEEN["dead_letter"] = letter
+    b.open("#/messages/" + letter)
     wait_for(lambda: b.els("#resend-message"), 10, "the dead letter's resend button")
-    expect(TOPIC in b.text("#resend-message"), "button %r" % b.text("#resend-message"))
+    expect(TOPIC in b.text("#resend-message") and not b.els("#resent-marker"), "button %r before a resend" % b.text("#resend-message"))
     b.el("#resend-message").click()
     b.alert(accept=True)
     new_id = wait_for(lambda: b.els("#resent-id") and b.el("#resent-id").get_attribute("data-value"), 15, "the resent id")
     theirs = admin.message(new_id, TOPIC)
     expect(theirs["body"] == body, "skiff admin message %s: body %r, dead letter's %r" % (new_id, theirs["body"], body))
+    # Opened again, the letter says it was resent and asks before a second resend.
+    b.open("#/messages/" + letter)
+    marker = wait_for(lambda: b.els("#resent-marker") and b.el("#resent-marker"), 10, "the resent marker")
+    expect(new_id in marker.text and marker.get_attribute("data-count") == "1", "marker %r" % marker.text)
     before = sum(mx for _, mx in admin.topic_status(TOPIC).values())
+    b.el("#resend-message").click()
+    question = b.alert(accept=False)
+    expect("already" in question, "the second resend's question %r" % question)
+    time.sleep(1)
+    expect(sum(mx for _, mx in admin.topic_status(TOPIC).values()) == before, "a dismissed second resend sent it")
+    st, _, err = api.call("POST", "/api/v1/messages/%s/resend" % letter)
+    expect(st == 409 and error_body(err), "a second resend without again: %s %s" % (st, short(err)))
+    # Resend all from the group page: the other letter is resent, this one skipped.
     b.open("#/groups/" + GROUP)
     wait_for(lambda: b.els("#dlq-resend-all") and b.el("#dlq-resend-all").is_enabled(), 10, "the resend-all button")
     b.el("#dlq-resend-all").click()
     b.alert(accept=True)
-    count = wait_for(lambda: b.els("#dlq-resent-count") and b.el("#dlq-resent-count").get_attribute("data-value"), 15, "the resent count")
+    shown = wait_for(lambda: b.els("#dlq-resent-count") and b.el("#dlq-resent-count"), 15, "the resent count")
+    count, skipped = int(shown.get_attribute("data-value")), int(shown.get_attribute("data-skipped"))
     after = sum(mx for _, mx in admin.topic_status(TOPIC).values())
-    expect(int(count) == 1 and after == before + 1, "resend all: %s shown, %s -> %s stored in %s" % (count, before, after, TOPIC))
-    return "one dead letter resent from its page (%s, body as skiff admin message), then all from the group's page" % new_id
+    expect(count == 1 and skipped == 1 and after == before + 1,
+           "resend all: %d resent, %d skipped shown, %d -> %d stored in %s" % (count, skipped, before, after, TOPIC))
+    # Asked for again, the API resends it once more.
+    st, _, again = api.call("POST", "/api/v1/messages/%s/resend" % letter, {"again": True})
+    expect(st == 200 and again["from"] == letter, "resend with again: %s %s" % (st, short(again)))
+    resent = api.get("/api/v1/messages/" + letter)["resent"]
+    expect(len(resent) == 2 and resent[0]["msg_id"] == new_id, "resent list %s" % short(resent))
+    return "resent once from its page (%s), marked, asked before again, 409 without again; resend all skipped it" % new_id
 
 
 # ---- main ------------------------------------------------------------------------------------------------
@@ -1148,6 +1185,9 @@ def main(argv):
     p.add_argument("--work", required=True)
     p.add_argument("--screenshots", default=None)
     a = p.parse_args(argv)
+    # page_checks imports this file by name: one module, so its Check is the one check() catches.
+    sys.modules.setdefault("browser_test", sys.modules[__name__])
+    import page_checks
 
     api = Http(a.http)
     admin = Admin(a.skiff, a.namesrv)
@@ -1179,6 +1219,8 @@ def main(argv):
         check("api_message_by_key", api_message_by_key, api, admin)
         check("api_bad_input", api_bad_input, api, admin)
         check("api_csrf_guard", api_csrf_guard, api, admin)
+        check("api_unknown_route", page_checks.api_unknown_route, api, admin)
+        check("api_group_lifecycle", page_checks.api_group_lifecycle, api, admin)
 
         try:
             browser = Browser(a.http, a.work, a.screenshots)
@@ -1195,18 +1237,38 @@ def main(argv):
         check("ui_overview", ui_overview, browser, api, admin)
         # After the overview's wait, so the lag chart has more than a sample or two.
         check("ui_group_page", ui_group_page, browser, api, admin)
+        check("ui_lag_ticks_and_history_note", page_checks.ui_lag_ticks_and_history_note, browser, api, admin)
+        check("ui_times_carry_zone", page_checks.ui_times_carry_zone, browser, api, admin)
+        check("ui_overview_store_bytes", page_checks.ui_overview_store_bytes, browser, api, admin)
+        check("ui_reset_preselects_subscribed_topic", page_checks.ui_reset_preselects_subscribed_topic, browser, api, admin)
+        check("ui_browse_limit", page_checks.ui_browse_limit, browser, api, admin)
+        check("ui_group_members", page_checks.ui_group_members, browser, api, admin)
+        check("ui_cluster", page_checks.ui_cluster, browser, api, admin)
+        check("ui_time_search", page_checks.ui_time_search, browser, api, admin)
 
         # Then the checks that change state.
         check("api_topic_lifecycle", api_topic_lifecycle, api, admin)
         check("api_send", api_send, api, admin)
         producer = client.producer("ConsoleTailProducer")
         check("api_tail", api_tail, api, client, producer)
+        check("api_find_by_producer_id", page_checks.api_find_by_producer_id, api, admin, client, producer)
+        check("ui_find_by_producer_id", page_checks.ui_find_by_producer_id, browser, client, producer)
+        check("ui_pages_refresh", page_checks.ui_pages_refresh, browser, api, admin)
+        check("ui_producers", page_checks.ui_producers, browser, api, admin)
+        check("ui_group_create_edit_delete", page_checks.ui_group_create_edit_delete, browser, api, admin)
         check("ui_create_delete_topic", ui_create_delete_topic, browser, api, admin)
         check("ui_send_message", ui_send_message, browser, api, admin)
         check("ui_live_tail", ui_live_tail, browser, client, producer)
         check("ui_trace", ui_trace, browser, client, producer)
         check("ui_reset_offset", ui_reset_offset, browser, api, admin)
         check("ui_dlq_resend", ui_dlq_resend, browser, api, admin)
+        order7 = api.get("/api/v1/messages?topic=%s&key=order-7" % TOPIC)["messages"][0]["msg_id"]
+        pages = [("overview", "#/"), ("topics", "#/topics"), ("topic", "#/topics/" + TOPIC), ("groups", "#/groups"),
+                 ("group", "#/groups/" + GROUP), ("messages", "#/messages?topic=%s&queue=0&from=0&count=20" % TOPIC),
+                 ("message", "#/messages/" + order7), ("dead-letter", "#/messages/" + SEEN.get("dead_letter", "")),
+                 ("trace", "#/traces/" + SEEN.get("trace", ""))]
+        pages += page_checks.MORE_PAGES
+        check("ui_page_layout", page_checks.page_layout, browser, api, admin, pages, a.screenshots)
         errors = browser.console_errors()
         record("ui_no_script_errors", not errors, "; ".join(errors[:5]) if errors else "no errors in the browser console")
     finally:

@@ -11,8 +11,8 @@
 # urllib (bad input included) and every page is opened with Selenium 4 in Debian's chromium
 # (chromedriver /usr/bin/chromedriver, --headless=new --no-sandbox, 1280x900), and what they show
 # is compared with `skiff admin` (topics, topic-status, progress, message). The checks are listed
-# in browser_test.py's docstring. Screenshots of the overview, a group and the message browser go
-# to docs/console-*.png (not with --no-screenshots).
+# in browser_test.py's docstring. Screenshots of every page at 1024 and 1440 px wide go to
+# docs/console-PAGE-WIDTH.png (not with --no-screenshots).
 #
 #   --keep            keep the work dir (skiff.log, browser_test.out, chromedriver.log, client
 #                     logs) even when everything passed

@@ -227,6 +227,11 @@ async fn the_console_api_shows_what_the_broker_holds_and_refuses_bad_input() -> 
         status == 200 && by_uniq["msg_id"] == id,
         "by the producer's id: {status} {by_uniq}"
     );
+    let (status, anywhere) = get(&http, &format!("/api/v1/messages/{uniq}")).await?;
+    ensure!(
+        status == 200 && anywhere["msg_id"] == id,
+        "by the producer's id, no topic named: {status} {anywhere}"
+    );
     let (status, not_json) =
         call(&http, "POST", "/api/v1/topics", &[CSRF], Some("{not json")).await?;
     ensure!(
@@ -289,8 +294,31 @@ async fn the_console_api_shows_what_the_broker_holds_and_refuses_bad_input() -> 
     let all = "/api/v1/groups/GID_orders/dlq/resend";
     let (status, _) = call(&http, "POST", all, &[CSRF], Some("{}")).await?;
     ensure!(status == 400, "resend all without confirmation: {status}");
+    // Resent once already: marked so, refused a second time unless asked, skipped by "all".
+    let (_, marked) = get(&http, &format!("/api/v1/messages/{letter}")).await?;
+    ensure!(
+        marked["resent"][0]["msg_id"] == again.as_str(),
+        "the letter's resends: {marked}"
+    );
+    let (status, _) = call(&http, "POST", &resend, &[CSRF], None).await?;
+    ensure!(status == 409, "a second resend not asked for: {status}");
     let (status, all_resent) =
         call(&http, "POST", all, &[CSRF], Some(r#"{"confirm": true}"#)).await?;
+    ensure!(
+        status == 200
+            && all_resent["resent"].as_array().map(Vec::len) == Some(0)
+            && all_resent["skipped"][0] == letter.as_str(),
+        "{status} {all_resent}"
+    );
+    ensure!(stored() == before + 1, "nothing resent twice");
+    let (status, all_resent) = call(
+        &http,
+        "POST",
+        all,
+        &[CSRF],
+        Some(r#"{"confirm": true, "again": true}"#),
+    )
+    .await?;
     ensure!(
         status == 200 && all_resent["resent"].as_array().map(Vec::len) == Some(1),
         "{status} {all_resent}"
@@ -479,6 +507,24 @@ async fn with_acl_on_the_console_needs_a_login_and_changes_need_an_admin() -> an
     )
     .await?;
     ensure!(status == 201, "root changes: {status}");
+    // The cluster page's settings hold the accounts: never their secrets.
+    let (status, cluster) = call(
+        &http,
+        "GET",
+        "/api/v1/cluster",
+        &[("Authorization", &root)],
+        None,
+    )
+    .await?;
+    let text = cluster.to_string();
+    ensure!(
+        status == 200
+            && cluster["acl"]["accounts"] == 2
+            && cluster["settings"]["broker_name"].is_string()
+            && !text.contains("root-secret")
+            && !text.contains("alice-secret"),
+        "{status} {cluster}"
+    );
     serving.shutdown().await?;
     Ok(())
 }

@@ -157,6 +157,15 @@ impl Connections {
             .map(|(_, checker)| checker)
     }
 
+    /// Every producer group with a registered producer, sorted.
+    pub fn producer_groups(&self) -> BTreeSet<String> {
+        self.table
+            .borrow()
+            .values()
+            .flat_map(|c| c.producers.keys().cloned())
+            .collect()
+    }
+
     /// Client ids of a group's registered producers, sorted.
     pub fn producers_of(&self, group: &str) -> Vec<String> {
         let table = self.table.borrow();

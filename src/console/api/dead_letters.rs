@@ -1,5 +1,9 @@
 //! Dead letters sent back to the topic they came from: one (`POST /messages/{id}/resend`) or
 //! every one of a group (`POST /groups/{name}/dlq/resend`).
+//!
+//! A resent copy names the dead letter it came from ([`RESENT_FROM`]) and keeps its producer's
+//! id, so the key index finds a letter's resends in the store itself: a letter resent once is
+//! marked so on its page and after a restart, and is not resent again unless asked (`again`).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -11,7 +15,7 @@ use skiff_actors::broker::BrokerHandle;
 use skiff_actors::logic::delay::dlq_topic;
 use skiff_storage::message::{decode_records, property, MessageToAppend, StoredMessage};
 
-use super::messages::by_offset_id;
+use super::lookup::{by_offset_id, resends_of, RESENT_FROM};
 use super::sends::send_one;
 use super::{ApiError, ApiJson, ApiResult};
 use crate::console::Console;
@@ -50,15 +54,18 @@ async fn resend_dead_letter(
         topic: original.clone(),
         queue_id: 0,
         reconsume_times: 0,
-        properties: skiff_storage::message::without_properties(
-            &letter.properties,
-            &[
-                property::RETRY_TOPIC,
-                property::DELAY,
-                property::REAL_TOPIC,
-                property::REAL_QID,
-                property::ORIGIN_MESSAGE_ID,
-            ],
+        properties: skiff_storage::message::with_properties(
+            &skiff_storage::message::without_properties(
+                &letter.properties,
+                &[
+                    property::RETRY_TOPIC,
+                    property::DELAY,
+                    property::REAL_TOPIC,
+                    property::REAL_QID,
+                    property::ORIGIN_MESSAGE_ID,
+                ],
+            ),
+            &[(RESENT_FROM, &letter.offset_msg_id())],
         ),
         ..MessageToAppend::copy_of(letter)
     };
@@ -72,9 +79,17 @@ async fn resend_dead_letter(
     }))
 }
 
+#[derive(Deserialize)]
+pub(super) struct ResendOne {
+    /// Resend a letter that was resent before.
+    #[serde(default)]
+    again: bool,
+}
+
 pub(super) async fn resend_one(
     State(console): State<Console>,
     Path(id): Path<String>,
+    ApiJson(resend): ApiJson<ResendOne>,
 ) -> ApiResult<Value> {
     if crate::remoting::wire::physical_offset_of(&id).is_none() {
         return Err(ApiError::bad_request(format!(
@@ -85,6 +100,19 @@ pub(super) async fn resend_one(
         .on_broker(move |broker| async move {
             let letter = by_offset_id(&broker, &id)?
                 .ok_or_else(|| ApiError::not_found(format!("no message has id {id}")))?;
+            if !resend.again {
+                if let Some(copy) = resends_of(&broker, &letter).await?.last() {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "dead letter {id} was resent before, as {} to {}: send \
+                             \"again\": true to send it once more",
+                            copy.offset_msg_id(),
+                            copy.topic
+                        ),
+                    ));
+                }
+            }
             Ok(Json(resend_dead_letter(&broker, &letter).await?))
         })
         .await
@@ -94,9 +122,12 @@ pub(super) async fn resend_one(
 pub(super) struct Confirmed {
     #[serde(default)]
     confirm: bool,
+    /// Resend the letters that were resent before too.
+    #[serde(default)]
+    again: bool,
 }
 
-/// Every dead letter of the group, each sent back once.
+/// Every dead letter of the group sent back, but for those resent before (unless `again`).
 pub(super) async fn resend_dead_letters(
     State(console): State<Console>,
     Path(group): Path<String>,
@@ -111,9 +142,9 @@ pub(super) async fn resend_dead_letters(
         .on_broker(move |broker| async move {
             let topic = dlq_topic(&group);
             let Some(config) = broker.topic(&topic)? else {
-                return Ok(Json(json!({ "resent": [] })));
+                return Ok(Json(json!({ "resent": [], "skipped": [] })));
             };
-            let mut resent = Vec::new();
+            let (mut resent, mut skipped) = (Vec::new(), Vec::new());
             for queue in 0..config.read_queue_nums.max(config.write_queue_nums) {
                 let reader = broker.reader();
                 let mut offset = reader.min_offset(&topic, queue);
@@ -127,12 +158,16 @@ pub(super) async fn resend_dead_letters(
                         break;
                     }
                     for letter in &letters {
+                        if !confirmed.again && !resends_of(&broker, letter).await?.is_empty() {
+                            skipped.push(letter.offset_msg_id());
+                            continue;
+                        }
                         resent.push(resend_dead_letter(&broker, letter).await?);
                     }
                     offset = read.next_begin_offset.max(offset + 1);
                 }
             }
-            Ok(Json(json!({ "resent": resent })))
+            Ok(Json(json!({ "resent": resent, "skipped": skipped })))
         })
         .await
 }

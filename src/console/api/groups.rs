@@ -47,12 +47,20 @@ pub(super) async fn group(
     Path(name): Path<String>,
 ) -> ApiResult<Value> {
     let group = name.clone();
-    let (config, view, progress) = console
+    let (config, view, progress, member_details) = console
         .on_broker(move |broker| async move {
             let config = broker.group(&group)?;
             let view = broker.describe_group(&group).await?;
             let progress = broker.progress(&group).await?;
-            Ok((config, view, progress))
+            let members = match &view {
+                Some(view) => {
+                    let topics: Vec<String> =
+                        view.subscriptions.iter().map(|s| s.topic.clone()).collect();
+                    super::members::describe(&broker, &view.members, view.message_model, &topics)?
+                }
+                None => Vec::new(),
+            };
+            Ok((config, view, progress, members))
         })
         .await?;
     if config.is_none() && view.is_none() && progress.is_empty() {
@@ -91,17 +99,29 @@ pub(super) async fn group(
     Ok(Json(json!({
         "name": name,
         "members": members,
+        "member_details": member_details,
         "message_model": model,
         "consume_type": consume_type,
+        "config": config.as_ref().map(super::group_admin::config_json),
         "consume_orderly": config.as_ref().map(|c| c.consume_message_orderly),
         "retry_max_times": config.as_ref().map(|c| c.retry_max_times),
         "subscriptions": subscriptions,
         "queues": queues,
         "lag": lag,
         "lag_history": console.samples().lag_of(&name),
+        // Samples live in memory: a restart starts the history again, which the page says.
+        "history_since_ms": history_since_ms(&console),
         "retry_topic": retry_topic(&name),
         "dlq_topic": dlq_topic(&name),
     })))
+}
+
+/// When the console began sampling (this process's start), in epoch milliseconds.
+fn history_since_ms(console: &Console) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    u64::try_from(now.saturating_sub(console.started.elapsed().as_millis())).unwrap_or(u64::MAX)
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,7 @@
-//! Stored messages: `GET /messages` (a queue's page, or the messages under a key),
+//! Stored messages: `GET /messages` (a queue's page, the messages under a key, or those stored
+//! in a time range: [`time_search`](super::time_search)),
 //! `GET /messages/{id}` (one message with its properties, body and consuming groups) and
-//! `GET /messages/{id}/traces` (its trace events), with the lookups the other modules share.
+//! `GET /messages/{id}/traces` (its trace events).
 
 use std::collections::BTreeMap;
 
@@ -11,9 +12,9 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use skiff_actors::broker::BrokerHandle;
 use skiff_storage::message::{decode_records, parse_properties, property, StoredMessage};
 
+use super::lookup::{by_offset_id, indexed, resends_of, summary};
 use super::{may_read, ApiError, ApiQuery, ApiResult};
 use crate::console::{Console, ConsoleUser};
 use crate::error_text::error_chain;
@@ -23,21 +24,6 @@ const MAX_BROWSE: u64 = 200;
 /// Bytes one browse reads at most.
 const MAX_BROWSE_BYTES: u32 = 8 << 20;
 
-pub(super) fn summary(message: &StoredMessage) -> Value {
-    json!({
-        "msg_id": message.offset_msg_id(),
-        "uniq_key": message.property(property::UNIQ_KEY),
-        "topic": message.topic,
-        "queue_id": message.queue_id,
-        "queue_offset": message.queue_offset,
-        "tags": message.property(property::TAGS),
-        "keys": message.property(property::KEYS),
-        "born_ms": message.born_timestamp,
-        "store_ms": message.store_timestamp,
-        "body_size": message.body.len(),
-    })
-}
-
 #[derive(Deserialize)]
 pub(super) struct Browse {
     topic: String,
@@ -45,6 +31,8 @@ pub(super) struct Browse {
     from: Option<String>,
     count: Option<String>,
     key: Option<String>,
+    begin_ms: Option<String>,
+    end_ms: Option<String>,
 }
 
 fn number<T: std::str::FromStr>(
@@ -75,6 +63,18 @@ pub(super) async fn browse(
             })
             .await?;
         return Ok(Json(json!({ "messages": found, "next": Value::Null })));
+    }
+    if query.begin_ms.is_some() || query.end_ms.is_some() {
+        let begin: i64 = number("begin_ms", query.begin_ms.as_deref(), 0)?;
+        let end: i64 = number("end_ms", query.end_ms.as_deref(), i64::MAX)?;
+        let count = usize::try_from(number("count", query.count.as_deref(), MAX_BROWSE)?)
+            .unwrap_or(usize::MAX)
+            .min(MAX_BROWSE as usize);
+        return console
+            .on_broker(move |broker| async move {
+                super::time_search::search(&broker, &topic, begin, end, count).map(Json)
+            })
+            .await;
     }
     let queue: u32 = number("queue", query.queue.as_deref(), 0)?;
     let from: u64 = number("from", query.from.as_deref(), 0)?;
@@ -111,45 +111,14 @@ pub(super) async fn browse(
         .await
 }
 
-/// The stored message whose offset message id is `id` (a producer's id has the same shape, so
-/// the message found at that offset must carry `id` as its own).
-pub(super) fn by_offset_id(
-    broker: &BrokerHandle,
-    id: &str,
-) -> Result<Option<StoredMessage>, ApiError> {
-    let Some(physical) = crate::remoting::wire::physical_offset_of(id) else {
-        return Ok(None);
-    };
-    Ok(broker
-        .reader()
-        .read_by_physical_offset(physical)?
-        .filter(|m| m.offset_msg_id().eq_ignore_ascii_case(id)))
-}
-
-/// The messages of `topic` the key index holds under `key` (a `KEYS` entry or a `UNIQ_KEY`),
-/// the newest first, at most `max`.
-async fn indexed(
-    broker: &BrokerHandle,
-    topic: &str,
-    key: &str,
-    max: usize,
-) -> Result<Vec<StoredMessage>, ApiError> {
-    let found = broker.query_by_key(topic, key, 0, i64::MAX, max).await?;
-    Ok(found
-        .records
-        .into_iter()
-        .filter_map(|record| decode_records(record).ok())
-        .flatten()
-        .collect())
-}
-
 #[derive(Deserialize)]
 pub(super) struct MessageQuery {
     topic: Option<String>,
 }
 
-/// A message by its offset message id, or by the id its producer gave it (`UNIQ_KEY`) within
-/// `?topic=`.
+/// A message by its offset message id, or by the id its producer gave it (`UNIQ_KEY`, what
+/// Java's `SendResult.getMsgId()` and consumers print): within `?topic=` when given, else in
+/// every topic the caller may read.
 pub(super) async fn message(
     State(console): State<Console>,
     user: Option<Extension<ConsoleUser>>,
@@ -158,28 +127,53 @@ pub(super) async fn message(
 ) -> ApiResult<Value> {
     let physical = crate::remoting::wire::physical_offset_of(&id);
     let topic = query.topic.filter(|t| !t.is_empty());
-    if physical.is_none() && topic.is_none() {
+    // Both kinds of id are hex: anything else cannot name a message, whatever the topic.
+    if physical.is_none() && (id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit())) {
         return Err(ApiError::bad_request(format!(
-            "{id:?} is not an offset message id (32 hex digits of the store's address and \
-             offset); to find a message by its producer's id, name its topic (?topic=)"
+            "{id:?} is not a message id: an offset message id or a producer's id (unique key) \
+             is hex digits"
         )));
     }
     if let Some(topic) = &topic {
         may_read(user.as_deref(), topic)?;
     }
+    let reader = user.as_deref().cloned();
     let message = console
         .on_broker(move |broker| async move {
             // A producer's id has the shape of an offset id too: it is looked up as one first,
-            // then, when that names no message of its own id, by key in the topic.
+            // then, when that names no message of its own id, by key.
             let mut found = match physical {
                 Some(_) => by_offset_id(&broker, &id)?,
                 None => None,
             };
-            if let (None, Some(topic)) = (&found, topic) {
-                found = indexed(&broker, &topic, &id, 32)
-                    .await?
-                    .into_iter()
-                    .find(|m| m.property(property::UNIQ_KEY) == Some(id.as_str()));
+            let mut copies = Vec::new();
+            if found.is_none() {
+                let topics = match topic {
+                    Some(topic) => vec![topic],
+                    None => broker
+                        .topics()?
+                        .into_iter()
+                        .map(|t| t.name)
+                        .filter(|t| may_read(reader.as_ref(), t).is_ok())
+                        .collect(),
+                };
+                let mut same_id = Vec::new();
+                for topic in &topics {
+                    same_id.extend(
+                        indexed(&broker, topic, &id, 32)
+                            .await?
+                            .into_iter()
+                            .filter(|m| m.property(property::UNIQ_KEY) == Some(id.as_str())),
+                    );
+                }
+                // A retried or dead-lettered message keeps its producer's id: the one stored
+                // first is the message as sent, the others its copies.
+                same_id.sort_by_key(|m| m.physical_offset);
+                let mut same_id = same_id.into_iter();
+                found = same_id.next();
+                copies = same_id
+                    .map(|m| json!({ "msg_id": m.offset_msg_id(), "topic": m.topic }))
+                    .collect();
             }
             let Some(message) = found else {
                 return Err(ApiError::not_found(format!("no message has id {id}")));
@@ -195,10 +189,15 @@ pub(super) async fn message(
                 });
                 consumed_by.push(json!({ "group": group, "consumed": consumed }));
             }
-            Ok((message, consumed_by))
+            let resent: Vec<Value> = resends_of(&broker, &message)
+                .await?
+                .iter()
+                .map(|m| json!({ "msg_id": m.offset_msg_id(), "topic": m.topic, "store_ms": m.store_timestamp }))
+                .collect();
+            Ok((message, consumed_by, copies, resent))
         })
         .await?;
-    let (message, consumed_by) = message;
+    let (message, consumed_by, copies, resent) = message;
     may_read(user.as_deref(), &message.topic)?;
     let mut detail = summary(&message);
     let properties: BTreeMap<String, String> =
@@ -210,6 +209,13 @@ pub(super) async fn message(
     detail["born_host"] = json!(message.born_host.to_string());
     detail["reconsume_times"] = json!(message.reconsume_times);
     detail["consumed_by"] = json!(consumed_by);
+    detail["copies"] = json!(copies);
+    if message
+        .topic
+        .starts_with(skiff_actors::logic::delay::DLQ_TOPIC_PREFIX)
+    {
+        detail["resent"] = json!(resent);
+    }
     Ok(Json(detail))
 }
 

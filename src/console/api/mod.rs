@@ -4,17 +4,25 @@
 //! is (400 bad input, 401 no or a wrong login, 403 refused, 404 unknown, 409 exists, 503 broker
 //! busy or stopping).
 //!
-//! One file per subject: [`overview`], [`topics`], [`groups`], [`messages`] (browse, one
-//! message, traces), [`tail`] (the live stream), [`dead_letters`] (resending them) and
-//! [`sends`] (the test message). This file holds the routes, the error type and what every
-//! handler shares: the JSON and query extractors, the hop onto the broker and the read check.
+//! One file per subject: [`overview`], [`cluster`] (the node's settings, and producers),
+//! [`topics`], [`groups`], [`group_admin`] (create, change and delete a group's configuration),
+//! [`members`] (a group's clients and their queues), [`messages`] (browse, one message,
+//! traces), [`time_search`] (a topic's messages by time), [`tail`] (the live stream),
+//! [`dead_letters`] (resending them) and [`sends`] (the test message); [`lookup`] holds the
+//! lookups they share. This file holds the routes, the error type and what every handler
+//! shares: the JSON and query extractors, the hop onto the broker and the read check.
 
+mod cluster;
 mod dead_letters;
+mod group_admin;
 mod groups;
+mod lookup;
+mod members;
 mod messages;
 mod overview;
 mod sends;
 mod tail;
+mod time_search;
 mod topics;
 
 use axum::extract::Query;
@@ -38,6 +46,8 @@ use crate::error_text::error_chain;
 pub(super) fn routes() -> Router<Console> {
     Router::new()
         .route("/overview", get(overview::overview))
+        .route("/cluster", get(cluster::cluster))
+        .route("/producers", get(cluster::producers))
         .route("/topics", get(topics::topics).post(topics::create_topic))
         .route(
             "/topics/{name}",
@@ -45,8 +55,16 @@ pub(super) fn routes() -> Router<Console> {
         )
         .route("/topics/{name}/messages", post(sends::send_message))
         .route("/topics/{name}/tail", get(tail::tail))
-        .route("/groups", get(groups::groups))
-        .route("/groups/{name}", get(groups::group))
+        .route(
+            "/groups",
+            get(groups::groups).post(group_admin::create_group),
+        )
+        .route(
+            "/groups/{name}",
+            get(groups::group)
+                .put(group_admin::update_group)
+                .delete(group_admin::delete_group),
+        )
         .route("/groups/{name}/reset-offset", post(groups::reset_offset))
         .route("/messages", get(messages::browse))
         .route("/messages/{id}", get(messages::message))
@@ -56,6 +74,20 @@ pub(super) fn routes() -> Router<Console> {
             "/groups/{name}/dlq/resend",
             post(dead_letters::resend_dead_letters),
         )
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+}
+
+/// A path under `/api/v1` that names no route: the documented JSON error, not an empty 404.
+async fn unknown_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no API route /api/v1{}", uri.path()))
+}
+
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method}", uri.path()),
+    )
 }
 
 /// An API error: its status and the message the page shows.

@@ -11,7 +11,7 @@ use tokio_stream::Stream;
 
 use skiff_storage::message::decode_records;
 
-use super::messages::summary;
+use super::lookup::summary;
 use super::{may_read, ApiError};
 use crate::console::{Console, ConsoleUser};
 

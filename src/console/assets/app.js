@@ -1,12 +1,19 @@
 // skiff console: one page over /api/v1, routed by the URL's hash. No dependencies and no build
-// step, because the broker embeds this file as it is.
+// step, because the broker embeds its files as they are. This one holds what every page shares
+// (DOM and formatting helpers, the API call, charts, routing, refreshes); the pages are in
+// topics.js (with the overview), groups.js, messages.js and pages.js (producers, cluster),
+// which load after it and before the first route is drawn.
 //
 // Every value from the broker (topic names, message bodies, properties) is untrusted: the DOM
 // is built with textContent and attributes only, never innerHTML.
 'use strict';
 
 const API = '/api/v1';
-const REFRESH_MS = 10000;
+// Live figures are fetched again this often; `?refresh_ms=N` in the page's address (before the
+// #) changes it, 1 s at least.
+const REFRESH_MS = Math.max(1000, Number(new URLSearchParams(location.search).get('refresh_ms')) || 10000);
+// Messages one browse lists at most: the API answers no more (MAX_BROWSE in messages.rs).
+const MAX_BROWSE = 200;
 const TAIL_KEEP = 200;
 
 // ---- DOM and formatting helpers --------------------------------------------------------------
@@ -83,13 +90,38 @@ function fmtDuration(ms) {
 
 const pad = (n, w = 2) => String(n).padStart(w, '0');
 
-// Local time, to the second (or millisecond): the broker's clients are usually local too.
+// The browser's zone at a time, as its offset from UTC: a time copied off the page then names
+// one instant, whoever reads it.
+function zoneOf(d) {
+  const off = -d.getTimezoneOffset();
+  if (off === 0) return 'UTC';
+  const a = Math.abs(off);
+  return `UTC${off > 0 ? '+' : '-'}${pad(Math.floor(a / 60))}:${pad(a % 60)}`;
+}
+
+// Local time, to the second (or millisecond), with its zone.
 function fmtTime(ms, withMs) {
   if (!ms) return '–';
   const d = new Date(ms);
   const base = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-  return withMs ? `${base}.${pad(d.getMilliseconds(), 3)}` : base;
+  return (withMs ? `${base}.${pad(d.getMilliseconds(), 3)}` : base) + ' ' + zoneOf(d);
+}
+
+// A time for a table cell: the date and the time of day each kept on one line, so a narrow
+// column breaks it between them and nowhere else.
+function timeNode(ms, withMs) {
+  const text = fmtTime(ms, withMs);
+  const cut = text.indexOf(' ');
+  if (cut < 0) return text;
+  return h('span', { class: 'time' }, h('span', {}, text.slice(0, cut)), ' ', h('span', {}, text.slice(cut + 1)));
+}
+
+// The time of day only, with its zone (the live tail's rows).
+function fmtTimeOfDay(ms) {
+  if (!ms) return '–';
+  const d = new Date(ms);
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneOf(d)}`;
 }
 
 function fmtClock(ms) {
@@ -104,8 +136,8 @@ function num(value, attrs) {
 
 function table(id, headers, rows, empty) {
   const head = h('tr', {}, headers.map((c) => {
-    const [label, numeric] = Array.isArray(c) ? c : [c, false];
-    return h('th', { class: numeric ? 'num' : null }, label);
+    const [label, numeric, cls] = Array.isArray(c) ? c : [c, false];
+    return h('th', { class: [numeric ? 'num' : null, cls].filter(Boolean).join(' ') || null }, label);
   }));
   const body = h('tbody', {}, rows);
   if (!rows.length) {
@@ -224,7 +256,9 @@ function lineChart(id, series, opts) {
   let x0 = Math.min(...all.map((p) => p[0]));
   let x1 = Math.max(...all.map((p) => p[0]));
   if (x1 - x0 < 60000) x0 = x1 - 60000; // at least a minute wide, so one sample is not a wall
-  const yMax = niceCeil(Math.max(...all.map((p) => p[1])));
+  // Counts (lag) get whole-number ticks: four equal steps of a round whole number.
+  const top = Math.max(...all.map((p) => p[1]));
+  const yMax = opts.integer ? 4 * Math.max(1, niceCeil(Math.ceil(top / 4))) : niceCeil(top);
   const X = (t) => m.l + ((t - x0) / (x1 - x0)) * pw;
   const Y = (v) => m.t + ph - (v / yMax) * ph;
 
@@ -233,7 +267,7 @@ function lineChart(id, series, opts) {
     const v = (yMax / 4) * i;
     const y = Y(v);
     svg.append(s('line', { x1: m.l, x2: m.l + pw, y1: y, y2: y, class: 'grid' }));
-    svg.append(s('text', { x: m.l - 6, y: y + 4, 'text-anchor': 'end', class: 'tick', text: fmtTick(v) }));
+    svg.append(s('text', { x: m.l - 6, y: y + 4, 'text-anchor': 'end', class: 'tick', 'data-axis': 'y', text: fmtTick(v) }));
   }
   const span = x1 - x0;
   const step = [60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3].find((st) => span / st <= 6) || span / 5;
@@ -243,6 +277,7 @@ function lineChart(id, series, opts) {
     svg.append(s('text', { x, y: H - 8, 'text-anchor': 'middle', class: 'tick', text: fmtClock(t) }));
   }
   svg.append(s('line', { x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph, class: 'axis' }));
+  svg.append(s('text', { x: W - m.r, y: m.t + 12, 'text-anchor': 'end', class: 'tick zone', text: zoneOf(new Date(x1)) }));
 
   for (const sr of series) {
     if (!sr.points.length) continue;
@@ -285,10 +320,10 @@ function parseHash() {
 }
 
 const routes = [
-  { match: (p) => p.length === 0, nav: 'overview', view: overviewView },
-  { match: (p) => p.length === 1 && p[0] === 'topics', nav: 'topics', view: topicsView },
+  { match: (p) => p.length === 0, nav: 'overview', view: () => overviewView() },
+  { match: (p) => p.length === 1 && p[0] === 'topics', nav: 'topics', view: () => topicsView() },
   { match: (p) => p.length === 2 && p[0] === 'topics', nav: 'topics', view: (r) => topicView(r.parts[1]) },
-  { match: (p) => p.length === 1 && p[0] === 'groups', nav: 'groups', view: groupsView },
+  { match: (p) => p.length === 1 && p[0] === 'groups', nav: 'groups', view: () => groupsView() },
   { match: (p) => p.length === 2 && p[0] === 'groups', nav: 'groups', view: (r) => groupView(r.parts[1]) },
   { match: (p) => p.length === 1 && p[0] === 'messages', nav: 'messages', view: (r) => messagesView(r.params) },
   { match: (p) => p.length === 2 && p[0] === 'messages', nav: 'messages', view: (r) => messageView(r.parts[1]) },
@@ -330,19 +365,58 @@ async function route() {
   }
 }
 
-// Re-renders the current view in place every REFRESH_MS until the route changes.
+// Counts the view's refreshes in data-refreshes, so a script can tell one happened.
+function countRefresh() {
+  const view = document.getElementById('view');
+  view.dataset.refreshes = String(Number(view.dataset.refreshes || 0) + 1);
+}
+
+// Re-renders the current view in place every REFRESH_MS until the route changes (a page with
+// no form to lose).
 function autoRefresh(render) {
   const gen = generation;
   const timer = setInterval(async () => {
     try {
       const content = await render();
       if (gen !== generation) return;
-      document.getElementById('view').replaceChildren(...[content].flat(Infinity));
+      const view = document.getElementById('view');
+      view.replaceChildren();
+      append(view, [content]);
+      countRefresh();
     } catch (err) {
       if (gen === generation) showError(describe(err));
     }
   }, REFRESH_MS);
   onLeave(() => clearInterval(timer));
+}
+
+// The live parts of a page with forms: `load` fetches the page's figures, and each part made
+// with the returned function renders from them, now from `first` and again every REFRESH_MS,
+// in place; the forms around them keep what was typed. A part's box has `display: contents`,
+// so it does not change the layout.
+function liveParts(load, first) {
+  const parts = [];
+  const gen = generation;
+  const timer = setInterval(async () => {
+    try {
+      const data = await load();
+      if (gen !== generation) return;
+      for (const [box, render] of parts) {
+        box.replaceChildren();
+        append(box, [render(data)]);
+      }
+      countRefresh();
+    } catch (err) {
+      if (gen === generation) showError(describe(err));
+    }
+  }, REFRESH_MS);
+  onLeave(() => clearInterval(timer));
+  return (render) => {
+    const box = h('div', { class: 'live' });
+    append(box, [render(first)]);
+    parts.push([box, render]);
+    return box;
+  };
 }
 
 // Runs a form's action with its submit button disabled, showing the outcome.
@@ -357,693 +431,6 @@ async function submitting(form, action) {
   } finally {
     buttons.forEach((b) => { b.disabled = false; });
   }
-}
-
-// ---- overview -------------------------------------------------------------------------------------
-
-async function overviewView() {
-  const render = async () => renderOverview(await api('GET', '/overview'));
-  autoRefresh(render);
-  return render();
-}
-
-function renderOverview(o) {
-  document.title = `${o.broker_name} · skiff console`;
-  setBrokerFoot(o);
-  const disk = o.disk || {};
-  const conns = o.connections || {};
-  const rates = o.rates || [];
-  const last = rates.length ? rates[rates.length - 1] : null;
-
-  const stat = (label, id, value, sub) => h('div', { class: 'stat' },
-    h('div', { class: 'stat-label' }, label),
-    h('div', { class: 'stat-value', id, 'data-testid': id }, value),
-    sub ? h('div', { class: 'stat-sub' }, sub) : null);
-
-  const ratio = (r) => Math.max(0, Math.min(1, Number(r) || 0));
-  const used = ratio(disk.used_ratio);
-  const level = used >= ratio(disk.full_ratio) ? 'full' : used >= ratio(disk.max_used_ratio) ? 'high' : 'ok';
-  const marker = (r, label) => h('div', { class: 'disk-mark', style: `left:${(ratio(r) * 100).toFixed(2)}%`, title: label },
-    h('span', {}, label));
-  const diskBar = h('div', { class: 'disk-bar', id: 'disk-bar', 'data-testid': 'disk-bar',
-    'data-used-ratio': disk.used_ratio, role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': 1,
-    'aria-valuenow': disk.used_ratio },
-    h('div', { class: 'disk-fill disk-' + level, style: `width:${(used * 100).toFixed(2)}%` }),
-    disk.max_used_ratio !== undefined ? marker(disk.max_used_ratio, `clean up ${(disk.max_used_ratio * 100).toFixed(0)}%`) : null,
-    disk.full_ratio !== undefined ? marker(disk.full_ratio, `full ${(disk.full_ratio * 100).toFixed(0)}%`) : null);
-
-  const countTable = (id, head, map) => table(id, [head, ['Connections', true]],
-    Object.entries(map || {}).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
-      .map(([k, v]) => h('tr', { 'data-key': k }, h('td', {}, k), num(v))), 'No connections.');
-
-  return [
-    h('header', { class: 'page-head' },
-      h('h1', {}, 'Overview'),
-      h('p', { class: 'muted' }, `${o.broker_name} in ${o.cluster_name} on ${o.listen}`)),
-    h('div', { class: 'stats' },
-      stat('Version', 'overview-version', o.version),
-      stat('Broker', 'overview-broker', o.broker_name, o.cluster_name),
-      stat('Uptime', 'overview-uptime', fmtDuration(o.uptime_ms)),
-      stat('Topics', 'overview-topics', fmtInt(o.topics)),
-      stat('Groups', 'overview-groups', fmtInt(o.groups)),
-      stat('Connections', 'overview-connections', fmtInt(conns.total))),
-    section('Disk', 'disk',
-      diskBar,
-      h('p', { id: 'disk-text', 'data-testid': 'disk-text', class: 'disk-text' },
-        h('strong', {}, `${fmtBytes(disk.used_bytes)} of ${fmtBytes(disk.total_bytes)} used`),
-        ` (${((Number(disk.used_ratio) || 0) * 100).toFixed(1)}%) · old files deleted past `,
-        `${((disk.max_used_ratio || 0) * 100).toFixed(0)}% or after ${fmtDuration(disk.retention_ms)}`,
-        ` · writes refused past ${((disk.full_ratio || 0) * 100).toFixed(0)}%`),
-      h('p', { class: 'muted small' }, 'Data directory ', h('code', {}, disk.data_dir || '–'))),
-    h('div', { class: 'charts' },
-      chartPanel('Produced / s', 'chart-produced',
-        [{ name: 'produced/s', color: '#2563eb', points: rates.map((r) => [r.at_ms, r.produced_per_s]) }],
-        last ? fmtRate(last.produced_per_s) + ' now' : ''),
-      chartPanel('Consumed / s', 'chart-consumed',
-        [{ name: 'consumed/s', color: '#059669', points: rates.map((r) => [r.at_ms, r.consumed_per_s]) }],
-        last ? fmtRate(last.consumed_per_s) + ' now' : '')),
-    h('div', { class: 'cols' },
-      section('Connections by protocol', 'connections-protocol',
-        countTable('conn-by-protocol', 'Protocol', conns.by_protocol)),
-      section('Connections by language', 'connections-language',
-        countTable('conn-by-language', 'Language', conns.by_language))),
-  ];
-}
-
-function setBrokerFoot(o) {
-  const foot = document.getElementById('nav-broker');
-  foot.replaceChildren(h('div', {}, o.broker_name), h('div', { class: 'muted' }, 'skiff ' + o.version));
-}
-
-// ---- topics ----------------------------------------------------------------------------------------
-
-const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION'];
-let showSystemTopics = false;
-
-async function topicsView() {
-  const { topics } = await api('GET', '/topics');
-  document.title = 'Topics · skiff console';
-  const rows = topics.slice().sort((a, b) => (a.system - b.system) || a.name.localeCompare(b.name));
-  const tbody = [];
-  for (const t of rows) {
-    tbody.push(h('tr', { 'data-topic': t.name, class: t.system ? 'system' : null, hidden: t.system && !showSystemTopics },
-      h('td', {}, h('a', { href: topicHref(t.name), class: 'topic-link' }, t.name),
-        t.system ? badge('system', 'muted') : null),
-      num(t.read_queues, { 'data-col': 'read_queues' }),
-      num(t.write_queues, { 'data-col': 'write_queues' }),
-      h('td', { 'data-col': 'message_type' }, t.message_type || '–'),
-      h('td', { 'data-col': 'perm' }, h('code', {}, t.perm)),
-      num(t.messages, { 'data-col': 'messages' }),
-      num(t.max_offset, { 'data-col': 'max_offset' }),
-      h('td', { class: 'actions' }, t.system ? null : h('button', {
-        class: 'danger small delete-topic', type: 'button', 'data-testid': 'delete-topic',
-        'data-topic': t.name, onclick: () => deleteTopic(t.name),
-      }, 'Delete'))));
-  }
-  const systemCount = rows.filter((t) => t.system).length;
-  const toggle = h('input', { type: 'checkbox', id: 'topics-show-system', checked: showSystemTopics,
-    onchange: (e) => {
-      showSystemTopics = e.target.checked;
-      for (const tr of document.querySelectorAll('#topics-table tr.system')) tr.hidden = !showSystemTopics;
-    } });
-
-  return [
-    h('header', { class: 'page-head' }, h('h1', {}, 'Topics'),
-      h('p', { class: 'muted' }, `${topics.length - systemCount} topics, ${systemCount} system topics`)),
-    createTopicForm(),
-    section(null, 'topics',
-      h('div', { class: 'table-tools' }, h('label', { class: 'check' }, toggle, ' Show system topics')),
-      table('topics-table', ['Topic', ['Read queues', true], ['Write queues', true], 'Message type', 'Perm',
-        ['Messages', true], ['Max offset', true], ''], tbody, 'No topics.')),
-  ];
-}
-
-function createTopicForm() {
-  const name = h('input', { id: 'topic-create-name', name: 'name', required: true, placeholder: 'OrderEvents',
-    pattern: '[%a-zA-Z0-9_\\-]+', maxlength: 127, autocomplete: 'off' });
-  const queues = h('input', { id: 'topic-create-queues', name: 'queues', type: 'number', min: 1, max: 1024, value: 4, required: true });
-  const type = h('select', { id: 'topic-create-type', name: 'message_type' },
-    h('option', { value: '' }, 'unspecified'), MESSAGE_TYPES.map((t) => h('option', { value: t }, t)));
-  const form = h('form', { id: 'topic-create-form', class: 'inline-form', autocomplete: 'off' },
-    field('Name', name), field('Queues', queues), field('Message type', type),
-    h('button', { type: 'submit', id: 'topic-create-submit', class: 'primary' }, 'Create topic'));
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    submitting(form, async () => {
-      const created = await api('POST', '/topics', {
-        name: name.value.trim(), queues: Number(queues.value), message_type: type.value || null,
-      });
-      await reload();
-      showNotice(`Topic ${created && created.name ? created.name : name.value.trim()} created.`);
-    });
-  });
-  return section('Create topic', 'topic-create', form);
-}
-
-async function deleteTopic(name) {
-  if (!confirm(`Delete topic ${name} and all its messages? This cannot be undone.`)) return;
-  clearMessages();
-  try {
-    await api('DELETE', '/topics/' + enc(name));
-    if (parseHash().parts.length > 1) location.hash = '#/topics';
-    else await reload();
-    showNotice(`Topic ${name} deleted.`);
-  } catch (err) {
-    showError(describe(err));
-  }
-}
-
-// Renders the current route again without touching the history.
-function reload() { return route(); }
-
-async function topicView(name) {
-  const t = await api('GET', '/topics/' + enc(name));
-  document.title = `${t.name} · skiff console`;
-  const total = t.queues.reduce((acc, q) => acc + (q.max_offset - q.min_offset), 0);
-  return [
-    h('header', { class: 'page-head' },
-      h('p', { class: 'crumbs' }, h('a', { href: '#/topics' }, 'Topics'), ' / '),
-      h('h1', { id: 'topic-name', 'data-testid': 'topic-name' }, t.name),
-      h('p', { class: 'meta' }, badge(t.perm), badge(t.message_type || 'type unspecified', 'muted'),
-        ` ${t.read_queues} read / ${t.write_queues} write queues · `,
-        h('span', { id: 'topic-messages', 'data-value': total }, `${fmtInt(total)} messages`), ' · ',
-        h('a', { id: 'topic-browse-link', 'data-testid': 'topic-browse-link', href: '#/messages?topic=' + enc(t.name) }, 'Browse messages'))),
-    h('div', { class: 'cols' },
-      section('Queues', 'topic-queues-panel',
-        table('topic-queues', [['Queue', true], ['Min offset', true], ['Max offset', true], ['Messages', true]],
-          t.queues.map((q) => h('tr', { 'data-queue': q.queue_id },
-            num(q.queue_id, { 'data-col': 'queue_id' }),
-            num(q.min_offset, { 'data-col': 'min_offset' }),
-            num(q.max_offset, { 'data-col': 'max_offset' }),
-            h('td', { class: 'num' }, h('a', {
-              href: `#/messages?topic=${enc(t.name)}&queue=${q.queue_id}&from=${Math.max(q.min_offset, q.max_offset - 20)}&count=20`,
-            }, fmtInt(q.max_offset - q.min_offset))))), 'No queues.')),
-      section('Consumer groups', 'topic-groups-panel',
-        table('topic-groups', ['Group', ['Lag', true]],
-          t.groups.map((g) => h('tr', { 'data-group': g.group },
-            h('td', {}, h('a', { href: groupHref(g.group) }, g.group)),
-            num(g.lag, { 'data-col': 'lag' }))), 'No group consumes this topic.'))),
-    h('div', { class: 'cols' }, sendForm(t.name), tailPanel(t.name)),
-  ];
-}
-
-// "k=v" per line; blank lines and lines starting with # are skipped.
-function parseProperties(text) {
-  const out = {};
-  for (const [i, raw] of text.split('\n').entries()) {
-    const line = raw.trim();
-    if (!line || line.startsWith('#')) continue;
-    const eq = line.indexOf('=');
-    if (eq <= 0) throw new Error(`properties, line ${i + 1}: expected key=value`);
-    out[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
-  }
-  return out;
-}
-
-const DELAY_LEVELS = ['1s', '5s', '10s', '30s', '1m', '2m', '3m', '4m', '5m', '6m', '7m', '8m', '9m', '10m',
-  '20m', '30m', '1h', '2h'];
-
-function sendForm(topic) {
-  const body = h('textarea', { id: 'send-body', name: 'body', rows: 4, placeholder: '{"hello": "world"}' });
-  const tag = h('input', { id: 'send-tag', name: 'tag', placeholder: 'TagA', autocomplete: 'off' });
-  const keys = h('input', { id: 'send-keys', name: 'keys', placeholder: 'key1 key2', autocomplete: 'off' });
-  const props = h('textarea', { id: 'send-properties', name: 'properties', rows: 2, placeholder: 'region=eu\nsource=console' });
-  const delay = h('select', { id: 'send-delay', name: 'delay_level' },
-    h('option', { value: 0 }, 'none'), DELAY_LEVELS.map((d, i) => h('option', { value: i + 1 }, `${i + 1}: ${d}`)));
-  const result = h('div', { id: 'send-result', 'data-testid': 'send-result', class: 'result', hidden: true });
-  const form = h('form', { id: 'send-form', class: 'stack-form', autocomplete: 'off' },
-    field('Body', body),
-    h('div', { class: 'row' }, field('Tag', tag), field('Keys', keys, 'space-separated')),
-    field('Properties', props, 'one key=value per line'),
-    h('div', { class: 'row' }, field('Delay level', delay),
-      h('button', { type: 'submit', id: 'send-submit', class: 'primary' }, 'Send')),
-    result);
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    submitting(form, async () => {
-      let properties;
-      try { properties = parseProperties(props.value); } catch (err) { throw new ApiError(400, err.message); }
-      const sent = await api('POST', `/topics/${enc(topic)}/messages`, {
-        body: body.value, tag: tag.value.trim() || null, keys: keys.value.trim() || null,
-        properties, delay_level: Number(delay.value),
-      });
-      result.replaceChildren('Sent: ',
-        h('a', { id: 'send-msg-id', 'data-testid': 'send-msg-id', href: messageHref(sent.msg_id) }, sent.msg_id),
-        ` to queue ${sent.queue_id} at offset ${sent.queue_offset}.`);
-      result.hidden = false;
-    });
-  });
-  return section('Send test message', 'send', form);
-}
-
-function tailPanel(topic) {
-  const status = h('span', { id: 'tail-status', 'data-testid': 'tail-status', 'data-state': 'closed', class: 'tail-status' }, 'stopped');
-  const list = h('tbody', {});
-  const empty = h('p', { class: 'muted small', id: 'tail-empty' }, 'Messages sent to this topic from now on appear here.');
-  const button = h('button', { type: 'button', id: 'tail-toggle', class: 'small' }, 'Pause');
-  let source = null;
-  let count = 0;
-
-  const setState = (state, text) => { status.dataset.state = state; status.textContent = text; };
-  const stop = () => {
-    if (source) source.close();
-    source = null;
-    setState('closed', 'paused');
-    button.textContent = 'Resume';
-  };
-  const start = () => {
-    setState('connecting', 'connecting…');
-    button.textContent = 'Pause';
-    source = new EventSource(`${API}/topics/${enc(topic)}/tail`);
-    source.onopen = () => setState('open', 'live');
-    // A dropped stream reconnects by itself and starts again at the topic's end.
-    source.onerror = () => { if (source) setState('connecting', 'reconnecting…'); };
-    source.addEventListener('message', (ev) => {
-      let m;
-      try { m = JSON.parse(ev.data); } catch (e) { return; }
-      empty.hidden = true;
-      count++;
-      list.prepend(h('tr', { 'data-msg-id': m.msg_id, 'data-uniq-key': m.uniq_key },
-        h('td', { class: 'nowrap' }, fmtTime(m.store_ms || m.born_ms).slice(11)),
-        num(m.queue_id), num(m.queue_offset),
-        h('td', { class: 'clip' }, h('a', { href: messageHref(m.msg_id), class: 'mono', title: m.msg_id }, m.msg_id)),
-        h('td', {}, m.tags || ''), h('td', { class: 'clip' }, m.keys || ''),
-        num(m.body_size)));
-      while (list.children.length > TAIL_KEEP) list.lastChild.remove();
-      counter.textContent = `${count} received`;
-    });
-  };
-  const counter = h('span', { class: 'muted small', id: 'tail-count' }, '');
-  button.addEventListener('click', () => (source ? stop() : start()));
-  start();
-  onLeave(() => { if (source) source.close(); source = null; });
-
-  return section(null, 'tail',
-    h('div', { class: 'panel-head' }, h('h2', {}, 'Live tail'), status, counter, button),
-    empty,
-    h('div', { class: 'scroll' }, h('table', { id: 'tail-list', 'data-testid': 'tail-list', class: 'compact' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'Stored'), h('th', { class: 'num' }, 'Queue'),
-        h('th', { class: 'num' }, 'Offset'), h('th', {}, 'Message ID'), h('th', {}, 'Tags'),
-        h('th', {}, 'Keys'), h('th', { class: 'num' }, 'Bytes'))),
-      list)));
-}
-
-// ---- groups ------------------------------------------------------------------------------------------
-
-async function groupsView() {
-  const { groups } = await api('GET', '/groups');
-  document.title = 'Groups · skiff console';
-  const rows = groups.slice().sort((a, b) => a.name.localeCompare(b.name)).map((g) =>
-    h('tr', { 'data-group': g.name },
-      h('td', {}, h('a', { href: groupHref(g.name) }, g.name)),
-      num(g.members, { 'data-col': 'members' }),
-      num(g.lag, { 'data-col': 'lag', class: 'num' + (g.lag > 0 ? ' warn' : '') }),
-      h('td', { 'data-col': 'consume_orderly' }, g.consume_orderly ? 'orderly' : 'concurrent'),
-      num(g.retry_max_times, { 'data-col': 'retry_max_times' })));
-  return [
-    h('header', { class: 'page-head' }, h('h1', {}, 'Consumer groups'),
-      h('p', { class: 'muted' }, `${groups.length} groups`)),
-    section(null, 'groups', table('groups-table',
-      ['Group', ['Members', true], ['Lag', true], 'Consumption', ['Retry max times', true]], rows, 'No groups.')),
-  ];
-}
-
-async function groupView(name) {
-  const [g, topicList] = await Promise.all([
-    api('GET', '/groups/' + enc(name)),
-    api('GET', '/topics').catch(() => ({ topics: [] })),
-  ]);
-  document.title = `${g.name} · skiff console`;
-  const history = g.lag_history || [];
-  const known = new Set(topicList.topics.map((t) => t.name));
-  const topicCell = (t) => (known.has(t) ? h('a', { href: topicHref(t) }, t) : t);
-  const dlqLink = (id, label, t) => (t ? h('a', { id, 'data-testid': id, href: topicHref(t),
-    class: known.has(t) ? null : 'absent', title: known.has(t) ? null : 'not created yet' }, label + ' ' + t) : null);
-
-  return [
-    h('header', { class: 'page-head' },
-      h('p', { class: 'crumbs' }, h('a', { href: '#/groups' }, 'Groups'), ' / '),
-      h('h1', { id: 'group-name', 'data-testid': 'group-name' }, g.name),
-      h('p', { class: 'meta' }, g.message_model ? badge(g.message_model) : null,
-        g.consume_type ? badge(g.consume_type, 'muted') : null, ' ',
-        dlqLink('group-retry-link', 'retry', g.retry_topic), ' · ', dlqLink('group-dlq-link', 'DLQ', g.dlq_topic))),
-    h('div', { class: 'stats' },
-      h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'Lag'),
-        h('div', { class: 'stat-value', id: 'group-lag', 'data-testid': 'group-lag', 'data-value': g.lag }, fmtInt(g.lag))),
-      h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'Members'),
-        h('div', { class: 'stat-value', id: 'group-member-count', 'data-value': g.members.length }, fmtInt(g.members.length))),
-      h('div', { class: 'stat' }, h('div', { class: 'stat-label' }, 'In flight'),
-        h('div', { class: 'stat-value', id: 'group-in-flight' }, fmtInt(g.queues.reduce((a, q) => a + (q.in_flight || 0), 0))))),
-    h('div', { class: 'cols' },
-      h('div', { class: 'chart-box wide' },
-        h('div', { class: 'chart-head' }, h('h3', {}, 'Lag over time'),
-          h('span', { class: 'chart-now' }, history.length ? `${fmtInt(history[history.length - 1].lag)} now` : '')),
-        lineChart('group-lag-chart', [{ name: 'lag', color: '#d97706', points: history.map((p) => [p.at_ms, p.lag]) }],
-          { title: 'Lag over time' })),
-      h('div', { class: 'stack' },
-        section('Members', 'group-members-panel',
-          g.members.length
-            ? h('ul', { id: 'group-members', 'data-testid': 'group-members', class: 'plain mono' }, g.members.map((m) => h('li', {}, m)))
-            : h('p', { id: 'group-members', 'data-testid': 'group-members', class: 'muted' }, 'No consumer is connected.')),
-        section('Subscriptions', 'group-subscriptions-panel',
-          table('group-subscriptions', ['Topic', 'Expression'], g.subscriptions.map((sub) =>
-            h('tr', { 'data-topic': sub.topic }, h('td', {}, topicCell(sub.topic)), h('td', {}, h('code', {}, sub.expression)))),
-          'No subscriptions (none connected).')))),
-    section('Queues', 'group-queues-panel',
-      table('group-queues', ['Topic', ['Queue', true], ['Broker offset', true], ['Consumer offset', true],
-        ['Lag', true], ['In flight', true], 'Last commit'],
-      g.queues.map((q) => h('tr', { 'data-topic': q.topic, 'data-queue': q.queue_id },
-        h('td', {}, topicCell(q.topic)),
-        num(q.queue_id, { 'data-col': 'queue_id' }),
-        num(q.broker_offset, { 'data-col': 'broker_offset' }),
-        num(q.consumer_offset, { 'data-col': 'consumer_offset' }),
-        num(q.lag, { 'data-col': 'lag', class: 'num' + (q.lag > 0 ? ' warn' : '') }),
-        num(q.in_flight, { 'data-col': 'in_flight' }),
-        h('td', {}, fmtTime(q.last_commit_ms)))), 'No offsets committed.')),
-    resetForm(g),
-    deadLetters(g, known.has(g.dlq_topic)),
-  ];
-}
-
-// The group's dead letters: browse them, or send every one back to the topic it came from.
-function deadLetters(g, exists) {
-  const result = h('div', { id: 'dlq-result', 'data-testid': 'dlq-result', class: 'result', hidden: true });
-  const button = h('button', { type: 'button', id: 'dlq-resend-all', class: 'danger', disabled: !exists },
-    'Resend all dead letters');
-  button.addEventListener('click', () => {
-    if (!confirm(`Send every dead letter of ${g.name} back to the topic it came from? ` +
-      'Its consumers will receive each of them again.')) return;
-    const form = button.parentElement;
-    submitting(form, async () => {
-      const r = await api('POST', `/groups/${enc(g.name)}/dlq/resend`, { confirm: true });
-      const resent = r.resent || [];
-      result.replaceChildren(h('p', { id: 'dlq-resent-count', 'data-value': resent.length },
-        `${fmtInt(resent.length)} dead letters resent.`),
-      table('dlq-resent', ['From', 'To topic', 'New message'], resent.map((x) => h('tr', { 'data-from': x.from },
-        h('td', { class: 'mono' }, h('a', { href: messageHref(x.from) }, x.from)),
-        h('td', {}, h('a', { href: topicHref(x.topic) }, x.topic)),
-        h('td', { class: 'mono' }, h('a', { href: messageHref(x.msg_id) }, x.msg_id))))));
-      result.hidden = false;
-      showNotice(`${resent.length} dead letters resent.`);
-    });
-  });
-  const browse = exists
-    ? h('a', { id: 'dlq-browse', href: `#/messages?topic=${enc(g.dlq_topic)}&queue=0&from=0&count=20` }, 'Browse them')
-    : h('span', { class: 'muted' }, 'This group has no dead letters.');
-  return section('Dead letters', 'dlq', h('div', { class: 'inline-form' }, browse, ' ', button), result);
-}
-
-function resetForm(g) {
-  const topics = [...new Set([...g.subscriptions.map((x) => x.topic), ...g.queues.map((q) => q.topic)])].sort();
-  const topic = h('select', { id: 'reset-topic', name: 'topic', required: true },
-    topics.map((t) => h('option', { value: t }, t)));
-  const to = h('select', { id: 'reset-to', name: 'to' },
-    h('option', { value: 'earliest' }, 'earliest (first stored message)'),
-    h('option', { value: 'latest' }, 'latest (skip everything stored)'),
-    h('option', { value: 'time' }, 'a date and time'));
-  const when = h('input', { id: 'reset-time', name: 'time', type: 'datetime-local', step: 1, disabled: true });
-  to.addEventListener('change', () => { when.disabled = to.value !== 'time'; });
-  const result = h('div', { id: 'reset-result', 'data-testid': 'reset-result', class: 'result', hidden: true });
-  const form = h('form', { id: 'reset-form', class: 'inline-form', autocomplete: 'off' },
-    field('Topic', topic), field('Reset to', to), field('Date and time (local)', when),
-    h('button', { type: 'submit', id: 'reset-submit', class: 'danger', disabled: !topics.length }, 'Reset offset'));
-  form.addEventListener('submit', (e) => {
-    e.preventDefault();
-    let target = to.value;
-    let label = target;
-    if (target === 'time') {
-      const ms = new Date(when.value).getTime();
-      if (!when.value || Number.isNaN(ms)) { showError('Error: choose a date and time to reset to.'); return; }
-      target = ms;
-      label = fmtTime(ms);
-    }
-    if (!confirm(`Reset group ${g.name} on topic ${topic.value} to ${label}? ` +
-      'Its consumers will re-read or skip messages from there.')) return;
-    submitting(form, async () => {
-      const r = await api('POST', `/groups/${enc(g.name)}/reset-offset`, { topic: topic.value, to: target, confirm: true });
-      result.replaceChildren(
-        h('p', {}, `Offsets of ${g.name} on ${topic.value} reset to ${label}:`),
-        table('reset-offsets', [['Queue', true], ['New offset', true]],
-          (r.queues || []).map((q) => h('tr', { 'data-queue': q.queue_id }, num(q.queue_id), num(q.offset, { 'data-col': 'offset' })))));
-      result.hidden = false;
-      showNotice(`Offsets reset on ${(r.queues || []).length} queues.`);
-    });
-  });
-  return section('Reset offset', 'reset', form, result);
-}
-
-// ---- messages --------------------------------------------------------------------------------------------
-
-function summaryRow(m) {
-  return h('tr', { 'data-msg-id': m.msg_id, 'data-uniq-key': m.uniq_key, 'data-queue': m.queue_id, 'data-offset': m.queue_offset },
-    num(m.queue_id, { 'data-col': 'queue_id' }),
-    num(m.queue_offset, { 'data-col': 'queue_offset' }),
-    h('td', {}, h('a', { href: messageHref(m.msg_id), class: 'mono msg-link' }, m.msg_id)),
-    h('td', { 'data-col': 'tags' }, m.tags || ''),
-    h('td', { 'data-col': 'keys' }, m.keys || ''),
-    h('td', {}, fmtTime(m.born_ms)),
-    h('td', {}, fmtTime(m.store_ms)),
-    num(m.body_size, { 'data-col': 'body_size' }));
-}
-
-async function messagesView(params) {
-  document.title = 'Messages · skiff console';
-  const { topics } = await api('GET', '/topics');
-  const p = (k) => params.get(k);
-  const topicNames = topics.slice().sort((a, b) => (a.system - b.system) || a.name.localeCompare(b.name)).map((t) => t.name);
-  const selected = p('topic') || '';
-  const topicSelect = (id) => h('select', { id, name: 'topic', required: true },
-    h('option', { value: '' }, 'choose a topic'),
-    selected && !topicNames.includes(selected) ? h('option', { value: selected }, selected) : null,
-    topicNames.map((t) => h('option', { value: t, selected: t === selected }, t)));
-
-  const bTopic = topicSelect('browse-topic');
-  const bQueue = h('input', { id: 'browse-queue', name: 'queue', type: 'number', min: 0, value: p('key') ? '' : (p('queue') ?? 0) });
-  const bFrom = h('input', { id: 'browse-from', name: 'from', type: 'number', min: 0, value: p('from') ?? 0 });
-  const bCount = h('input', { id: 'browse-count', name: 'count', type: 'number', min: 1, max: 1000, value: p('count') ?? 20 });
-  const browse = h('form', { id: 'browse-form', class: 'inline-form', autocomplete: 'off' },
-    field('Topic', bTopic), field('Queue', bQueue), field('From offset', bFrom), field('Count', bCount),
-    h('button', { type: 'submit', id: 'browse-submit', class: 'primary' }, 'Browse'));
-  browse.addEventListener('submit', (e) => {
-    e.preventDefault();
-    const q = new URLSearchParams({ topic: bTopic.value, queue: bQueue.value || '0', from: bFrom.value || '0', count: bCount.value || '20' });
-    navigate('#/messages?' + q);
-  });
-
-  const kTopic = topicSelect('lookup-key-topic');
-  const kKey = h('input', { id: 'lookup-key', name: 'key', required: true, value: p('key') || '', placeholder: 'order-42', autocomplete: 'off' });
-  const byKey = h('form', { id: 'lookup-key-form', class: 'inline-form', autocomplete: 'off' },
-    field('Topic', kTopic), field('Key', kKey),
-    h('button', { type: 'submit', id: 'lookup-key-submit' }, 'Find by key'));
-  byKey.addEventListener('submit', (e) => {
-    e.preventDefault();
-    navigate('#/messages?' + new URLSearchParams({ topic: kTopic.value, key: kKey.value.trim() }));
-  });
-
-  const idInput = h('input', { id: 'lookup-id', name: 'id', required: true, placeholder: 'message id', class: 'mono', autocomplete: 'off' });
-  const byId = h('form', { id: 'lookup-id-form', class: 'inline-form', autocomplete: 'off' },
-    field('Message ID', idInput), h('button', { type: 'submit', id: 'lookup-id-submit' }, 'Open'));
-  byId.addEventListener('submit', (e) => {
-    e.preventDefault();
-    navigate(messageHref(idInput.value.trim()));
-  });
-
-  const head = h('header', { class: 'page-head' }, h('h1', {}, 'Messages'));
-  const forms = [section('Browse a queue', 'browse', browse),
-    h('div', { class: 'cols lookups' }, section('Find by key', 'lookup-key-panel', byKey), section('Find by ID', 'lookup-id-panel', byId))];
-
-  if (!selected) {
-    return [head, forms, h('p', { class: 'muted', id: 'messages-hint' }, 'Choose a topic and a queue to list its messages.')];
-  }
-
-  // The query goes to the broker as written, so a malformed URL gets the broker's own answer.
-  const query = new URLSearchParams();
-  query.set('topic', selected);
-  let title;
-  if (p('key') !== null) {
-    query.set('key', p('key'));
-    title = `Messages of ${selected} with key ${p('key')}`;
-  } else {
-    for (const k of ['queue', 'from', 'count']) if (p(k) !== null) query.set(k, p(k));
-    title = `${selected}, queue ${p('queue') ?? 0}, from offset ${p('from') ?? 0}`;
-  }
-  let page;
-  try {
-    page = await api('GET', '/messages?' + query);
-  } catch (err) {
-    // The forms stay, so a bad query can be corrected in place.
-    showError(describe(err));
-    return [head, forms, h('p', { class: 'muted', id: 'messages-failed' }, 'No messages listed.')];
-  }
-  const msgs = page.messages || [];
-  let next = null;
-  // A next page when the broker has more: past its max offset, when it says, else a full page.
-  const more = typeof page.max_offset === 'number' ? page.next < page.max_offset
-    : msgs.length >= Number(p('count') || 20);
-  if (p('key') === null && page.next !== null && page.next !== undefined && msgs.length && more) {
-    const q = new URLSearchParams(query);
-    q.set('from', page.next);
-    if (!q.has('count')) q.set('count', 20);
-    next = h('a', { id: 'messages-next', 'data-testid': 'messages-next', href: '#/messages?' + q, class: 'button' }, 'Next page →');
-  }
-  return [head, forms,
-    section(title, 'messages',
-      table('messages-table', [['Queue', true], ['Offset', true], 'Message ID', 'Tags', 'Keys', 'Born', 'Stored', ['Bytes', true]],
-        msgs.map(summaryRow), 'No messages in this range.'),
-      h('div', { class: 'table-foot' }, h('span', { class: 'muted small', id: 'messages-count' }, `${msgs.length} messages`), next)),
-  ];
-}
-
-function navigate(hash) {
-  if (location.hash === hash) route();
-  else location.hash = hash;
-}
-
-function decodeBase64(b64) {
-  const bin = atob(b64 || '');
-  const bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return bytes;
-}
-
-// Offset, 16 bytes in hex, then the printable ASCII, as `xxd` shows them.
-function hexDump(bytes, limit) {
-  const lines = [];
-  const n = Math.min(bytes.length, limit);
-  for (let off = 0; off < n; off += 16) {
-    const row = bytes.subarray(off, Math.min(off + 16, n));
-    const hex = Array.from(row, (b) => b.toString(16).padStart(2, '0'));
-    const groups = [];
-    for (let i = 0; i < 16; i += 2) groups.push((hex[i] || '  ') + (hex[i + 1] || '  '));
-    const ascii = Array.from(row, (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
-    lines.push(`${off.toString(16).padStart(8, '0')}: ${groups.join(' ')}  ${ascii}`);
-  }
-  if (bytes.length > n) lines.push(`… ${bytes.length - n} more bytes`);
-  return lines.join('\n');
-}
-
-async function messageView(id) {
-  const m = await api('GET', '/messages/' + enc(id));
-  document.title = `Message ${m.msg_id} · skiff console`;
-  const bytes = decodeBase64(m.body_base64);
-  let pretty = null;
-  if (m.body_text !== null && m.body_text !== undefined) {
-    try {
-      const parsed = JSON.parse(m.body_text);
-      if (parsed !== null && typeof parsed === 'object') pretty = JSON.stringify(parsed, null, 2);
-    } catch (e) { /* not JSON: shown as text only */ }
-  }
-  const row = (label, value, key) => h('tr', { 'data-key': key }, h('th', {}, label), h('td', {}, value));
-  const props = Object.entries(m.properties || {}).sort((a, b) => a[0].localeCompare(b[0]));
-  const around = `#/messages?topic=${enc(m.topic)}&queue=${m.queue_id}&from=${Math.max(0, m.queue_offset - 10)}&count=20`;
-
-  return [
-    h('header', { class: 'page-head' },
-      h('p', { class: 'crumbs' }, h('a', { href: '#/messages?topic=' + enc(m.topic) }, 'Messages'), ' / '),
-      h('h1', { class: 'mono', id: 'message-id', 'data-testid': 'message-id' }, m.msg_id),
-      h('p', { class: 'meta' }, h('a', { href: around, id: 'message-around' }, 'Messages around this one'), ' · ',
-        h('a', { href: '#/traces/' + enc(m.uniq_key || m.msg_id), id: 'message-trace-link' }, 'Trace'))),
-    h('div', { class: 'cols' },
-      section('Message', 'message-summary-panel', h('table', { id: 'message-summary', class: 'kv' }, h('tbody', {},
-        row('Topic', h('a', { href: topicHref(m.topic) }, m.topic), 'topic'),
-        m.uniq_key ? row('Unique key', h('span', { class: 'mono' }, m.uniq_key), 'uniq_key') : null,
-        row('Queue', String(m.queue_id), 'queue_id'),
-        row('Queue offset', String(m.queue_offset), 'queue_offset'),
-        row('Tags', m.tags || '–', 'tags'),
-        row('Keys', m.keys || '–', 'keys'),
-        row('Born', fmtTime(m.born_ms, true), 'born'),
-        row('Stored', fmtTime(m.store_ms, true), 'stored'),
-        row('Body size', fmtBytes(m.body_size), 'body_size')))),
-      section('Properties', 'message-properties-panel', table('message-properties', ['Property', 'Value'],
-        props.map(([k, v]) => h('tr', { 'data-key': k }, h('td', { class: 'mono' }, k), h('td', { class: 'mono wrap' }, v))),
-        'No properties.'))),
-    section('Body', 'message-body-panel',
-      m.body_text === null || m.body_text === undefined
-        ? h('p', { class: 'muted', id: 'message-body-binary' }, 'The body is not UTF-8 text; see the hex dump.')
-        : null,
-      pretty !== null ? h('div', {}, h('h3', {}, 'JSON'), h('pre', { id: 'message-body-json', 'data-testid': 'message-body-json' }, pretty)) : null,
-      m.body_text !== null && m.body_text !== undefined
-        ? h('div', {}, h('h3', {}, 'Text'), h('pre', { id: 'message-body-text', 'data-testid': 'message-body-text' }, m.body_text))
-        : null,
-      h('details', { open: bytes.length <= 512 ? true : null }, h('summary', {}, `Hex (${fmtInt(bytes.length)} bytes)`),
-        h('pre', { id: 'message-body-hex', 'data-testid': 'message-body-hex', class: 'hex' }, hexDump(bytes, 64 * 1024)))),
-    m.topic.startsWith('%DLQ%') ? resendPanel(m) : null,
-    m.consumed_by && m.consumed_by.length
-      ? section('Consume status', 'message-consumed-panel', table('message-consumed-by', ['Group', 'Status'],
-        m.consumed_by.map((c) => h('tr', { 'data-group': c.group },
-          h('td', {}, h('a', { href: groupHref(c.group) }, c.group)),
-          h('td', { 'data-col': 'consumed', 'data-value': String(c.consumed) }, c.consumed ? badge('consumed', 'ok') : badge('not consumed yet', 'warn'))))))
-      : null,
-  ];
-}
-
-// A dead letter's way back: sent again to the topic it first went to (its RETRY_TOPIC).
-function resendPanel(m) {
-  const origin = (m.properties || {}).RETRY_TOPIC;
-  const result = h('p', { id: 'resend-result', 'data-testid': 'resend-result', hidden: true });
-  const button = h('button', { type: 'button', id: 'resend-message', class: 'danger', disabled: !origin },
-    origin ? `Resend to ${origin}` : 'No topic to resend to');
-  button.addEventListener('click', () => {
-    if (!confirm(`Send this dead letter back to ${origin}? Its group will receive it again.`)) return;
-    submitting(button.parentElement, async () => {
-      const r = await api('POST', `/messages/${enc(m.msg_id)}/resend`);
-      result.replaceChildren('Resent to ', h('a', { href: topicHref(r.topic) }, r.topic), ' as ',
-        h('a', { id: 'resent-id', class: 'mono', href: messageHref(r.msg_id), 'data-value': r.msg_id }, r.msg_id), '.');
-      result.hidden = false;
-      showNotice('Dead letter resent.');
-    });
-  });
-  return section('Dead letter', 'message-resend-panel', h('div', { class: 'inline-form' }, button), result);
-}
-
-// A message's trace as its clients recorded it (enableMsgTrace): each step on a time line.
-const TRACE_COLORS = { Pub: '#2563eb', SubBefore: '#d97706', SubAfter: '#059669', EndTransaction: '#7c3aed', Recall: '#dc2626' };
-
-async function traceView(id, params) {
-  const topic = params.get('trace_topic');
-  const t = await api('GET', `/messages/${enc(id)}/traces` + (topic ? '?trace_topic=' + enc(topic) : ''));
-  document.title = `Trace ${id} · skiff console`;
-  const events = t.events || [];
-  // A SubAfter is stamped when consumption ended: its bar ends there.
-  const begins = (e) => (e.at_ms === null || e.at_ms === undefined ? null
-    : e.kind === 'SubAfter' ? e.at_ms - (e.cost_ms || 0) : e.at_ms);
-  const times = events.map(begins).filter((x) => x !== null);
-  const start = times.length ? Math.min(...times) : 0;
-  const end = times.length ? Math.max(...events.map((e) => (begins(e) ?? start) + (e.cost_ms || 0))) : 1;
-  const span = Math.max(1, end - start);
-  const width = 760; // bars; the labels after them have the rest of the row
-  const rowH = 28;
-  const svg = s('svg', { id: 'trace-timeline', 'data-testid': 'trace-timeline', class: 'chart', viewBox: `0 0 ${width + 360} ${events.length * rowH + 30}`,
-    role: 'img', 'aria-label': 'Trace timeline' },
-  events.map((e, i) => {
-    const from = (begins(e) ?? start) - start;
-    const x = 190 + from / span * width;
-    const w = Math.max(4, (e.cost_ms || 0) / span * width);
-    const y = 10 + i * rowH;
-    return s('g', {},
-      s('text', { x: 0, y: y + 15, class: 'axis' }, `${e.kind} ${e.group || ''}`),
-      s('rect', { x, y, width: w, height: rowH - 10, rx: 3, fill: TRACE_COLORS[e.kind] || '#6b7280' }),
-      s('text', { x: x + w + 6, y: y + 15, class: 'axis' }, `+${from} ms` + (e.cost_ms ? `, took ${e.cost_ms} ms` : '')));
-  }));
-  return [
-    h('header', { class: 'page-head' },
-      h('p', { class: 'crumbs' }, h('a', { href: '#/messages' }, 'Messages'), ' / '),
-      h('h1', {}, 'Trace ', h('span', { class: 'mono', id: 'trace-id' }, id)),
-      h('p', { class: 'meta' }, `from ${t.trace_topic}`)),
-    events.length
-      ? section('Timeline', 'trace-panel', svg)
-      : section('Timeline', 'trace-panel', h('p', { class: 'muted', id: 'trace-empty' },
-        'No trace recorded for this message (its clients trace only with enableMsgTrace on).')),
-    section('Events', 'trace-events-panel', table('trace-events', ['Step', 'Group', 'Topic', 'At', ['Cost (ms)', true], 'Result', 'Client'],
-      events.map((e) => h('tr', { 'data-kind': e.kind },
-        h('td', {}, badge(e.kind)),
-        h('td', {}, e.group ? h('a', { href: groupHref(e.group) }, e.group) : '–'),
-        h('td', {}, e.topic ? h('a', { href: topicHref(e.topic) }, e.topic) : '–'),
-        h('td', {}, e.at_ms ? fmtTime(e.at_ms, true) : '–'),
-        num(e.cost_ms),
-        h('td', { 'data-col': 'success' }, e.success === null || e.success === undefined ? '–' : (e.success ? badge('ok', 'ok') : badge('failed', 'warn'))),
-        h('td', { class: 'mono' }, e.client_host || e.store_host || '–'))), 'No events.')),
-  ];
 }
 
 // ---- start --------------------------------------------------------------------------------------------
