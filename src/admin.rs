@@ -74,8 +74,9 @@ pub enum AdminError {
     )]
     Config {
         file: String,
+        // Boxed: a configuration error carries where each value came from.
         #[source]
-        source: crate::config::ConfigError,
+        source: Box<crate::config::ConfigError>,
     },
     #[error("request to {addr}{via} failed")]
     Request {

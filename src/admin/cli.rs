@@ -259,7 +259,7 @@ pub fn resolve_namesrv(
     if config_file.exists() {
         let config = NodeConfig::load(Some(config_file)).map_err(|source| AdminError::Config {
             file: config_file.display().to_string(),
-            source,
+            source: Box::new(source),
         })?;
         return Ok((
             dialable(config.listen).to_string(),
