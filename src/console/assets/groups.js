@@ -93,10 +93,11 @@ function renderGroups({ groups }) {
       h('td', {}, h('a', { href: groupHref(g.name) }, g.name)),
       num(g.members, { 'data-col': 'members' }),
       num(g.lag, { 'data-col': 'lag', class: 'num' + (g.lag > 0 ? ' warn' : '') }),
-      h('td', { 'data-col': 'consume_orderly' }, g.consume_orderly ? 'orderly' : 'concurrent'),
+      // The group's setting for pop and gRPC consumers; a remoting consumer decides for itself.
+      h('td', { 'data-col': 'consume_orderly' }, g.consume_orderly ? 'yes' : 'no'),
       num(g.retry_max_times, { 'data-col': 'retry_max_times' })));
   return h('div', { class: 'scroll-x' }, table('groups-table',
-    ['Group', ['Members', true], ['Lag', true], 'Consumption', ['Retry max times', true]], rows, 'No groups.'));
+    ['Group', ['Members', true], ['Lag', true], 'Orderly pops (setting)', ['Retry max times', true]], rows, 'No groups.'));
 }
 
 async function groupView(name) {
