@@ -654,7 +654,12 @@ final class Scenarios {
             producer(ctx, missing);
             ctx.fail("a producer naming a missing topic started");
         } catch (Exception e) {
-            ctx.eq("producer start: exception class", "NotFoundException", e.getClass().getSimpleName());
+            // The client's start fails with IllegalStateException caused by NotFoundException.
+            Throwable cause = e;
+            while (cause.getCause() != null && !cause.getClass().getSimpleName().equals("NotFoundException")) {
+                cause = cause.getCause();
+            }
+            ctx.eq("producer start: cause", "NotFoundException", cause.getClass().getSimpleName());
             ctx.eq("producer start: status code", 40402, code(e));
         }
         // A SimpleConsumer subscribing to it does not start.
