@@ -313,10 +313,14 @@ class Ticker:
     """A producer and a consumer on ConsoleTicker for the whole run: the overview's rate charts
     and connection counts need live traffic."""
 
-    def __init__(self, client):
+    def __init__(self, client, admin):
         self.client = client
         self.stop = threading.Event()
         self.consumed = 0
+        # The topic exists before its consumer starts, as on a RocketMQ cluster: a consumer of a
+        # missing topic finds no broker, so it would not join its group until its next route
+        # refresh (30 s in this client).
+        admin.run("topic", "create", TICKER_TOPIC, "--queues", "4", json_out=False)
         self.producer = client.producer("ConsoleTickerProducer")
         self.consumer = client.consumer(TICKER_GROUP, TICKER_TOPIC, self._on)
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -1195,7 +1199,7 @@ def main(argv):
     ticker = browser = producer = None
     try:
         try:
-            ticker = Ticker(client)
+            ticker = Ticker(client, admin)
             t0 = time.monotonic()
             make_data(client, admin)
             record("setup_data", True, "%d messages to %s, %s consumed %d and stopped (%.1fs)"

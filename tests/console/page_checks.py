@@ -240,7 +240,7 @@ def api_group_lifecycle(api, admin):
     st, _, body = api.call("POST", "/api/v1/groups", {"name": name, "retry_max_times": 3, "consume_orderly": True})
     expect(st == 201 and body.get("name") == name, "create: %s %s" % (st, short(body)))
     theirs = wait_for(lambda: admin_group(admin, name), 10, "%s in skiff admin groups" % name)
-    expect(theirs["retry_max_times"] == 3 and theirs["consume_message_orderly"] is True and theirs["retry_queues"] == 1,
+    expect(theirs["retry_max_times"] == 3 and theirs["consume_message_orderly"] is True and theirs["retry_queue_nums"] == 1,
            "skiff admin groups: %s" % theirs)
     st, _, body = api.call("POST", "/api/v1/groups", {"name": name})
     expect(st == 409 and error_body(body), "create again: %s %s" % (st, short(body)))
