@@ -266,8 +266,8 @@ fi
 
 # listed TOPIC [SECS]: whether the name server's topic list (GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
 # 206, what `mqadmin topicList` shows) has TOPIC, waiting up to SECS for it: "yes", "no", or
-# "code N" when the list is refused. Not a route lookup: skiff's name server creates a topic it is
-# asked to route when auto-creation is on, and that would spoil the check of a denied creation.
+# "code N" when the list is refused. The list, not a route lookup: a list is what mqadmin shows,
+# and it needs no route for a topic that may not exist.
 listed() {
     "$PYTHON" - "$HERE/apache" "$NAMESRV" "$1" "${2:-0}" <<'EOF'
 import json, sys, time
