@@ -382,7 +382,7 @@ mod tests {
     fn checkpoints_survive_a_reopen_and_leave_one_by_one_or_by_group() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = crate::metadata::open_db(dir.path()).unwrap();
             let state = PopState::open(&db, dir.path().to_path_buf()).unwrap();
             state
                 .put_checkpoints(&[
@@ -402,7 +402,7 @@ mod tests {
                 .unwrap();
             state.flush().unwrap();
         }
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::metadata::open_db(dir.path()).unwrap();
         let state = PopState::open(&db, dir.path().to_path_buf()).unwrap();
         let all = state.checkpoints().unwrap();
         assert_eq!(all.len(), 3);
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn a_damaged_checkpoint_is_an_error_naming_its_key() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::metadata::open_db(dir.path()).unwrap();
         let state = PopState::open(&db, dir.path().to_path_buf()).unwrap();
         db.open_tree(POP_CHECKPOINTS_TREE)
             .unwrap()
@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn request_modes_are_kept_per_topic_and_group() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::metadata::open_db(dir.path()).unwrap();
         let state = PopState::open(&db, dir.path().to_path_buf()).unwrap();
         assert_eq!(state.request_mode("t", "g").unwrap(), None);
         let pop = RequestModeEntry {

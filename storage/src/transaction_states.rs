@@ -175,7 +175,7 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path) -> TransactionStates {
-        let db = sled::open(dir).unwrap();
+        let db = crate::metadata::open_db(dir).unwrap();
         TransactionStates::open(&db, dir.to_path_buf()).unwrap()
     }
 
@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn a_damaged_state_is_an_error_naming_the_half_not_pending() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path()).unwrap();
+        let db = crate::metadata::open_db(dir.path()).unwrap();
         let states = TransactionStates::open(&db, dir.path().to_path_buf()).unwrap();
         db.open_tree(TRANSACTION_STATES_TREE)
             .unwrap()

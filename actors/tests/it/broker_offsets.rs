@@ -297,7 +297,7 @@ fn corrupt_offset_record_is_an_error_not_zero() {
         broker.shutdown().await.unwrap();
     });
     {
-        let db = sled::open(meta_dir(dir.path())).unwrap();
+        let db = skiff_storage::metadata::open_db(meta_dir(dir.path())).unwrap();
         let tree = db.open_tree(OFFSETS_TREE).unwrap();
         let key = OffsetKey::new(TOPIC, GROUP).stored_key(0);
         assert!(tree.get(&key).unwrap().is_some(), "offset record not found");
