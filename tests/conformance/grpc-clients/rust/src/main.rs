@@ -31,6 +31,19 @@ const INVISIBLE: Duration = Duration::from_secs(10);
 const QUIET_AFTER: Duration = Duration::from_secs(13);
 const TAG: &str = "smoke-tag";
 
+/// A receive whose long poll outlived its gRPC deadline: the crate uses one duration for both,
+/// so a broker answering at the very end of the poll (Apache's proxy under load) can miss the
+/// deadline by a hair. Up to three are retried as an empty answer; a message popped by such a
+/// call is redelivered after its invisible time, which the checks below still see.
+fn missed_deadline(err: &rocketmq::error::ClientError, misses: &mut u32) -> bool {
+    if *misses >= 3 || !format!("{err:?}").contains("Timeout expired") {
+        return false;
+    }
+    *misses += 1;
+    log(&format!("receive missed its deadline ({} of 3 tolerated); receiving again", misses));
+    true
+}
+
 fn log(msg: &str) {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() % 86400;
     eprintln!("[rust {:02}:{:02}:{:02}] {msg}", secs / 3600, secs / 60 % 60, secs % 60);
@@ -110,14 +123,16 @@ async fn run(a: &Args, problems: &mut Vec<String>) -> Result<(), String> {
     log(&format!("sent {}", sent.len()));
 
     let filter = FilterExpression::new(FilterType::Tag, TAG);
+    let mut deadline_misses = 0;
     let mut got: HashSet<String> = HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last_msg_at = Instant::now();
     while got.len() < sent.len() && Instant::now() < deadline {
-        let msgs = consumer
-            .receive_with(a.topic.clone(), &filter, 32, INVISIBLE)
-            .await
-            .map_err(e("receive"))?;
+        let msgs = match consumer.receive_with(a.topic.clone(), &filter, 32, INVISIBLE).await {
+            Ok(msgs) => msgs,
+            Err(err) if missed_deadline(&err, &mut deadline_misses) => continue,
+            Err(err) => return Err(e("receive")(err)),
+        };
         for m in msgs {
             last_msg_at = Instant::now();
             let id = m.message_id().to_string();
@@ -161,10 +176,11 @@ async fn run(a: &Args, problems: &mut Vec<String>) -> Result<(), String> {
     }
 
     while Instant::now() < last_msg_at + QUIET_AFTER {
-        let msgs = consumer
-            .receive_with(a.topic.clone(), &filter, 32, INVISIBLE)
-            .await
-            .map_err(e("receive"))?;
+        let msgs = match consumer.receive_with(a.topic.clone(), &filter, 32, INVISIBLE).await {
+            Ok(msgs) => msgs,
+            Err(err) if missed_deadline(&err, &mut deadline_misses) => continue,
+            Err(err) => return Err(e("receive")(err)),
+        };
         for m in msgs {
             problems.push(format!(
                 "after ack: {} came again (attempt {}, body {:?})",
