@@ -206,7 +206,7 @@ impl BrokerHandle {
 
     /// Stores checked messages of clients: each topic a client named made first (Java's
     /// `msgCheck`: a transaction half or a delayed message is stored elsewhere, but creates the
-    /// topic it will be delivered to, with the queue it was sent to), the retry topic's
+    /// topic it will be delivered to, with the queue count the send asks for), the retry topic's
     /// dead-letter rule, then the store.
     async fn append_sent(
         &self,
