@@ -215,11 +215,14 @@ impl BrokerHandle {
     ) -> Result<Vec<SendResult>, BrokerError> {
         let default_queue_nums =
             auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
+        let registry = &self.inner.registry;
         let mut made: Option<&str> = None;
         for message in &messages {
             if made != Some(message.topic.as_str()) {
-                let registry = &self.inner.registry;
-                registry.topic_for_append(&message.topic, default_queue_nums)?;
+                // Every send passes here: look the topic up without copying its config.
+                if registry.queue_nums(&message.topic)?.is_none() {
+                    registry.topic_for_append(&message.topic, default_queue_nums)?;
+                }
                 made = Some(&message.topic);
             }
         }

@@ -25,39 +25,37 @@ impl GrpcService {
         };
         let stored = resource::stored(&topic);
         caller.authorize(rules::route_checks(&stored))?;
-        let (route, perm, message_type) = self
+        // The topic's config is its route here: one broker, this one.
+        let config = self
             .broker(move |broker| async move {
-                let route = broker.route(stored.clone()).await?;
-                let config = broker.topic(&stored)?;
-                let perm = config.as_ref().map_or(PERM_READ | PERM_WRITE, |t| t.perm);
-                Ok((route, perm, config.and_then(|t| t.message_type)))
+                Ok(broker.topic(&stored)?.ok_or(Refused::TopicNotExist {
+                    topic: stored.clone(),
+                })?)
             })
             .await?;
         let endpoints = reachable_endpoints(request.endpoints.as_ref(), caller.dialled);
+        let count = config.read_queue_nums.max(config.write_queue_nums);
         let mut queues = Vec::new();
-        for brokers in &route.brokers {
-            let count = brokers.read_queue_nums.max(brokers.write_queue_nums);
-            for id in 0..count {
-                let read = id < brokers.read_queue_nums && perm & PERM_READ != 0;
-                let write = id < brokers.write_queue_nums && perm & PERM_WRITE != 0;
-                let permission = match (read, write) {
-                    (true, true) => pb::Permission::ReadWrite,
-                    (true, false) => pb::Permission::Read,
-                    (false, true) => pb::Permission::Write,
-                    (false, false) => pb::Permission::None,
-                };
-                queues.push(pb::MessageQueue {
-                    topic: Some(resource::resource(&route.topic)),
-                    id: id as i32,
-                    permission: permission as i32,
-                    broker: Some(pb::Broker {
-                        name: brokers.broker_name.clone(),
-                        id: 0,
-                        endpoints: endpoints.clone(),
-                    }),
-                    accept_message_types: accepted_types(message_type),
-                });
-            }
+        for id in 0..count {
+            let read = id < config.read_queue_nums && config.perm & PERM_READ != 0;
+            let write = id < config.write_queue_nums && config.perm & PERM_WRITE != 0;
+            let permission = match (read, write) {
+                (true, true) => pb::Permission::ReadWrite,
+                (true, false) => pb::Permission::Read,
+                (false, true) => pb::Permission::Write,
+                (false, false) => pb::Permission::None,
+            };
+            queues.push(pb::MessageQueue {
+                topic: Some(resource::resource(&config.name)),
+                id: id as i32,
+                permission: permission as i32,
+                broker: Some(pb::Broker {
+                    name: self.config.broker_name.clone(),
+                    id: 0,
+                    endpoints: endpoints.clone(),
+                }),
+                accept_message_types: accepted_types(config.message_type),
+            });
         }
         Ok(pb::QueryRouteResponse {
             status: Some(ok()),
