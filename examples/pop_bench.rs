@@ -1,20 +1,20 @@
 //! Pop consumption's cost next to pull, through the embedded node's broker handle (`flush`
 //! async, the defaults otherwise). Each run opens a fresh node, stores `--messages` messages of
 //! 100 bytes in 4 queues, then drains them with one consumer: batches of 32 by PULL with the
-//! offset committed after each batch, or by POP (every queue, 60 s invisible) with each message
-//! acknowledged (a checkpoint written and removed per message). The modes alternate run by run;
-//! the medians and their ratio are printed.
+//! offset committed after each batch, or by POP (every queue, 60 s invisible) with each batch
+//! acknowledged in one call, as a gRPC AckMessage or a remoting batch ack carries it (the
+//! checkpoints stay in memory: acknowledged within the window, none is written). The modes
+//! alternate run by run; the medians and their ratio are printed.
 //!
 //! ```sh
 //! cargo run --release --example pop_bench -- --messages 100000 --runs 5
 //! ```
 
 use clap::Parser;
-use skiff::actors::broker::{BrokerHandle, PopRequest};
+use skiff::actors::broker::{AckRequest, BrokerHandle, ExpiredReceipt, PopRequest};
 use skiff::actors::broker_api::{
     BrokerApi, ExpressionType, OffsetUpdate, PullRequest, PullStatus, SendRequest,
 };
-use skiff::actors::logic::pop::{Receipt, TopicKind};
 use skiff::actors::logic::queue::MessageQueue;
 use skiff::prelude::*;
 use skiff::storage::message::{decode_records, MessageToAppend};
@@ -122,32 +122,23 @@ async fn drain_by_pop(broker: &BrokerHandle, messages: usize) -> anyhow::Result<
             })
             .await?;
         anyhow::ensure!(answer.message_count > 0, "pop found nothing at {consumed}");
+        let mut acks = Vec::with_capacity(answer.message_count);
         for message in decode_records(answer.records.clone())? {
-            let receipt = Receipt {
-                checkpoint_offset: 0,
-                pop_time_ms: answer.pop_time_ms,
-                invisible_ms: answer.invisible_ms,
-                revive_queue_id: answer.revive_queue_id,
-                kind: TopicKind::Normal,
-                broker_name: broker.config().broker_name.clone(),
-                queue_id: message.queue_id,
-                queue_offset: Some(message.queue_offset),
-            };
-            let held = broker
-                .ack_popped(
-                    GROUP,
-                    TOPIC,
-                    message.queue_id,
-                    message.queue_offset,
-                    &receipt,
-                )
-                .await?;
-            anyhow::ensure!(
-                held,
-                "ack of {}@{} found nothing",
-                message.queue_id,
-                message.queue_offset
-            );
+            let receipt = answer
+                .receipt(&message, &broker.config().broker_name)
+                .ok_or_else(|| anyhow::anyhow!("no receipt for {}", message.queue_offset))?;
+            acks.push(AckRequest {
+                group: GROUP.into(),
+                topic: TOPIC.into(),
+                queue_id: message.queue_id as i32,
+                offset: message.queue_offset as i64,
+                receipt,
+                expired: ExpiredReceipt::Refuse,
+            });
+        }
+        // One call for the batch, as a gRPC AckMessage or a remoting batch ack carries it.
+        for (i, held) in broker.ack_all(acks).await.into_iter().enumerate() {
+            anyhow::ensure!(held?, "ack {i} of a batch at {consumed} found nothing held");
             consumed += 1;
         }
     }

@@ -107,6 +107,11 @@ pub struct NodeConfig {
     /// Orderly queue locks expire after this long without renewal (key `lock_expiry_ms`, in ms).
     #[serde(rename = "lock_expiry_ms", with = "millis")]
     pub lock_expiry: Duration,
+    /// How long a popped message's checkpoint waits in memory for its acknowledgement before it
+    /// is written to the store (key `pop_checkpoint_window_ms`, in ms; RocketMQ's
+    /// `popCkStayBufferTime`); 0 writes each within a second.
+    #[serde(rename = "pop_checkpoint_window_ms", with = "millis")]
+    pub pop_checkpoint_window: Duration,
     /// `skiff serve`'s HTTP listener: the web console at `/` and Prometheus's `GET /metrics`;
     /// an address, or `off` (also accepted as `http_listen`).
     #[serde(alias = "http_listen")]
@@ -191,6 +196,7 @@ impl Default for NodeConfig {
             max_frame_bytes: 16 << 20,
             channel_expiry: Duration::from_secs(120),
             lock_expiry: Duration::from_secs(60),
+            pop_checkpoint_window: skiff_actors::logic::pop_buffer::DEFAULT_WINDOW,
             metrics_listen: "127.0.0.1:5557".to_string(),
             console_sample_interval: crate::console::DEFAULT_SAMPLE_INTERVAL,
             grpc_listen: "127.0.0.1:8081".to_string(),

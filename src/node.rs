@@ -2,6 +2,7 @@
 //! network. Everything runs on the current actix arbiter.
 
 use crate::config::NodeConfig;
+use skiff_actors::broker::pop::actor::PopConfig;
 use skiff_actors::broker::transaction::TransactionConfig;
 use skiff_actors::broker::{Broker, BrokerConfig, BrokerHandle, QueueProgress, RetentionConfig};
 use skiff_actors::broker_api::{BrokerApi, BrokerError};
@@ -107,6 +108,10 @@ impl Node {
                 auto_create_subscription_group: config.auto_create_subscription_group,
                 channel_expiry: config.channel_expiry,
                 lock_expiry: config.lock_expiry,
+                pop: PopConfig {
+                    checkpoint_window: config.pop_checkpoint_window,
+                    ..BrokerConfig::default().pop
+                },
                 flush_consumer_offset_interval: config.flush_consumer_offset_interval,
                 key_index: config.key_index,
                 retention: RetentionConfig {

@@ -107,7 +107,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("skiff.toml");
     type Field = fn(&NodeConfig) -> Duration;
-    let cases: [(&str, Field); 8] = [
+    let cases: [(&str, Field); 9] = [
         ("flush_interval_ms", |c| c.flush_interval),
         ("sync_flush_timeout_ms", |c| c.sync_flush_timeout),
         ("flush_consumer_offset_interval_ms", |c| {
@@ -115,6 +115,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
         }),
         ("channel_expiry_ms", |c| c.channel_expiry),
         ("lock_expiry_ms", |c| c.lock_expiry),
+        ("pop_checkpoint_window_ms", |c| c.pop_checkpoint_window),
         ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
         ("transaction_timeout_ms", |c| c.transaction_timeout),
         ("transaction_check_interval_ms", |c| {

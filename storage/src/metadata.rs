@@ -335,7 +335,8 @@ impl MetadataStore {
         &self.path
     }
 
-    /// Stores `config` under its name, replacing any previous one.
+    /// Stores `config` under its name, replacing any previous one, durably (flushed before it
+    /// returns; so is a removal).
     pub fn put_topic(&self, config: &TopicConfig) -> Result<(), MetadataError> {
         self.put(&self.topics, config)
     }
@@ -433,6 +434,15 @@ impl MetadataStore {
         }
         tree.insert(name.as_bytes(), record::encode(T::VERSION, config))
             .map_err(|e| self.sled_error::<T>(e))?;
+        // Durable before it is answered, as RocketMQ writes topics.json and
+        // subscriptionGroup.json at once: a send acknowledged into a topic the first send made
+        // must find that topic after a crash. Rare writes; the flush also carries whatever
+        // offsets and checkpoints sled holds by then.
+        self.flush_as::<T>()
+    }
+
+    fn flush_as<T: Named>(&self) -> Result<(), MetadataError> {
+        self.db.flush().map_err(|e| self.sled_error::<T>(e))?;
         Ok(())
     }
 
@@ -447,6 +457,9 @@ impl MetadataStore {
         let removed = tree
             .remove(name.as_bytes())
             .map_err(|e| self.sled_error::<T>(e))?;
+        if removed.is_some() {
+            self.flush_as::<T>()?;
+        }
         Ok(removed.is_some())
     }
 

@@ -43,11 +43,38 @@ pub enum CommitResult {
     },
 }
 
+/// A pop's commit, sent by the pop actor without waiting (in order behind the checkpoint writes
+/// it follows); a failure is logged, and leaves the stored offset behind, which is safe.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct CommitPopped(pub CommitOffset);
+
+/// Where a pop of a queue starts, in one look: a pending admin reset (taken, so the next pop
+/// goes on from the pop after it), else the stored offset.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<PopStart, BrokerError>")]
+pub struct TakePopStart {
+    pub slot: GroupQueue,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PopStart {
+    Reset(u64),
+    Stored(Option<u64>),
+}
+
 /// Reads a stored offset: the pending reset first, then the table (§1.A.3).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<Option<u64>, BrokerError>")]
 pub struct QueryOffset {
     pub slot: GroupQueue,
+}
+
+/// [`QueryOffset`] for several slots in one look.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Vec<Option<u64>>, BrokerError>")]
+pub struct QueryOffsets {
+    pub slots: Vec<GroupQueue>,
 }
 
 /// Admin reset: writes the offset (lower allowed) and records it as pending for the next pull.
@@ -146,23 +173,25 @@ impl Actor for ConsumerOffsetsActor {
     }
 }
 
-impl Handler<CommitOffset> for ConsumerOffsetsActor {
-    type Result = Result<CommitResult, BrokerError>;
-
-    fn handle(&mut self, msg: CommitOffset, _: &mut Self::Context) -> Self::Result {
-        let slot = msg.slot;
+impl ConsumerOffsetsActor {
+    fn commit(
+        &mut self,
+        slot: GroupQueue,
+        offset: u64,
+        now_ms: i64,
+    ) -> Result<CommitResult, BrokerError> {
         if let Some(&reset_offset) = self.pending.get(&slot) {
             self.snapshot.ignored_by_pending_reset += 1;
             tracing::debug!(
                 group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
-                offset = msg.offset, reset_offset,
+                offset, reset_offset,
                 "commit ignored while an admin reset is pending"
             );
             return Ok(CommitResult::IgnoredPendingReset { reset_offset });
         }
         let outcome = self
             .table()?
-            .commit(&offset_key(&slot), slot.queue_id, msg.offset)?;
+            .commit(&offset_key(&slot), slot.queue_id, offset)?;
         self.snapshot.commits += 1;
         if let CommitOutcome::Lowered { previous } = outcome {
             self.snapshot.lowered += 1;
@@ -170,12 +199,47 @@ impl Handler<CommitOffset> for ConsumerOffsetsActor {
             // bug anywhere else, so it is stored but never silent.
             tracing::warn!(
                 group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
-                offset = msg.offset, previous,
+                offset, previous,
                 "consumer offset committed lower than the stored one"
             );
         }
-        self.last_commit_ms.insert(slot, msg.now_ms);
+        self.last_commit_ms.insert(slot, now_ms);
         Ok(CommitResult::Applied(outcome))
+    }
+}
+
+impl Handler<CommitOffset> for ConsumerOffsetsActor {
+    type Result = Result<CommitResult, BrokerError>;
+
+    fn handle(&mut self, msg: CommitOffset, _: &mut Self::Context) -> Self::Result {
+        self.commit(msg.slot, msg.offset, msg.now_ms)
+    }
+}
+
+impl Handler<CommitPopped> for ConsumerOffsetsActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CommitPopped, _: &mut Self::Context) {
+        let slot = msg.0.slot;
+        let (group, topic, queue_id) = (slot.group.clone(), slot.topic.clone(), slot.queue_id);
+        if let Err(e) = self.commit(slot, msg.0.offset, msg.0.now_ms) {
+            // The stored offset stays behind: after a restart the group pops these again.
+            tracing::error!(%group, %topic, queue_id, offset = msg.0.offset, error = &e as &dyn Error, "pop offset not committed");
+        }
+    }
+}
+
+impl Handler<TakePopStart> for ConsumerOffsetsActor {
+    type Result = Result<PopStart, BrokerError>;
+
+    fn handle(&mut self, msg: TakePopStart, _: &mut Self::Context) -> Self::Result {
+        if let Some(reset) = self.pending.remove(&msg.slot) {
+            return Ok(PopStart::Reset(reset));
+        }
+        let slot = msg.slot;
+        Ok(PopStart::Stored(
+            self.table()?.query(&offset_key(&slot), slot.queue_id)?,
+        ))
     }
 }
 
@@ -188,6 +252,17 @@ impl Handler<QueryOffset> for ConsumerOffsetsActor {
         }
         let slot = msg.slot;
         Ok(self.table()?.query(&offset_key(&slot), slot.queue_id)?)
+    }
+}
+
+impl Handler<QueryOffsets> for ConsumerOffsetsActor {
+    type Result = Result<Vec<Option<u64>>, BrokerError>;
+
+    fn handle(&mut self, msg: QueryOffsets, ctx: &mut Self::Context) -> Self::Result {
+        msg.slots
+            .into_iter()
+            .map(|slot| self.handle(QueryOffset { slot }, ctx))
+            .collect()
     }
 }
 

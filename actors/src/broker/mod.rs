@@ -54,7 +54,7 @@ pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
-pub use pop::{AckRequest, Assignment, ExpiredReceipt, PopAnswer, PopRequest};
+pub use pop::{AckRequest, Assignment, ExpiredReceipt, PopAnswer, PopRequest, PoppedAck};
 pub use sends::{ClientSend, TransactionEnded};
 
 use crate::broker_api::BrokerError;
@@ -103,9 +103,8 @@ pub struct BrokerConfig {
     pub retention: RetentionConfig,
     /// Transactional messages: check-back timeout, interval and maximum.
     pub transactions: transaction::TransactionConfig,
-    /// How often popped messages past their invisible time are looked for (Java's
-    /// `reviveInterval`).
-    pub revive_interval: Duration,
+    /// Pop checkpoints: how often they are revived, how long they wait in memory for an ack.
+    pub pop: pop::actor::PopConfig,
 }
 
 impl Default for BrokerConfig {
@@ -128,7 +127,11 @@ impl Default for BrokerConfig {
             key_index: true,
             retention: RetentionConfig::default(),
             transactions: transaction::TransactionConfig::default(),
-            revive_interval: Duration::from_secs(1),
+            pop: pop::actor::PopConfig {
+                revive_interval: Duration::from_secs(1),
+                checkpoint_window: crate::logic::pop_buffer::DEFAULT_WINDOW,
+                checkpoint_capacity: crate::logic::pop_buffer::DEFAULT_CAPACITY,
+            },
         }
     }
 }
@@ -285,9 +288,9 @@ impl Broker {
             pop_state,
             reader.clone(),
             registry.clone(),
-            store_addr.clone(),
+            (store_addr.clone(), offsets_addr.clone()),
             clock,
-            config.revive_interval,
+            &config.pop,
             holdings.holder(),
         )?
         .start();

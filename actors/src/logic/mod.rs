@@ -19,6 +19,8 @@
 //! - [`pull_from_where`]: where a newly assigned queue starts (§1.B.5).
 //! - [`pop`]: pop consumption: receipts, the offset bookkeeping of a pop answer, the pop retry
 //!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.H).
+//! - [`pop_buffer`]: which pop checkpoints are still only in memory, and how far the stored
+//!   offset of a popped queue may move (§1.H).
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
 //! - [`timer`]: timer messages (RocketMQ 5): which sends wait in the timer topic, until when,
 //!   and what their real topic gets when they fire.
@@ -36,6 +38,7 @@ pub mod filter;
 pub mod inflight;
 pub mod names;
 pub mod pop;
+pub mod pop_buffer;
 pub mod pull;
 pub mod pull_from_where;
 pub mod queue;

@@ -205,6 +205,60 @@ fn a_message_never_acked_keeps_coming_back_past_the_groups_retry_max_as_on_java(
 }
 
 #[test]
+fn a_pop_acked_in_time_writes_no_checkpoint_and_one_left_out_is_written_after_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = BrokerConfig::default();
+    config.pop.checkpoint_window = Duration::from_secs(2);
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), config);
+        send(&broker, &["a", "b", "c", "d"]).await;
+        let answer = broker.pop(pop_request(false)).await.unwrap();
+        let messages = popped(&answer);
+        assert_eq!(bodies(&messages), ["a", "b", "c", "d"]);
+        let acks = messages
+            .iter()
+            .filter(|m| matches!(&m.body[..], b"a" | b"c"))
+            .map(|m| ack_request(&answer, m, ExpiredReceipt::Refuse))
+            .collect();
+        for held in broker.ack_all(acks).await {
+            assert!(held.unwrap(), "a and c were held");
+        }
+        let snapshot = broker.observe_pop().await.unwrap();
+        assert_eq!(
+            (snapshot.held, snapshot.unwritten, snapshot.written),
+            (2, 2, 0),
+            "b and d held in memory, nothing written"
+        );
+        let stored = async || {
+            broker
+                .query_offset(offset_query(GROUP, TOPIC, 0, false))
+                .await
+                .unwrap()
+        };
+        assert_eq!(stored().await, Some(1), "the stored offset stops at b");
+        assert_eq!(
+            broker.pop(pop_request(false)).await.unwrap().message_count,
+            0,
+            "the next pop reads past the batch"
+        );
+        advance(Duration::from_secs(3)).await;
+        wait_for("b and d written, the offset past them", async || {
+            stored().await == Some(4)
+        })
+        .await;
+        let snapshot = broker.observe_pop().await.unwrap();
+        assert_eq!(
+            (snapshot.held, snapshot.unwritten, snapshot.written),
+            (2, 0, 2)
+        );
+        advance(INVISIBLE).await;
+        let revived = pop_until_found(&broker, "b and d revived").await;
+        assert_eq!(bodies(&popped(&revived)), ["b", "d"]);
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
 fn checkpoints_outlive_a_restart_and_the_message_still_comes_back() {
     let dir = tempfile::tempdir().unwrap();
     run_paused(|| async {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use skiff_actors::broker::{AckRequest, ExpiredReceipt, PopRequest};
+use skiff_actors::broker::{AckRequest, ExpiredReceipt, PopRequest, PoppedAck};
 use skiff_actors::broker_api::ExpressionType;
 use skiff_actors::logic::pop::{Receipt, TopicKind, MAX_POP_MESSAGES};
 use skiff_storage::pop_state::RequestModeEntry;
@@ -121,6 +121,7 @@ impl Processor {
         if body.acks.is_empty() {
             return Err(Failure::new(code::NO_MESSAGE, "no ack in the batch"));
         }
+        let mut acks = Vec::new();
         for ack in &body.acks {
             let Some(kind) = TopicKind::from_mark(&ack.retry) else {
                 return Err(Failure::new(
@@ -144,13 +145,20 @@ impl Processor {
             };
             let min = self.broker.reader().min_offset(&topic, queue_id);
             let max = self.broker.reader().max_offset(&topic, queue_id);
-            for offset in ack.offsets_within(min, max) {
-                self.broker
-                    .ack_popped(&ack.consumer_group, &topic, queue_id, offset, &receipt)
-                    .await
-                    .map_err(broker_failure)?;
+            for queue_offset in ack.offsets_within(min, max) {
+                acks.push(PoppedAck {
+                    group: ack.consumer_group.clone(),
+                    topic: topic.clone(),
+                    queue_id,
+                    queue_offset,
+                    receipt: receipt.clone(),
+                });
             }
         }
+        self.broker
+            .ack_popped_all(acks)
+            .await
+            .map_err(broker_failure)?;
         Ok(success())
     }
 

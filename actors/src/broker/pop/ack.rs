@@ -2,7 +2,7 @@
 //! time (CHANGE_MESSAGE_INVISIBLETIME), and NOTIFICATION, which tells a waiting client there is
 //! something to pop.
 
-use super::actor::{Ack, Acked, ChangeInvisible, OrderlyBlocked};
+use super::actor::{Ack, AckMany, Acked, ChangeInvisible, OrderlyBlocked};
 use super::{PopRequest, SourcesFor};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::WakeQueue;
@@ -40,6 +40,17 @@ pub struct AckRequest {
     pub expired: ExpiredReceipt,
 }
 
+/// One message of a batch acknowledgement: `topic` is the topic it was read from (the
+/// receipt's kind resolved) and `queue_offset` is within the queue.
+#[derive(Debug, Clone)]
+pub struct PoppedAck {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub receipt: Receipt,
+}
+
 impl BrokerHandle {
     /// ACK_MESSAGE, one entry of a gRPC AckMessage: answers whether the message was still held.
     pub async fn ack(&self, request: AckRequest) -> Result<bool, BrokerError> {
@@ -57,11 +68,49 @@ impl BrokerHandle {
     /// Every entry of a batch of acknowledgements, in one call (one hop for a door that has to
     /// hop onto the broker's arbiter), each answered on its own as [`BrokerHandle::ack`] answers.
     pub async fn ack_all(&self, requests: Vec<AckRequest>) -> Vec<Result<bool, BrokerError>> {
-        let mut answers = Vec::with_capacity(requests.len());
-        for request in requests {
-            answers.push(self.ack(request).await);
+        let mut answers: Vec<Option<Result<bool, BrokerError>>> = Vec::new();
+        let mut acks = Vec::with_capacity(requests.len());
+        for request in &requests {
+            match self.acked_message(request, true) {
+                Ok((queue_id, offset)) => {
+                    acks.push(Ack {
+                        queue: GroupQueue::new(&request.group, &request.topic, queue_id),
+                        mode: request.receipt.mode(),
+                        offset,
+                        pop_time_ms: request.receipt.pop_time_ms,
+                    });
+                    answers.push(None);
+                }
+                Err(e) => answers.push(Some(Err(e))),
+            }
         }
+        let mut held = match self.ack_held_all(acks).await {
+            Ok(held) => held.into_iter(),
+            Err(e) => {
+                // The pop actor is gone (the broker is stopping): every entry it did not
+                // answer gets that error, the first with its cause.
+                let mut first = Some(e);
+                return answers
+                    .into_iter()
+                    .map(|a| {
+                        a.unwrap_or_else(|| {
+                            Err(first.take().unwrap_or(BrokerError::Closed {
+                                what: "the pop actor",
+                            }))
+                        })
+                    })
+                    .collect();
+            }
+        };
         answers
+            .into_iter()
+            .map(|a| {
+                a.or_else(|| held.next())
+                    .unwrap_or(Err(BrokerError::Closed {
+                        what: "the pop actor's answer",
+                    }))
+            })
+            .collect()
     }
 
     /// CHANGE_MESSAGE_INVISIBLETIME, gRPC ChangeInvisibleDuration: the message stays invisible
@@ -219,6 +268,25 @@ impl BrokerHandle {
             .await
     }
 
+    /// BATCH_ACK_MESSAGE: every entry (offsets already within their queues) in one look at the
+    /// pop actor, each as [`BrokerHandle::ack_popped`] takes it; the first refusal is the answer.
+    pub async fn ack_popped_all(&self, acks: Vec<PoppedAck>) -> Result<(), BrokerError> {
+        let mut held = Vec::with_capacity(acks.len());
+        for ack in acks {
+            Self::check_names(&ack.group, &ack.topic)?;
+            held.push(Ack {
+                mode: ack.receipt.mode(),
+                pop_time_ms: ack.receipt.pop_time_ms,
+                queue: GroupQueue::new(ack.group, ack.topic, ack.queue_id),
+                offset: ack.queue_offset,
+            });
+        }
+        for answer in self.ack_held_all(held).await? {
+            answer?;
+        }
+        Ok(())
+    }
+
     /// Takes the message out of the group's held pops, once its names are checked.
     async fn ack_held(
         &self,
@@ -228,29 +296,59 @@ impl BrokerHandle {
         queue_offset: u64,
         receipt: &Receipt,
     ) -> Result<bool, BrokerError> {
+        let ack = Ack {
+            queue: GroupQueue::new(group, topic, queue_id),
+            mode: receipt.mode(),
+            offset: queue_offset,
+            pop_time_ms: receipt.pop_time_ms,
+        };
+        self.ack_held_all(vec![ack])
+            .await?
+            .pop()
+            .unwrap_or(Err(BrokerError::Closed {
+                what: "the pop actor's answer",
+            }))
+    }
+
+    /// Takes messages out of the group's held pops, in one look at the pop actor; an orderly
+    /// batch completed by its last ack moves its offset.
+    async fn ack_held_all(
+        &self,
+        acks: Vec<Ack>,
+    ) -> Result<Vec<Result<bool, BrokerError>>, BrokerError> {
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let orderly: Vec<Option<GroupQueue>> = acks
+            .iter()
+            .map(|a| (a.mode == PopMode::Orderly).then(|| a.queue.clone()))
+            .collect();
         let acked = self
             .pop_actor()
-            .send(Ack {
-                queue: GroupQueue::new(group, topic, queue_id),
-                mode: receipt.mode(),
-                offset: queue_offset,
-                pop_time_ms: receipt.pop_time_ms,
-            })
+            .send(AckMany(acks))
             .await
-            .map_err(mailbox("pop"))??;
-        match acked {
-            Acked::NotHeld => Ok(false),
-            Acked::Held => Ok(true),
-            Acked::MovesOffset(offset) => {
-                self.commit(group, topic, queue_id, offset).await?;
-                // A pop held on the queue while it was blocked can go on now.
-                self.inner.addrs.long_poll.do_send(WakeQueue {
-                    topic: topic.to_owned(),
-                    queue_id,
-                });
-                Ok(true)
-            }
+            .map_err(mailbox("pop"))?;
+        let mut answers = Vec::with_capacity(acked.len());
+        for (acked, queue) in acked.into_iter().zip(orderly) {
+            answers.push(match (acked, queue) {
+                (Err(e), _) => Err(e),
+                (Ok(Acked::NotHeld), _) => Ok(false),
+                (Ok(Acked::MovesOffset(offset)), Some(queue)) => {
+                    self.commit(&queue.group, &queue.topic, queue.queue_id, offset)
+                        .await
+                        .map(|_| {
+                            // A pop held on the queue while it was blocked can go on now.
+                            self.inner.addrs.long_poll.do_send(WakeQueue {
+                                topic: queue.topic,
+                                queue_id: queue.queue_id,
+                            });
+                            true
+                        })
+                }
+                (Ok(_), _) => Ok(true),
+            });
         }
+        Ok(answers)
     }
 
     /// What [`BrokerHandle::change_invisible`] does once its checks (names included) pass.
@@ -327,12 +425,15 @@ impl BrokerHandle {
         config: &TopicConfig,
     ) -> Result<bool, BrokerError> {
         let now = self.inner.clock.now_ms();
-        for (source, queue_id) in self.pop_sources(request, config, false, SourcesFor::Reading)? {
+        let sources = self.pop_sources(request, config, false, SourcesFor::Reading)?;
+        let queues = sources
+            .iter()
+            .map(|(source, queue_id)| GroupQueue::new(&request.group, source, *queue_id))
+            .collect();
+        let nexts = self.next_offsets(queues).await?;
+        for ((source, queue_id), next) in sources.into_iter().zip(nexts) {
             let max = self.inner.reader.max_offset(&source, queue_id);
-            let offset = match self
-                .stored_offset(&request.group, &source, queue_id)
-                .await?
-            {
+            let offset = match next {
                 Some(offset) => offset,
                 None => initial_pop_offset(
                     request.from_min,

@@ -8,20 +8,24 @@
 //! - Orderly pop's per-queue blocks (durably too).
 //! - Each topic and group's request mode (pull or pop), which QUERY_ASSIGNMENT answers.
 //!
-//! Checkpoints live in [`PopState`]'s sled tree and, indexed by the time they become visible, in
-//! memory. The pop path writes a message's checkpoint here before it moves the group's offset
-//! past the message; a revival removes the checkpoint only after the copy is appended, so a crash
-//! in between revives the message once more rather than never. The revival rounds are in
-//! `actor/revive.rs`.
+//! Checkpoints live in memory, indexed by the time they become visible, and in [`PopState`]'s
+//! sled tree once written. An unordered pop's checkpoints are written only if their messages are
+//! still unacknowledged a window later ([`CheckpointBuffer`]); the actor, not the pop path,
+//! commits a popped queue's offset, and never past a message whose checkpoint is in memory only,
+//! so a crash pops those messages again instead of losing them. A revival removes the
+//! checkpoint only after the copy is appended, so a crash in between revives the message once
+//! more rather than never. The revival rounds are in `actor/revive.rs`.
 
 mod revive;
 
+use crate::broker::consumer_offsets::{CommitOffset, CommitPopped, ConsumerOffsetsActor};
 use crate::broker::message_store::MessageStoreActor;
 use crate::broker::registry::Registry;
 use crate::broker::release::Holder;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::pop::{OrderlyQueue, PopMode, REVIVE_QUEUE_NUM};
+use crate::logic::pop_buffer::{CheckpointBuffer, Writes};
 use crate::logic::queue::GroupQueue;
 use crate::quit::Quit;
 use actix::prelude::*;
@@ -31,6 +35,7 @@ use skiff_storage::pop_state::{
 use skiff_storage::store::StoreReader;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::error::Error;
+use std::rc::Rc;
 use std::time::Duration;
 
 fn checkpoint_key(queue: &GroupQueue, queue_offset: u64) -> CheckpointKey {
@@ -54,12 +59,20 @@ pub struct ClaimQueue {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
-    /// The pop may read the queue; nobody else of the group does until it is released.
-    Claimed,
+    /// The pop may read the queue; nobody else of the group does until it is released. `next`:
+    /// where the group's last pop of the queue ended, while the stored offset lags behind it.
+    Claimed { next: Option<u64> },
     /// Another pop of the group is reading the queue (Java skips it the same way).
-    Busy,
+    Busy { next: Option<u64> },
     /// An orderly batch is still out on the queue; it is not claimed.
     Blocked,
+}
+
+/// Where the group's next pop of each queue reads, for those whose stored offset lags behind.
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<Option<u64>>")]
+pub struct NextOffsets {
+    pub queues: Vec<GroupQueue>,
 }
 
 /// Frees a claimed queue.
@@ -75,8 +88,9 @@ pub struct ReleaseQueue {
 pub struct NextReviveQueue;
 
 /// Records what one pop hands out of a claimed queue: an unordered pop's checkpoints (one per
-/// offset), or an orderly pop's batch. Answered once recorded; an orderly pop's answer is each
-/// offset with how often it was handed out before, an unordered pop's is empty.
+/// offset; none when everything read was filtered out) and its offset, which the actor commits;
+/// or an orderly pop's batch. Answered once recorded; an orderly pop's answer is each offset
+/// with how often it was handed out before, an unordered pop's is empty.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<Vec<(u64, u32)>, BrokerError>")]
 pub struct HandOut {
@@ -101,6 +115,11 @@ pub struct Ack {
     pub offset: u64,
     pub pop_time_ms: i64,
 }
+
+/// Several acknowledgements in one message (a batch ack, a gRPC AckMessage), answered each.
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<Result<Acked, BrokerError>>")]
+pub struct AckMany(pub Vec<Ack>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acked {
@@ -170,6 +189,10 @@ pub struct Observe;
 pub struct PopSnapshot {
     /// Checkpoints held (popped, neither acknowledged nor revived).
     pub held: usize,
+    /// Of those, checkpoints in memory only (not written to the store yet).
+    pub unwritten: usize,
+    /// Checkpoints written to the store (their messages were not acknowledged in the window).
+    pub written: u64,
     pub acked: u64,
     pub revived: u64,
     /// Checkpoints dropped because their message is gone (retention deleted it).
@@ -182,10 +205,14 @@ pub struct PopActor {
     reader: StoreReader,
     registry: Registry,
     store: Addr<MessageStoreActor>,
+    offsets: Addr<ConsumerOffsetsActor>,
     clock: BrokerClock,
     revive_interval: Duration,
-    held: HashMap<CheckpointKey, CheckpointTimes>,
-    by_visible_at: BTreeSet<(i64, CheckpointKey)>,
+    /// Each key is shared with its `by_visible_at` entry: taking a checkpoint away clones no
+    /// names.
+    held: HashMap<Rc<CheckpointKey>, CheckpointTimes>,
+    buffer: CheckpointBuffer,
+    by_visible_at: BTreeSet<(i64, Rc<CheckpointKey>)>,
     /// Checkpoints whose revival failed, with when to try again.
     deferred: HashMap<CheckpointKey, i64>,
     /// A revival round is appending; the next waits for it.
@@ -208,14 +235,17 @@ impl PopActor {
         state: PopState,
         reader: StoreReader,
         registry: Registry,
-        store: Addr<MessageStoreActor>,
+        stores: (Addr<MessageStoreActor>, Addr<ConsumerOffsetsActor>),
         clock: BrokerClock,
-        revive_interval: Duration,
+        config: &PopConfig,
         holder: Holder,
     ) -> Result<Self, BrokerError> {
+        let (store, offsets) = stores;
         let mut actor = PopActor {
             _holder: holder,
             held: HashMap::new(),
+            buffer: CheckpointBuffer::new(config.checkpoint_window, config.checkpoint_capacity),
+            offsets,
             by_visible_at: BTreeSet::new(),
             deferred: HashMap::new(),
             round_running: false,
@@ -229,7 +259,7 @@ impl PopActor {
             registry,
             store,
             clock,
-            revive_interval,
+            revive_interval: config.revive_interval,
         };
         let loaded = actor.state.checkpoints()?;
         if !loaded.is_empty() {
@@ -252,17 +282,22 @@ impl PopActor {
     }
 
     fn index(&mut self, key: CheckpointKey, times: CheckpointTimes) {
-        if let Some(old) = self.held.insert(key.clone(), times) {
-            self.by_visible_at
-                .remove(&(old.visible_at_ms(), key.clone()));
-        }
-        self.by_visible_at.insert((times.visible_at_ms(), key));
+        let key = match self.held.remove_entry(&key) {
+            Some((shared, old)) => {
+                self.by_visible_at
+                    .remove(&(old.visible_at_ms(), shared.clone()));
+                shared
+            }
+            None => Rc::new(key),
+        };
+        self.by_visible_at
+            .insert((times.visible_at_ms(), key.clone()));
+        self.held.insert(key, times);
     }
 
     fn unindex(&mut self, key: &CheckpointKey) -> Option<CheckpointTimes> {
-        let times = self.held.remove(key)?;
-        self.by_visible_at
-            .remove(&(times.visible_at_ms(), key.clone()));
+        let (shared, times) = self.held.remove_entry(key)?;
+        self.by_visible_at.remove(&(times.visible_at_ms(), shared));
         Some(times)
     }
 
@@ -292,20 +327,137 @@ impl PopActor {
         if self.held.get(key) != Some(&times) {
             return;
         }
-        self.unindex(key);
-        self.deferred.remove(key);
-        self.solo.remove(key);
-        if let Err(e) = self.state.remove_checkpoint(key) {
+        let settled = self.settle(key);
+        if let Ok(Some(queue)) = &settled {
+            self.commit(queue);
+        }
+        if let Err(e) = settled {
             tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
         }
     }
+
+    /// Takes a held checkpoint away (its message acknowledged or revived): from memory, and from
+    /// the store if it was written. Answers the queue when its checkpoint was in memory only:
+    /// its offset may move on, with one [`Self::commit`] however many settle together.
+    fn settle(&mut self, key: &CheckpointKey) -> Result<Option<GroupQueue>, BrokerError> {
+        self.unindex(key);
+        // Almost always empty: no hashing of the key for nothing.
+        if !self.deferred.is_empty() {
+            self.deferred.remove(key);
+        }
+        if !self.solo.is_empty() {
+            self.solo.remove(key);
+        }
+        let queue = GroupQueue::new(&key.group, &key.topic, key.queue_id);
+        if self.buffer.settle(&queue, key.queue_offset) {
+            return Ok(Some(queue));
+        }
+        self.state.remove_checkpoint(key)?;
+        Ok(None)
+    }
+
+    /// Sends the queue's commit, if its stored offset may move on. The checkpoint writes it
+    /// depends on are made already (synchronously, in this actor), and the commit lands in the
+    /// same sled database after them.
+    fn commit(&mut self, queue: &GroupQueue) {
+        if let Some(offset) = self.buffer.commit_for(queue) {
+            self.offsets.do_send(CommitPopped(CommitOffset {
+                slot: queue.clone(),
+                offset,
+                now_ms: self.clock.now_ms(),
+            }));
+        }
+    }
+
+    /// Writes checkpoints that waited in memory, all in one batch, then commits their queues.
+    fn write(&mut self, writes: Writes) -> Result<(), BrokerError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let checkpoints: Vec<Checkpoint> = writes
+            .iter()
+            .flat_map(|(queue, offsets)| {
+                offsets.iter().filter_map(|offset| {
+                    let key = checkpoint_key(queue, *offset);
+                    let times = *self.held.get(&key)?;
+                    Some(Checkpoint { key, times })
+                })
+            })
+            .collect();
+        self.state.put_checkpoints(&checkpoints)?;
+        self.snapshot.written += checkpoints.len() as u64;
+        for (queue, offsets) in &writes {
+            self.buffer.written(queue, offsets);
+            self.commit(queue);
+        }
+        Ok(())
+    }
+
+    /// Writes the checkpoints whose window has passed (or beyond the buffer's capacity); those
+    /// a failed write leaves in memory keep holding their queues' offsets back.
+    fn write_due(&mut self) {
+        let writes = self.buffer.due(self.clock.now_ms());
+        if let Err(e) = self.write(writes) {
+            tracing::error!(
+                error = &e as &dyn Error,
+                "pop checkpoints not written; their queues' offsets stay behind them"
+            );
+        }
+    }
+
+    /// One acknowledgement; a queue whose offset may move on is added to `to_commit`.
+    fn ack(&mut self, msg: Ack, to_commit: &mut Vec<GroupQueue>) -> Result<Acked, BrokerError> {
+        if msg.mode == PopMode::Orderly {
+            let Some(queue) = self.orderly.get_mut(&msg.queue) else {
+                return Ok(Acked::NotHeld);
+            };
+            let commit = queue.ack(msg.offset, msg.pop_time_ms);
+            // Every ack, not only those that move the offset: a batch whose acks a restart
+            // forgot could never complete.
+            self.persist_orderly(&msg.queue);
+            return Ok(commit.map_or(Acked::NotHeld, Acked::MovesOffset));
+        }
+        let key = CheckpointKey {
+            group: msg.queue.group,
+            topic: msg.queue.topic,
+            queue_id: msg.queue.queue_id,
+            queue_offset: msg.offset,
+        };
+        match self.held.get(&key) {
+            Some(times) if times.pop_time_ms == msg.pop_time_ms => {}
+            _ => return Ok(Acked::NotHeld),
+        }
+        if let Some(queue) = self.settle(&key)? {
+            if !to_commit.contains(&queue) {
+                to_commit.push(queue);
+            }
+        }
+        self.snapshot.acked += 1;
+        Ok(Acked::Held)
+    }
+}
+
+/// How the pop actor keeps checkpoints and revives their messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopConfig {
+    /// How often popped messages past their invisible time are looked for (Java's
+    /// `reviveInterval`); checkpoints past their window are written at the same tick.
+    pub revive_interval: Duration,
+    /// How long an unordered pop's checkpoint waits in memory for its ack before it is written
+    /// (Java's `popCkStayBufferTime`); zero writes each at the next tick.
+    pub checkpoint_window: Duration,
+    /// Checkpoints kept in memory at most; past it the oldest are written (`popCkMaxBufferSize`).
+    pub checkpoint_capacity: usize,
 }
 
 impl Actor for PopActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(self.revive_interval, |act, ctx| act.revive_due(ctx));
+        ctx.run_interval(self.revive_interval, |act, ctx| {
+            act.write_due();
+            act.revive_due(ctx);
+        });
     }
 }
 
@@ -313,14 +465,26 @@ impl Handler<ClaimQueue> for PopActor {
     type Result = MessageResult<ClaimQueue>;
 
     fn handle(&mut self, msg: ClaimQueue, _: &mut Self::Context) -> Self::Result {
+        let next = self.buffer.next_offset(&msg.queue);
         if self.claimed.contains(&msg.queue) {
-            return MessageResult(Claim::Busy);
+            return MessageResult(Claim::Busy { next });
         }
         if msg.mode == PopMode::Orderly && self.orderly_blocked(&msg.queue, msg.now_ms) {
             return MessageResult(Claim::Blocked);
         }
         self.claimed.insert(msg.queue);
-        MessageResult(Claim::Claimed)
+        MessageResult(Claim::Claimed { next })
+    }
+}
+
+impl Handler<NextOffsets> for PopActor {
+    type Result = Vec<Option<u64>>;
+
+    fn handle(&mut self, msg: NextOffsets, _: &mut Self::Context) -> Self::Result {
+        msg.queues
+            .iter()
+            .map(|q| self.buffer.next_offset(q))
+            .collect()
     }
 }
 
@@ -361,17 +525,19 @@ impl Handler<HandOut> for PopActor {
             invisible_ms: msg.invisible_ms,
             batch_start_offset: msg.batch_start_offset,
         };
-        let checkpoints: Vec<Checkpoint> = msg
-            .offsets
-            .iter()
-            .map(|offset| Checkpoint {
-                key: checkpoint_key(&msg.queue, *offset),
-                times,
-            })
-            .collect();
-        self.state.put_checkpoints(&checkpoints)?;
-        for checkpoint in checkpoints {
-            self.index(checkpoint.key, checkpoint.times);
+        for offset in &msg.offsets {
+            self.index(checkpoint_key(&msg.queue, *offset), times);
+        }
+        self.buffer.hand_out(
+            &msg.queue,
+            msg.batch_start_offset,
+            &msg.offsets,
+            msg.next_offset,
+            msg.pop_time_ms,
+        );
+        self.commit(&msg.queue);
+        if self.buffer.over_capacity() {
+            self.write_due();
         }
         Ok(Vec::new())
     }
@@ -381,27 +547,30 @@ impl Handler<Ack> for PopActor {
     type Result = Result<Acked, BrokerError>;
 
     fn handle(&mut self, msg: Ack, _: &mut Self::Context) -> Self::Result {
-        if msg.mode == PopMode::Orderly {
-            let Some(queue) = self.orderly.get_mut(&msg.queue) else {
-                return Ok(Acked::NotHeld);
-            };
-            let commit = queue.ack(msg.offset, msg.pop_time_ms);
-            // Every ack, not only those that move the offset: a batch whose acks a restart
-            // forgot could never complete.
-            self.persist_orderly(&msg.queue);
-            return Ok(commit.map_or(Acked::NotHeld, Acked::MovesOffset));
+        let mut to_commit = Vec::new();
+        let acked = self.ack(msg, &mut to_commit);
+        for queue in &to_commit {
+            self.commit(queue);
         }
-        let key = checkpoint_key(&msg.queue, msg.offset);
-        match self.held.get(&key) {
-            Some(times) if times.pop_time_ms == msg.pop_time_ms => {}
-            _ => return Ok(Acked::NotHeld),
+        acked
+    }
+}
+
+impl Handler<AckMany> for PopActor {
+    type Result = Vec<Result<Acked, BrokerError>>;
+
+    fn handle(&mut self, msg: AckMany, _: &mut Self::Context) -> Self::Result {
+        let mut to_commit = Vec::new();
+        let answers = msg
+            .0
+            .into_iter()
+            .map(|ack| self.ack(ack, &mut to_commit))
+            .collect();
+        // One commit per queue for the whole batch.
+        for queue in &to_commit {
+            self.commit(queue);
         }
-        self.unindex(&key);
-        self.deferred.remove(&key);
-        self.solo.remove(&key);
-        self.state.remove_checkpoint(&key)?;
-        self.snapshot.acked += 1;
-        Ok(Acked::Held)
+        answers
     }
 }
 
@@ -429,10 +598,12 @@ impl Handler<ChangeInvisible> for PopActor {
             invisible_ms: msg.invisible_ms,
             batch_start_offset: msg.batch_start_offset,
         };
-        self.state.put_checkpoints(&[Checkpoint {
-            key: key.clone(),
-            times,
-        }])?;
+        if !self.buffer.is_unwritten(&msg.queue, msg.offset) {
+            self.state.put_checkpoints(&[Checkpoint {
+                key: key.clone(),
+                times,
+            }])?;
+        }
         self.deferred.remove(&key);
         self.index(key, times);
         Ok(true)
@@ -466,13 +637,14 @@ impl Handler<ForgetGroup> for PopActor {
             .held
             .keys()
             .filter(|k| k.group == msg.group)
-            .cloned()
+            .map(|k| CheckpointKey::clone(k))
             .collect();
         for key in &keys {
             self.unindex(key);
             self.deferred.remove(key);
             self.solo.remove(key);
         }
+        self.buffer.forget_group(&msg.group);
         self.orderly.retain(|queue, _| queue.group != msg.group);
         self.state.remove_orderly_group(&msg.group)?;
         Ok(self.state.remove_group(&msg.group)?)
@@ -487,8 +659,9 @@ impl Handler<OrderlyBlocked> for PopActor {
     }
 }
 
-/// Makes every checkpoint durable and stops; a revival still appending is answered by the
-/// store, and its checkpoint, still held on disk, revives the message again after a restart.
+/// Writes every checkpoint still in memory, commits every popped queue's offset behind them,
+/// makes both durable and stops; a revival still appending is answered by the store, and its
+/// checkpoint, still held on disk, revives the message again after a restart.
 impl Handler<Quit<Result<(), BrokerError>>> for PopActor {
     type Result = Result<(), BrokerError>;
 
@@ -498,6 +671,11 @@ impl Handler<Quit<Result<(), BrokerError>>> for PopActor {
         ctx: &mut Self::Context,
     ) -> Self::Result {
         ctx.stop();
+        let writes = self.buffer.drain();
+        self.write(writes)?;
+        for queue in self.buffer.queues() {
+            self.commit(&queue);
+        }
         self.state.flush()?;
         Ok(())
     }
@@ -509,6 +687,7 @@ impl Handler<Observe> for PopActor {
     fn handle(&mut self, _: Observe, _: &mut Self::Context) -> Self::Result {
         MessageResult(PopSnapshot {
             held: self.held.len(),
+            unwritten: self.buffer.unwritten(),
             ..self.snapshot.clone()
         })
     }

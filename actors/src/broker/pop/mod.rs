@@ -18,7 +18,7 @@
 //!   queue round robin, checkpoints and their revival, orderly blocks, request modes.
 
 mod ack;
-pub use ack::{AckRequest, ExpiredReceipt};
+pub use ack::{AckRequest, ExpiredReceipt, PoppedAck};
 pub mod actor;
 mod assignment;
 mod read;
@@ -31,6 +31,7 @@ use crate::logic::pop::{
     pop_retry_topic, OffsetInfo, PopMode, Receipt, TopicKind, ORDER_REVIVE_QUEUE,
     POP_FROM_RETRY_PERCENT, POP_RETRY_QUEUE_NUMS,
 };
+use crate::logic::queue::GroupQueue;
 use crate::refused::{NameKind, NameRule, Refused};
 use actix::Addr;
 use actor::{NextReviveQueue, PopActor};
@@ -155,6 +156,14 @@ async fn any_woken(mut waits: Vec<oneshot::Receiver<()>>) {
 impl BrokerHandle {
     fn pop_actor(&self) -> &Addr<PopActor> {
         &self.inner.addrs.pop
+    }
+
+    /// What the pop actor holds: checkpoints in memory and written, acknowledgements, revivals.
+    pub async fn observe_pop(&self) -> Result<actor::PopSnapshot, BrokerError> {
+        self.pop_actor()
+            .send(actor::Observe)
+            .await
+            .map_err(mailbox("pop"))
     }
 
     fn pop_topic(&self, topic: &str) -> Result<TopicConfig, BrokerError> {
@@ -360,17 +369,23 @@ impl BrokerHandle {
             message_count: 0,
         };
         let mut body = Vec::new();
+        let mut unread = Vec::new();
         for (source, queue_id) in
             self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?
         {
             let left = request.max_messages as usize
                 - answer.message_count.min(request.max_messages as usize);
             if left == 0 {
-                answer.rest += self.backlog(&request.group, &source, queue_id).await?;
+                unread.push(GroupQueue::new(&request.group, source, queue_id));
                 continue;
             }
             self.pop_queue(&round, &source, queue_id, left, &mut answer, &mut body)
                 .await?;
+        }
+        let nexts = self.next_offsets(unread.clone()).await?;
+        for (queue, next) in unread.iter().zip(nexts) {
+            let max = self.inner.reader.max_offset(&queue.topic, queue.queue_id);
+            answer.rest += max.saturating_sub(next.unwrap_or(0));
         }
         answer.records = Bytes::from(body);
         Ok(answer)

@@ -2,9 +2,9 @@
 //! pops from, the filtered read and its offset correction, the hand-out to the [`PopActor`] and
 //! the commit; retried messages are rewritten to the consumer's topic with their receipt.
 
-use super::actor::{Claim, ClaimQueue, HandOut, PopActor, ReleaseQueue};
+use super::actor::{Claim, ClaimQueue, HandOut, NextOffsets, PopActor, ReleaseQueue};
 use super::{PopAnswer, PopRequest, PopRound};
-use crate::broker::consumer_offsets::{QueryOffset, TakePendingReset};
+use crate::broker::consumer_offsets::{PopStart, QueryOffset, QueryOffsets, TakePopStart};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker_api::BrokerError;
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
@@ -36,19 +36,64 @@ impl Drop for QueueClaim {
 }
 
 impl BrokerHandle {
-    /// Messages of a queue the group has not popped yet.
+    /// Messages of a queue the group has not popped yet; `next` is where the group's last pop
+    /// of it ended, when the pop actor knows it.
     pub(super) async fn backlog(
         &self,
         group: &str,
         topic: &str,
         queue_id: u32,
+        next: Option<u64>,
     ) -> Result<u64, BrokerError> {
         let max = self.inner.reader.max_offset(topic, queue_id);
-        let offset = self
-            .stored_offset(group, topic, queue_id)
-            .await?
-            .unwrap_or(0);
+        let offset = match next {
+            Some(next) => next,
+            None => self
+                .stored_offset(group, topic, queue_id)
+                .await?
+                .unwrap_or(0),
+        };
         Ok(max.saturating_sub(offset))
+    }
+
+    /// Where the group's next pop of each queue reads: where its last pop ended while the stored
+    /// offset lags behind it, else the stored offset (`None` for a queue the group never
+    /// popped). One look at the pop actor and at most one at the offsets for all of them.
+    pub(super) async fn next_offsets(
+        &self,
+        queues: Vec<GroupQueue>,
+    ) -> Result<Vec<Option<u64>>, BrokerError> {
+        if queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut nexts = self
+            .pop_actor()
+            .send(NextOffsets {
+                queues: queues.clone(),
+            })
+            .await
+            .map_err(mailbox("pop"))?;
+        let (lagless, slots): (Vec<usize>, Vec<GroupQueue>) = queues
+            .into_iter()
+            .zip(&nexts)
+            .enumerate()
+            .filter(|(_, (_, next))| next.is_none())
+            .map(|(i, (queue, _))| (i, queue))
+            .unzip();
+        if slots.is_empty() {
+            return Ok(nexts);
+        }
+        let stored = self
+            .inner
+            .addrs
+            .offsets
+            .send(QueryOffsets { slots })
+            .await
+            .map_err(mailbox("consumer offsets"))??;
+        for (i, offset) in lagless.into_iter().zip(stored) {
+            nexts[i] = offset;
+        }
+        Ok(nexts)
     }
 
     pub(super) async fn stored_offset(
@@ -67,29 +112,34 @@ impl BrokerHandle {
             .map_err(mailbox("consumer offsets"))?
     }
 
-    /// Where the group pops a queue from: its offset, or where a new group starts (committed,
-    /// as Java does, so the start does not move as messages arrive).
+    /// Where the group pops a queue from: a pending admin reset, where its last pop ended
+    /// (`next`, while the stored offset lags behind it), its stored offset, or where a new group
+    /// starts (committed, as Java does, so the start does not move as messages arrive).
     async fn pop_offset(
         &self,
         request: &PopRequest,
         topic: &str,
         queue_id: u32,
+        next: Option<u64>,
     ) -> Result<u64, BrokerError> {
         let slot = GroupQueue::new(&request.group, topic, queue_id);
-        let reset = self
+        let start = self
             .inner
             .addrs
             .offsets
-            .send(TakePendingReset { slot })
+            .send(TakePopStart { slot })
             .await
-            .map_err(mailbox("consumer offsets"))?;
-        if let Some(reset) = reset {
-            // An admin reset (Java's `resetPopOffset`): pops continue from it.
-            tracing::info!(group = %request.group, topic, queue_id, offset = reset, "pop takes a pending admin reset");
-            self.commit(&request.group, topic, queue_id, reset).await?;
-            return Ok(reset);
-        }
-        if let Some(offset) = self.stored_offset(&request.group, topic, queue_id).await? {
+            .map_err(mailbox("consumer offsets"))??;
+        let stored = match start {
+            PopStart::Reset(reset) => {
+                // An admin reset (Java's `resetPopOffset`): pops continue from it.
+                tracing::info!(group = %request.group, topic, queue_id, offset = reset, "pop takes a pending admin reset");
+                self.commit(&request.group, topic, queue_id, reset).await?;
+                return Ok(reset);
+            }
+            PopStart::Stored(stored) => stored,
+        };
+        if let Some(offset) = next.or(stored) {
             return Ok(offset);
         }
         let reader = &self.inner.reader;
@@ -123,20 +173,23 @@ impl BrokerHandle {
             })
             .await
             .map_err(mailbox("pop"))?;
-        let _claim = match claim {
+        let (_claim, next) = match claim {
             // Nothing can cut the pop short between the answer and the guard: no await.
-            Claim::Claimed => QueueClaim {
-                actor: self.pop_actor().clone(),
-                queue: Some(queue.clone()),
-            },
-            Claim::Busy => {
+            Claim::Claimed { next } => (
+                QueueClaim {
+                    actor: self.pop_actor().clone(),
+                    queue: Some(queue.clone()),
+                },
+                next,
+            ),
+            Claim::Busy { next } => {
                 // Another pop of the group holds this queue; Java skips it the same way.
-                answer.rest += self.backlog(&request.group, topic, queue_id).await?;
+                answer.rest += self.backlog(&request.group, topic, queue_id, next).await?;
                 return Ok(());
             }
             Claim::Blocked => return Ok(()),
         };
-        let mut offset = self.pop_offset(request, topic, queue_id).await?;
+        let mut offset = self.pop_offset(request, topic, queue_id, next).await?;
         let is_retry = topic != request.topic;
         let mut filters = round.subscription.store_filters();
         if is_retry {
@@ -169,14 +222,17 @@ impl BrokerHandle {
             read = read_at(offset)?;
         }
         answer.rest += read.max_offset.saturating_sub(read.next_begin_offset);
-        if read.records.is_empty() {
-            if read.next_begin_offset > offset {
-                // Everything read was filtered out: nothing to hold, the group moves on.
-                self.commit(&request.group, topic, queue_id, read.next_begin_offset)
-                    .await?;
-            }
+        if read.records.is_empty() && read.next_begin_offset <= offset {
             return Ok(());
         }
+        if read.records.is_empty() && request.mode() == PopMode::Orderly {
+            // Everything read was filtered out: nothing to hold, the group moves on.
+            self.commit(&request.group, topic, queue_id, read.next_begin_offset)
+                .await?;
+            return Ok(());
+        }
+        // Unordered: the pop actor moves the offset past what it holds (and past what was
+        // filtered out), never past a checkpoint it has not written and nobody acknowledged.
         let offsets = record_offsets(&read.records, topic, queue_id)?;
         let counts = self
             .pop_actor()
@@ -191,15 +247,10 @@ impl BrokerHandle {
             })
             .await
             .map_err(mailbox("pop"))??;
-        match request.mode() {
-            PopMode::Orderly => answer
+        if request.mode() == PopMode::Orderly {
+            answer
                 .offset_info
-                .add_order_counts(topic, queue_id, &counts),
-            // The checkpoints first (above): an offset past a message with no checkpoint loses it.
-            PopMode::Unordered => {
-                self.commit(&request.group, topic, queue_id, read.next_begin_offset)
-                    .await?;
-            }
+                .add_order_counts(topic, queue_id, &counts);
         }
         // The offset info must list exactly the messages in the body, in body order.
         let sent = if is_retry {

@@ -36,7 +36,11 @@ impl PopActor {
             .take_while(|(visible_at, _)| *visible_at <= now)
             .filter(|(_, key)| self.deferred.get(key).is_none_or(|until| *until <= now))
             .take(MAX_REVIVALS_PER_ROUND)
-            .filter_map(|(_, key)| self.held.get(key).map(|times| (key.clone(), *times)))
+            .filter_map(|(_, key)| {
+                self.held
+                    .get(key)
+                    .map(|times| (CheckpointKey::clone(key), *times))
+            })
             .collect();
         let mut round = Vec::with_capacity(due.len());
         for (key, times) in due {
