@@ -18,6 +18,8 @@ use actix::prelude::*;
 use skiff_storage::offset_table::{CommitOutcome, OffsetKey, OffsetTable, OffsetTableError};
 use std::collections::HashMap;
 use std::error::Error;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// The offset-table key of a group's queue (the queue id is stored beside it).
 fn offset_key(slot: &GroupQueue) -> OffsetKey {
@@ -139,9 +141,21 @@ pub struct ConsumerOffsetsSnapshot {
     pub closed: bool,
 }
 
+/// Whether any admin reset is pending, shared with the pop path: a queue being popped reads
+/// from where its last pop ended without asking this actor, unless a reset may be waiting.
+#[derive(Clone, Debug, Default)]
+pub struct PendingResets(Arc<AtomicUsize>);
+
+impl PendingResets {
+    pub fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
 pub struct ConsumerOffsetsActor {
     table: Option<Box<dyn OffsetTable>>,
     pending: HashMap<GroupQueue, u64>,
+    pending_count: PendingResets,
     last_commit_ms: HashMap<GroupQueue, i64>,
     snapshot: ConsumerOffsetsSnapshot,
 }
@@ -153,9 +167,22 @@ impl ConsumerOffsetsActor {
         ConsumerOffsetsActor {
             table: Some(table),
             pending: HashMap::new(),
+            pending_count: PendingResets::default(),
             last_commit_ms: HashMap::new(),
             snapshot: ConsumerOffsetsSnapshot::default(),
         }
+    }
+
+    /// The shared view of whether a reset is pending; take it before the actor starts.
+    pub fn pending_resets(&self) -> PendingResets {
+        self.pending_count.clone()
+    }
+
+    /// Brings the shared view level with the pending resets, after every change to them.
+    fn pending_changed(&self) {
+        self.pending_count
+            .0
+            .store(self.pending.len(), Ordering::Release);
     }
 
     fn table(&mut self) -> Result<&mut Box<dyn OffsetTable>, BrokerError> {
@@ -234,6 +261,7 @@ impl Handler<TakePopStart> for ConsumerOffsetsActor {
 
     fn handle(&mut self, msg: TakePopStart, _: &mut Self::Context) -> Self::Result {
         if let Some(reset) = self.pending.remove(&msg.slot) {
+            self.pending_changed();
             return Ok(PopStart::Reset(reset));
         }
         let slot = msg.slot;
@@ -279,6 +307,7 @@ impl Handler<ResetOffset> for ConsumerOffsetsActor {
             offset = msg.offset, "consumer offset reset by admin"
         );
         self.pending.insert(slot, msg.offset);
+        self.pending_changed();
         Ok(())
     }
 }
@@ -291,7 +320,9 @@ impl Handler<TakePendingReset> for ConsumerOffsetsActor {
         if self.pending.is_empty() {
             return None;
         }
-        self.pending.remove(&msg.slot)
+        let taken = self.pending.remove(&msg.slot);
+        self.pending_changed();
+        taken
     }
 }
 
@@ -345,6 +376,7 @@ impl Handler<RemoveTopicOffsets> for ConsumerOffsetsActor {
     fn handle(&mut self, msg: RemoveTopicOffsets, _: &mut Self::Context) -> Self::Result {
         let removed = self.table()?.remove_topic(&msg.topic)?;
         self.pending.retain(|slot, _| slot.topic != msg.topic);
+        self.pending_changed();
         self.last_commit_ms
             .retain(|slot, _| slot.topic != msg.topic);
         tracing::info!(topic = %msg.topic, removed, "consumer offsets of a deleted topic removed");
@@ -358,6 +390,7 @@ impl Handler<RemoveGroupOffsets> for ConsumerOffsetsActor {
     fn handle(&mut self, msg: RemoveGroupOffsets, _: &mut Self::Context) -> Self::Result {
         let removed = self.table()?.remove_group(&msg.group)?;
         self.pending.retain(|slot, _| slot.group != msg.group);
+        self.pending_changed();
         self.last_commit_ms
             .retain(|slot, _| slot.group != msg.group);
         tracing::info!(group = %msg.group, removed, "consumer offsets of a deleted group removed");

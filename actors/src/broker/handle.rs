@@ -9,7 +9,7 @@
 //! itself is derived by [`crate::logic::pull::pull_status`].
 
 use crate::broker::connections::Connections;
-use crate::broker::consumer_offsets::ConsumerOffsetsActor;
+use crate::broker::consumer_offsets::{ConsumerOffsetsActor, PendingResets};
 use crate::broker::key_index::{KeyIndexActor, KeyQueryResult, QueryByKey};
 use crate::broker::long_poll::LongPollActor;
 use crate::broker::membership::MembershipActor;
@@ -78,6 +78,10 @@ pub(super) struct Inner {
     /// progress can show what is in flight (pulled, not committed). Not persisted.
     pub(super) pull_offsets: RefCell<HashMap<GroupQueue, u64>>,
     pub(super) metrics: Metrics,
+    /// Whether an admin offset reset waits for a pop to take it.
+    pub(super) pending_resets: PendingResets,
+    /// Unordered pops so far: the round robin of the revive queue ids they report.
+    pub(super) pop_rounds: Cell<u64>,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
@@ -115,6 +119,7 @@ impl BrokerHandle {
         connections: Connections,
         metrics: Metrics,
         holdings: Holdings,
+        pending_resets: PendingResets,
         addrs: BrokerAddrs,
     ) -> Self {
         BrokerHandle {
@@ -129,6 +134,8 @@ impl BrokerHandle {
                 metrics,
                 shut_down: Cell::new(false),
                 holdings: RefCell::new(Some(holdings)),
+                pending_resets,
+                pop_rounds: Cell::new(0),
                 addrs,
             }),
         }

@@ -245,7 +245,9 @@ impl Broker {
             config.retention.clone(),
         )
         .start();
-        let offsets_addr = consumer_offsets::ConsumerOffsetsActor::new(offsets).start();
+        let offsets_actor = consumer_offsets::ConsumerOffsetsActor::new(offsets);
+        let pending_resets = offsets_actor.pending_resets();
+        let offsets_addr = offsets_actor.start();
         let persister = Persister::new(
             "broker offsets",
             config.flush_consumer_offset_interval,
@@ -338,6 +340,7 @@ impl Broker {
             connections,
             metrics,
             holdings,
+            pending_resets,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,

@@ -25,6 +25,8 @@ pub(crate) struct Registry {
     // Every send looks its topic up; a sled read plus a checksummed decode per message was a
     // quarter of the send path. Topics only change through this registry, so the cache is exact.
     topics: Rc<RefCell<HashMap<String, TopicConfig>>>,
+    /// Every pop and heartbeat looks its group up; groups too change only through here.
+    groups: Rc<RefCell<HashMap<String, SubscriptionGroupConfig>>>,
     /// Moves on every change to the set of topics or their configs (RocketMQ's `DataVersion`):
     /// a client reading the topics in pages starts over when it changes.
     topics_version: Rc<Cell<TopicsVersion>>,
@@ -48,6 +50,7 @@ impl Registry {
         Registry {
             store: Rc::new(RefCell::new(Some(store))),
             topics: Rc::default(),
+            groups: Rc::default(),
             topics_version: Rc::new(Cell::new(TopicsVersion {
                 changed_at_ms: skiff_storage::clock::epoch_millis(),
                 changes: 0,
@@ -185,7 +188,21 @@ impl Registry {
     }
 
     pub(crate) fn group(&self, name: &str) -> Result<Option<SubscriptionGroupConfig>, BrokerError> {
-        self.with(|s| s.get_subscription_group(name))
+        if let Some(config) = self.groups.borrow().get(name) {
+            return Ok(Some(config.clone()));
+        }
+        let loaded = self.with(|s| s.get_subscription_group(name))?;
+        if let Some(config) = &loaded {
+            self.groups
+                .borrow_mut()
+                .insert(name.to_string(), config.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// Whether the group is known already (a cheap look before [`Self::group_or_create`]).
+    pub(crate) fn has_group(&self, name: &str) -> bool {
+        self.groups.borrow().contains_key(name)
     }
 
     /// The group's config, created with RocketMQ's defaults when missing and auto-creation is on.
@@ -201,6 +218,9 @@ impl Registry {
         }
         let config = SubscriptionGroupConfig::new(name);
         self.with(|s| s.put_subscription_group(&config))?;
+        self.groups
+            .borrow_mut()
+            .insert(name.to_string(), config.clone());
         tracing::info!(group = %name, "subscription group created");
         Ok(Some(config))
     }
@@ -235,6 +255,9 @@ impl Registry {
     /// Admin (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP): stores `config`, creating or replacing it.
     pub(crate) fn put_group(&self, config: &SubscriptionGroupConfig) -> Result<(), BrokerError> {
         self.with(|s| s.put_subscription_group(config))?;
+        self.groups
+            .borrow_mut()
+            .insert(config.name.clone(), config.clone());
         tracing::info!(group = %config.name, retry_max_times = config.retry_max_times, retry_queues = config.retry_queue_nums, "subscription group configured by admin request");
         Ok(())
     }
@@ -243,6 +266,7 @@ impl Registry {
     /// existed.
     pub(crate) fn remove_group(&self, name: &str) -> Result<bool, BrokerError> {
         let removed = self.with(|s| s.remove_subscription_group(name))?;
+        self.groups.borrow_mut().remove(name);
         tracing::info!(group = %name, existed = removed, "subscription group deleted by admin request");
         Ok(removed)
     }

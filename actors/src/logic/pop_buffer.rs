@@ -16,7 +16,8 @@
 //! [`CheckpointBuffer::commit_for`], in that order.
 
 use crate::logic::queue::GroupQueue;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use fxhash::FxHashMap;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Apache's `popCkStayBufferTime`: how long a checkpoint waits in memory for its ack.
@@ -24,11 +25,13 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
 /// Apache's `popCkMaxBufferSize`: past this many checkpoints in memory, the oldest are written.
 pub const DEFAULT_CAPACITY: usize = 200_000;
 
-/// One queue of one group popped since its stored offset was last brought level.
+/// One queue of one group being popped: kept while it is popped, so a pop need not look its
+/// stored offset up, and until it is level and idle for a window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct QueueCursor {
     /// Where the group's next pop of the queue reads.
     next: u64,
+    last_pop_ms: i64,
     /// The offset last committed for the queue (by this buffer, or where the pop started).
     committed: u64,
     /// Offsets handed out whose checkpoints are in memory only and not settled.
@@ -58,7 +61,7 @@ pub type Writes = Vec<(GroupQueue, Vec<u64>)>;
 pub struct CheckpointBuffer {
     window_ms: i64,
     capacity: usize,
-    cursors: HashMap<GroupQueue, QueueCursor>,
+    cursors: FxHashMap<GroupQueue, QueueCursor>,
     /// Oldest first; an offset settled since stays in its batch and is skipped when due.
     batches: VecDeque<Batch>,
     unwritten: usize,
@@ -70,14 +73,14 @@ impl CheckpointBuffer {
         CheckpointBuffer {
             window_ms: i64::try_from(window.as_millis()).unwrap_or(i64::MAX),
             capacity,
-            cursors: HashMap::new(),
+            cursors: FxHashMap::default(),
             batches: VecDeque::new(),
             unwritten: 0,
         }
     }
 
-    /// Where the group's next pop of `queue` reads, while the buffer knows better than the
-    /// stored offset (it holds checkpoints of the queue, or a commit it has not caught up with).
+    /// Where the group's next pop of `queue` reads, while the queue is being popped (its stored
+    /// offset may lag behind: checkpoints in memory hold it back).
     pub fn next_offset(&self, queue: &GroupQueue) -> Option<u64> {
         self.cursors.get(queue).map(|c| c.next)
     }
@@ -118,6 +121,7 @@ impl CheckpointBuffer {
             .entry(queue.clone())
             .or_insert_with(|| QueueCursor {
                 next: start,
+                last_pop_ms: now_ms,
                 committed: start,
                 unwritten: BTreeSet::new(),
             });
@@ -125,6 +129,7 @@ impl CheckpointBuffer {
             cursor.committed = start;
         }
         cursor.next = next;
+        cursor.last_pop_ms = now_ms;
         let before = cursor.unwritten.len();
         cursor.unwritten.extend(offsets.iter().copied());
         self.unwritten += cursor.unwritten.len() - before;
@@ -157,20 +162,24 @@ impl CheckpointBuffer {
         }
     }
 
-    /// The offset to commit for `queue` now, if its stored offset may move forward. A queue
-    /// with nothing in memory and nothing left to commit is forgotten: its stored offset is
-    /// where the next pop reads.
+    /// The offset to commit for `queue` now, if its stored offset may move forward.
     pub fn commit_for(&mut self, queue: &GroupQueue) -> Option<u64> {
         let cursor = self.cursors.get_mut(queue)?;
         let safe = cursor.safe_offset();
-        let commit = (safe > cursor.committed).then(|| {
+        (safe > cursor.committed).then(|| {
             cursor.committed = safe;
             safe
+        })
+    }
+
+    /// Forgets the queues not popped for a window whose stored offsets are level with their
+    /// last pop: the next pop of one reads its stored offset again.
+    pub fn forget_idle(&mut self, now_ms: i64) {
+        let window_ms = self.window_ms;
+        self.cursors.retain(|_, c| {
+            let level = c.unwritten.is_empty() && c.committed == c.next;
+            !level || c.last_pop_ms.saturating_add(window_ms) > now_ms
         });
-        if cursor.unwritten.is_empty() && cursor.committed == cursor.next {
-            self.cursors.remove(queue);
-        }
-        commit
     }
 
     /// Checkpoints to write now: those handed out a window ago or longer and still in memory,
@@ -263,13 +272,16 @@ mod tests {
         assert_eq!(b.commit_for(&q), Some(1), "up to offset 1, still out");
         assert!(b.settle(&q, 1));
         assert_eq!(b.commit_for(&q), Some(3));
+        assert!(b.due(500).is_empty(), "nothing left to write");
+        assert_eq!(b.unwritten(), 0);
+        b.forget_idle(999);
+        assert_eq!(b.next_offset(&q), Some(3), "popped within the window: kept");
+        b.forget_idle(1_000);
         assert_eq!(
             b.next_offset(&q),
             None,
-            "level again: the stored offset is right"
+            "level and idle: the stored offset is right"
         );
-        assert!(b.due(10_000).is_empty(), "nothing left to write");
-        assert_eq!(b.unwritten(), 0);
     }
 
     #[test]
@@ -339,7 +351,7 @@ mod tests {
         b.settle(&q, 2);
         b.settle(&q, 3);
         assert_eq!(b.commit_for(&q), None, "the reset's pops end at 2");
-        assert_eq!(b.next_offset(&q), None);
+        assert_eq!(b.next_offset(&q), Some(2));
     }
 
     #[test]
@@ -348,7 +360,7 @@ mod tests {
         let q = queue(0);
         b.hand_out(&q, 5, &[], 9, 0);
         assert_eq!(b.commit_for(&q), Some(9));
-        assert_eq!(b.next_offset(&q), None);
+        assert_eq!(b.next_offset(&q), Some(9));
     }
 
     #[test]

@@ -40,6 +40,17 @@ pub struct AckRequest {
     pub expired: ExpiredReceipt,
 }
 
+/// What [`BrokerHandle::acked_message_with`] looked up last: the names it checked, the clock,
+/// a topic's read queue count, a queue's offset bounds (read once per batch: a batch is answered
+/// against one view of the queue).
+#[derive(Default)]
+struct AckLookups {
+    names: Option<(String, String)>,
+    now_ms: Option<i64>,
+    read_queues: Option<(String, u32)>,
+    bounds: Option<(String, u32, u64, u64)>,
+}
+
 /// One message of a batch acknowledgement: `topic` is the topic it was read from (the
 /// receipt's kind resolved) and `queue_offset` is within the queue.
 #[derive(Debug, Clone)]
@@ -70,14 +81,15 @@ impl BrokerHandle {
     pub async fn ack_all(&self, requests: Vec<AckRequest>) -> Vec<Result<bool, BrokerError>> {
         let mut answers: Vec<Option<Result<bool, BrokerError>>> = Vec::new();
         let mut acks = Vec::with_capacity(requests.len());
-        for request in &requests {
-            match self.acked_message(request, true) {
+        let mut lookups = AckLookups::default();
+        for request in requests {
+            match self.acked_message_with(&request, true, &mut lookups) {
                 Ok((queue_id, offset)) => {
                     acks.push(Ack {
-                        queue: GroupQueue::new(&request.group, &request.topic, queue_id),
                         mode: request.receipt.mode(),
-                        offset,
                         pop_time_ms: request.receipt.pop_time_ms,
+                        queue: GroupQueue::new(request.group, request.topic, queue_id),
+                        offset,
                     });
                     answers.push(None);
                 }
@@ -141,9 +153,27 @@ impl BrokerHandle {
         request: &AckRequest,
         end_inclusive: bool,
     ) -> Result<(u32, u64), BrokerError> {
-        Self::check_names(&request.group, &request.topic)?;
+        self.acked_message_with(request, end_inclusive, &mut AckLookups::default())
+    }
+
+    /// [`Self::acked_message`] for one entry of a batch, whose entries mostly name one queue:
+    /// what it looks up is kept in `lookups` for the next entry.
+    fn acked_message_with(
+        &self,
+        request: &AckRequest,
+        end_inclusive: bool,
+        lookups: &mut AckLookups,
+    ) -> Result<(u32, u64), BrokerError> {
+        let checked = matches!(&lookups.names,
+            Some((group, topic)) if *group == request.group && *topic == request.topic);
+        if !checked {
+            Self::check_names(&request.group, &request.topic)?;
+            lookups.names = Some((request.group.clone(), request.topic.clone()));
+        }
         if request.expired == ExpiredReceipt::Refuse {
-            let now_ms = self.inner.clock.now_ms();
+            let now_ms = *lookups
+                .now_ms
+                .get_or_insert_with(|| self.inner.clock.now_ms());
             let expired_at_ms = request
                 .receipt
                 .pop_time_ms
@@ -157,14 +187,21 @@ impl BrokerHandle {
             }
         }
         let topic = request.topic.as_str();
-        let queues = self
-            .inner
-            .registry
-            .queue_nums(topic)?
-            .map(|(read, _)| read)
-            .ok_or_else(|| Refused::TopicNotExist {
-                topic: topic.to_owned(),
-            })?;
+        let queues = match &lookups.read_queues {
+            Some((known, queues)) if known == topic => *queues,
+            _ => {
+                let queues = self
+                    .inner
+                    .registry
+                    .queue_nums(topic)?
+                    .map(|(read, _)| read)
+                    .ok_or_else(|| Refused::TopicNotExist {
+                        topic: topic.to_owned(),
+                    })?;
+                lookups.read_queues = Some((topic.to_owned(), queues));
+                queues
+            }
+        };
         let queue_id = u32::try_from(request.queue_id)
             .ok()
             .filter(|q| *q < queues)
@@ -173,8 +210,15 @@ impl BrokerHandle {
                 queue_id: request.queue_id.into(),
                 queues,
             })?;
-        let min = self.inner.reader.min_offset(topic, queue_id);
-        let max = self.inner.reader.max_offset(topic, queue_id);
+        let (min, max) = match &lookups.bounds {
+            Some((known, id, min, max)) if known == topic && *id == queue_id => (*min, *max),
+            _ => {
+                let min = self.inner.reader.min_offset(topic, queue_id);
+                let max = self.inner.reader.max_offset(topic, queue_id);
+                lookups.bounds = Some((topic.to_owned(), queue_id, min, max));
+                (min, max)
+            }
+        };
         u64::try_from(request.offset)
             .ok()
             .filter(|o| *o >= min && (*o < max || (end_inclusive && *o == max)))
@@ -431,7 +475,7 @@ impl BrokerHandle {
             .map(|(source, queue_id)| GroupQueue::new(&request.group, source, *queue_id))
             .collect();
         let nexts = self.next_offsets(queues).await?;
-        for ((source, queue_id), next) in sources.into_iter().zip(nexts) {
+        for ((source, queue_id), (_, next)) in sources.into_iter().zip(nexts) {
             let max = self.inner.reader.max_offset(&source, queue_id);
             let offset = match next {
                 Some(offset) => offset,

@@ -2,7 +2,6 @@
 //!
 //! - The queues a pop is reading right now: a pop claims a (group, topic, queue) before it reads
 //!   and releases it after, so two pops of one group never read the same offset.
-//! - The round robin of revive queue ids unordered pops report.
 //! - The durable checkpoints of unordered pops (one per message handed out and not yet
 //!   acknowledged); each whose invisible time passed is revived into the group's pop retry topic.
 //! - Orderly pop's per-queue blocks (durably too).
@@ -16,6 +15,7 @@
 //! checkpoint only after the copy is appended, so a crash in between revives the message once
 //! more rather than never. The revival rounds are in `actor/revive.rs`.
 
+mod held;
 mod revive;
 
 use crate::broker::consumer_offsets::{CommitOffset, CommitPopped, ConsumerOffsetsActor};
@@ -24,18 +24,19 @@ use crate::broker::registry::Registry;
 use crate::broker::release::Holder;
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
-use crate::logic::pop::{OrderlyQueue, PopMode, REVIVE_QUEUE_NUM};
+use crate::logic::pop::{OrderlyQueue, PopMode};
 use crate::logic::pop_buffer::{CheckpointBuffer, Writes};
 use crate::logic::queue::GroupQueue;
 use crate::quit::Quit;
 use actix::prelude::*;
+use fxhash::FxHashSet;
+use held::HeldCheckpoints;
 use skiff_storage::pop_state::{
     Checkpoint, CheckpointKey, CheckpointTimes, PopState, RequestModeEntry,
 };
 use skiff_storage::store::StoreReader;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::error::Error;
-use std::rc::Rc;
 use std::time::Duration;
 
 fn checkpoint_key(queue: &GroupQueue, queue_offset: u64) -> CheckpointKey {
@@ -49,12 +50,15 @@ fn checkpoint_key(queue: &GroupQueue, queue_offset: u64) -> CheckpointKey {
 
 /// Claims a queue for one pop before it reads it; answered [`Claim::Claimed`], the pop must send
 /// [`ReleaseQueue`] when done.
+/// Answered with the claim and, for each queue of `look_ahead`, where the group's next pop of
+/// it reads while it is being popped (as [`NextOffsets`] answers).
 #[derive(Message, Debug)]
-#[rtype(result = "Claim")]
+#[rtype(result = "(Claim, Vec<(GroupQueue, Option<u64>)>)")]
 pub struct ClaimQueue {
     pub queue: GroupQueue,
     pub mode: PopMode,
     pub now_ms: i64,
+    pub look_ahead: Vec<GroupQueue>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +72,10 @@ pub enum Claim {
     Blocked,
 }
 
-/// Where the group's next pop of each queue reads, for those whose stored offset lags behind.
+/// Where the group's next pop of each queue reads, for those being popped (the stored offset
+/// may lag behind them); answered with the queues given.
 #[derive(Message, Debug)]
-#[rtype(result = "Vec<Option<u64>>")]
+#[rtype(result = "Vec<(GroupQueue, Option<u64>)>")]
 pub struct NextOffsets {
     pub queues: Vec<GroupQueue>,
 }
@@ -82,12 +87,7 @@ pub struct ReleaseQueue {
     pub queue: GroupQueue,
 }
 
-/// The revive queue id the next unordered pop reports.
-#[derive(Message, Debug)]
-#[rtype(result = "i32")]
-pub struct NextReviveQueue;
-
-/// Records what one pop hands out of a claimed queue: an unordered pop's checkpoints (one per
+/// Records what one pop hands out of a claimed queue, and frees the queue: an unordered pop's checkpoints (one per
 /// offset; none when everything read was filtered out) and its offset, which the actor commits;
 /// or an orderly pop's batch. Answered once recorded; an orderly pop's answer is each offset
 /// with how often it was handed out before, an unordered pop's is empty.
@@ -208,11 +208,8 @@ pub struct PopActor {
     offsets: Addr<ConsumerOffsetsActor>,
     clock: BrokerClock,
     revive_interval: Duration,
-    /// Each key is shared with its `by_visible_at` entry: taking a checkpoint away clones no
-    /// names.
-    held: HashMap<Rc<CheckpointKey>, CheckpointTimes>,
+    held: HeldCheckpoints,
     buffer: CheckpointBuffer,
-    by_visible_at: BTreeSet<(i64, Rc<CheckpointKey>)>,
     /// Checkpoints whose revival failed, with when to try again.
     deferred: HashMap<CheckpointKey, i64>,
     /// A revival round is appending; the next waits for it.
@@ -221,9 +218,7 @@ pub struct PopActor {
     solo: HashSet<CheckpointKey>,
     orderly: HashMap<GroupQueue, OrderlyQueue>,
     /// Queues a pop is reading right now.
-    claimed: HashSet<GroupQueue>,
-    /// Round robin of the revive queue ids unordered pops report.
-    pop_counter: u64,
+    claimed: FxHashSet<GroupQueue>,
     snapshot: PopSnapshot,
     _holder: Holder,
 }
@@ -243,16 +238,14 @@ impl PopActor {
         let (store, offsets) = stores;
         let mut actor = PopActor {
             _holder: holder,
-            held: HashMap::new(),
+            held: HeldCheckpoints::default(),
             buffer: CheckpointBuffer::new(config.checkpoint_window, config.checkpoint_capacity),
             offsets,
-            by_visible_at: BTreeSet::new(),
             deferred: HashMap::new(),
             round_running: false,
             solo: HashSet::new(),
             orderly: HashMap::new(),
-            claimed: HashSet::new(),
-            pop_counter: 0,
+            claimed: FxHashSet::default(),
             snapshot: PopSnapshot::default(),
             state,
             reader,
@@ -265,8 +258,9 @@ impl PopActor {
         if !loaded.is_empty() {
             tracing::info!(checkpoints = loaded.len(), "pop checkpoints loaded");
         }
-        for checkpoint in loaded {
-            actor.index(checkpoint.key, checkpoint.times);
+        for Checkpoint { key, times } in loaded {
+            let queue = GroupQueue::new(key.group, key.topic, key.queue_id);
+            actor.held.insert(&queue, key.queue_offset, times);
         }
         for (group, topic, queue_id, state) in actor.state.orderly_states::<OrderlyQueue>()? {
             actor.orderly.insert(
@@ -279,26 +273,6 @@ impl PopActor {
             );
         }
         Ok(actor)
-    }
-
-    fn index(&mut self, key: CheckpointKey, times: CheckpointTimes) {
-        let key = match self.held.remove_entry(&key) {
-            Some((shared, old)) => {
-                self.by_visible_at
-                    .remove(&(old.visible_at_ms(), shared.clone()));
-                shared
-            }
-            None => Rc::new(key),
-        };
-        self.by_visible_at
-            .insert((times.visible_at_ms(), key.clone()));
-        self.held.insert(key, times);
-    }
-
-    fn unindex(&mut self, key: &CheckpointKey) -> Option<CheckpointTimes> {
-        let (shared, times) = self.held.remove_entry(key)?;
-        self.by_visible_at.remove(&(times.visible_at_ms(), shared));
-        Some(times)
     }
 
     /// Records one orderly queue's state as it now is (forgotten once idle); a failed write only
@@ -324,12 +298,13 @@ impl PopActor {
 
     /// Drops a checkpoint that is done with, unless it was changed meanwhile.
     fn forget(&mut self, key: &CheckpointKey, times: CheckpointTimes) {
-        if self.held.get(key) != Some(&times) {
+        let queue = GroupQueue::new(&key.group, &key.topic, key.queue_id);
+        if self.held.get(&queue, key.queue_offset) != Some(times) {
             return;
         }
-        let settled = self.settle(key);
-        if let Ok(Some(queue)) = &settled {
-            self.commit(queue);
+        let settled = self.settle(&queue, key.queue_offset);
+        if let Ok(true) = settled {
+            self.commit(&queue);
         }
         if let Err(e) = settled {
             tracing::error!(group = %key.group, topic = %key.topic, queue_id = key.queue_id, offset = key.queue_offset, error = &e as &dyn Error, "pop checkpoint not removed; the message may be revived again");
@@ -337,23 +312,27 @@ impl PopActor {
     }
 
     /// Takes a held checkpoint away (its message acknowledged or revived): from memory, and from
-    /// the store if it was written. Answers the queue when its checkpoint was in memory only:
-    /// its offset may move on, with one [`Self::commit`] however many settle together.
-    fn settle(&mut self, key: &CheckpointKey) -> Result<Option<GroupQueue>, BrokerError> {
-        self.unindex(key);
-        // Almost always empty: no hashing of the key for nothing.
-        if !self.deferred.is_empty() {
-            self.deferred.remove(key);
+    /// the store if it was written. Answers whether it was in memory only: then the queue's
+    /// offset may move on, with one [`Self::commit`] however many settle together.
+    fn settle(&mut self, queue: &GroupQueue, offset: u64) -> Result<bool, BrokerError> {
+        self.held.remove(queue, offset);
+        self.release(queue, offset)
+    }
+
+    /// [`Self::settle`] for a checkpoint already taken out of `held`.
+    fn release(&mut self, queue: &GroupQueue, offset: u64) -> Result<bool, BrokerError> {
+        // Almost always empty: no key built for nothing.
+        if !self.deferred.is_empty() || !self.solo.is_empty() {
+            let key = checkpoint_key(queue, offset);
+            self.deferred.remove(&key);
+            self.solo.remove(&key);
         }
-        if !self.solo.is_empty() {
-            self.solo.remove(key);
+        if self.buffer.settle(queue, offset) {
+            return Ok(true);
         }
-        let queue = GroupQueue::new(&key.group, &key.topic, key.queue_id);
-        if self.buffer.settle(&queue, key.queue_offset) {
-            return Ok(Some(queue));
-        }
-        self.state.remove_checkpoint(key)?;
-        Ok(None)
+        self.state
+            .remove_checkpoint(&checkpoint_key(queue, offset))?;
+        Ok(false)
     }
 
     /// Sends the queue's commit, if its stored offset may move on. The checkpoint writes it
@@ -378,9 +357,11 @@ impl PopActor {
             .iter()
             .flat_map(|(queue, offsets)| {
                 offsets.iter().filter_map(|offset| {
-                    let key = checkpoint_key(queue, *offset);
-                    let times = *self.held.get(&key)?;
-                    Some(Checkpoint { key, times })
+                    let times = self.held.get(queue, *offset)?;
+                    Some(Checkpoint {
+                        key: checkpoint_key(queue, *offset),
+                        times,
+                    })
                 })
             })
             .collect();
@@ -396,7 +377,9 @@ impl PopActor {
     /// Writes the checkpoints whose window has passed (or beyond the buffer's capacity); those
     /// a failed write leaves in memory keep holding their queues' offsets back.
     fn write_due(&mut self) {
-        let writes = self.buffer.due(self.clock.now_ms());
+        let now_ms = self.clock.now_ms();
+        self.buffer.forget_idle(now_ms);
+        let writes = self.buffer.due(now_ms);
         if let Err(e) = self.write(writes) {
             tracing::error!(
                 error = &e as &dyn Error,
@@ -417,20 +400,15 @@ impl PopActor {
             self.persist_orderly(&msg.queue);
             return Ok(commit.map_or(Acked::NotHeld, Acked::MovesOffset));
         }
-        let key = CheckpointKey {
-            group: msg.queue.group,
-            topic: msg.queue.topic,
-            queue_id: msg.queue.queue_id,
-            queue_offset: msg.offset,
-        };
-        match self.held.get(&key) {
-            Some(times) if times.pop_time_ms == msg.pop_time_ms => {}
-            _ => return Ok(Acked::NotHeld),
+        let pop_time_ms = msg.pop_time_ms;
+        let taken = self
+            .held
+            .remove_if(&msg.queue, msg.offset, |t| t.pop_time_ms == pop_time_ms);
+        if taken.is_none() {
+            return Ok(Acked::NotHeld);
         }
-        if let Some(queue) = self.settle(&key)? {
-            if !to_commit.contains(&queue) {
-                to_commit.push(queue);
-            }
+        if self.release(&msg.queue, msg.offset)? && !to_commit.contains(&msg.queue) {
+            to_commit.push(msg.queue);
         }
         self.snapshot.acked += 1;
         Ok(Acked::Held)
@@ -465,26 +443,40 @@ impl Handler<ClaimQueue> for PopActor {
     type Result = MessageResult<ClaimQueue>;
 
     fn handle(&mut self, msg: ClaimQueue, _: &mut Self::Context) -> Self::Result {
+        let ahead = msg
+            .look_ahead
+            .into_iter()
+            .map(|q| {
+                let next = self.buffer.next_offset(&q);
+                (q, next)
+            })
+            .collect();
         let next = self.buffer.next_offset(&msg.queue);
-        if self.claimed.contains(&msg.queue) {
-            return MessageResult(Claim::Busy { next });
-        }
-        if msg.mode == PopMode::Orderly && self.orderly_blocked(&msg.queue, msg.now_ms) {
-            return MessageResult(Claim::Blocked);
-        }
-        self.claimed.insert(msg.queue);
-        MessageResult(Claim::Claimed { next })
+        let claim = if self.claimed.contains(&msg.queue) {
+            Claim::Busy { next }
+        } else if msg.mode == PopMode::Orderly && self.orderly_blocked(&msg.queue, msg.now_ms) {
+            Claim::Blocked
+        } else {
+            self.claimed.insert(msg.queue);
+            Claim::Claimed { next }
+        };
+        MessageResult((claim, ahead))
     }
 }
 
 impl Handler<NextOffsets> for PopActor {
-    type Result = Vec<Option<u64>>;
+    type Result = MessageResult<NextOffsets>;
 
     fn handle(&mut self, msg: NextOffsets, _: &mut Self::Context) -> Self::Result {
-        msg.queues
-            .iter()
-            .map(|q| self.buffer.next_offset(q))
-            .collect()
+        MessageResult(
+            msg.queues
+                .into_iter()
+                .map(|q| {
+                    let next = self.buffer.next_offset(&q);
+                    (q, next)
+                })
+                .collect(),
+        )
     }
 }
 
@@ -496,20 +488,11 @@ impl Handler<ReleaseQueue> for PopActor {
     }
 }
 
-impl Handler<NextReviveQueue> for PopActor {
-    type Result = i32;
-
-    fn handle(&mut self, _: NextReviveQueue, _: &mut Self::Context) -> i32 {
-        let n = self.pop_counter;
-        self.pop_counter = n.wrapping_add(1);
-        (n % REVIVE_QUEUE_NUM as u64) as i32
-    }
-}
-
 impl Handler<HandOut> for PopActor {
     type Result = Result<Vec<(u64, u32)>, BrokerError>;
 
     fn handle(&mut self, msg: HandOut, _: &mut Self::Context) -> Self::Result {
+        self.claimed.remove(&msg.queue);
         if msg.mode == PopMode::Orderly {
             let counts = self.orderly.entry(msg.queue.clone()).or_default().hand_out(
                 &msg.offsets,
@@ -525,9 +508,7 @@ impl Handler<HandOut> for PopActor {
             invisible_ms: msg.invisible_ms,
             batch_start_offset: msg.batch_start_offset,
         };
-        for offset in &msg.offsets {
-            self.index(checkpoint_key(&msg.queue, *offset), times);
-        }
+        self.held.insert_all(&msg.queue, &msg.offsets, times);
         self.buffer.hand_out(
             &msg.queue,
             msg.batch_start_offset,
@@ -589,10 +570,10 @@ impl Handler<ChangeInvisible> for PopActor {
             }
             return Ok(changed);
         }
-        let key = checkpoint_key(&msg.queue, msg.offset);
-        if !self.held.contains_key(&key) {
+        if self.held.get(&msg.queue, msg.offset).is_none() {
             return Ok(false);
         }
+        let key = checkpoint_key(&msg.queue, msg.offset);
         let times = CheckpointTimes {
             pop_time_ms: msg.now_ms,
             invisible_ms: msg.invisible_ms,
@@ -605,7 +586,7 @@ impl Handler<ChangeInvisible> for PopActor {
             }])?;
         }
         self.deferred.remove(&key);
-        self.index(key, times);
+        self.held.insert(&msg.queue, msg.offset, times);
         Ok(true)
     }
 }
@@ -633,17 +614,11 @@ impl Handler<ForgetGroup> for PopActor {
     type Result = Result<usize, BrokerError>;
 
     fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
-        let keys: Vec<CheckpointKey> = self
-            .held
-            .keys()
-            .filter(|k| k.group == msg.group)
-            .map(|k| CheckpointKey::clone(k))
-            .collect();
-        for key in &keys {
-            self.unindex(key);
-            self.deferred.remove(key);
-            self.solo.remove(key);
+        for (queue, offset) in self.held.of_group(&msg.group) {
+            self.held.remove(&queue, offset);
         }
+        self.deferred.retain(|key, _| key.group != msg.group);
+        self.solo.retain(|key| key.group != msg.group);
         self.buffer.forget_group(&msg.group);
         self.orderly.retain(|queue, _| queue.group != msg.group);
         self.state.remove_orderly_group(&msg.group)?;

@@ -29,12 +29,12 @@ use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
     pop_retry_topic, OffsetInfo, PopMode, Receipt, TopicKind, ORDER_REVIVE_QUEUE,
-    POP_FROM_RETRY_PERCENT, POP_RETRY_QUEUE_NUMS,
+    POP_FROM_RETRY_PERCENT, POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
 };
 use crate::logic::queue::GroupQueue;
 use crate::refused::{NameKind, NameRule, Refused};
 use actix::Addr;
-use actor::{NextReviveQueue, PopActor};
+use actor::PopActor;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
 use skiff_storage::message::StoredMessage;
@@ -43,6 +43,7 @@ use skiff_storage::offset_table::is_valid_name;
 use skiff_storage::pop_state::RequestMode;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -134,10 +135,19 @@ enum SourcesFor {
 /// Everything about a pop that does not change from queue to queue.
 struct PopRound<'a> {
     request: &'a PopRequest,
-    subscription: Subscription,
+    subscription: &'a Subscription,
     pop_time_ms: i64,
     revive_queue_id: i32,
     broker_name: &'a str,
+}
+
+/// One queue one pop reads: up to `left` messages; `look_ahead` lists queues whose positions
+/// its claim looks up too.
+struct QueueRead<'a> {
+    topic: &'a str,
+    queue_id: u32,
+    left: usize,
+    look_ahead: Vec<GroupQueue>,
 }
 
 /// Resolves when any of the parked waits is woken (or its actor went away).
@@ -190,6 +200,9 @@ impl BrokerHandle {
     }
 
     fn pop_group(&self, group: &str) -> Result<(), BrokerError> {
+        if self.inner.registry.has_group(group) {
+            return Ok(());
+        }
         self.inner
             .registry
             .group_or_create(group)?
@@ -231,9 +244,9 @@ impl BrokerHandle {
                 source: Box::new(InvalidSelector { expression, error }),
             })
         })?;
-        let first = self
-            .pop_once_detached(&request, &topic, &subscription)
-            .await?;
+        let call = Rc::new((request, topic, subscription));
+        let first = self.pop_once_detached(call.clone()).await?;
+        let (request, topic, _) = &*call;
         if first.message_count > 0 || request.poll.is_zero() {
             return Ok(first);
         }
@@ -245,9 +258,8 @@ impl BrokerHandle {
             request.poll
         };
         tracing::trace!(group = %request.group, topic = %request.topic, "pop parked");
-        self.wait_for_arrival(&request, &topic, hold).await?;
-        self.pop_once_detached(&request, &topic, &subscription)
-            .await
+        self.wait_for_arrival(request, topic, hold).await?;
+        self.pop_once_detached(call.clone()).await
     }
 
     /// Waits up to `hold` for a message to arrive in any queue a pop of `request` reads (the
@@ -285,17 +297,17 @@ impl BrokerHandle {
     /// the messages would be both popped again and revived.
     async fn pop_once_detached(
         &self,
-        request: &PopRequest,
-        topic: &TopicConfig,
-        subscription: &Subscription,
+        call: Rc<(PopRequest, TopicConfig, Subscription)>,
     ) -> Result<PopAnswer, BrokerError> {
         let this = self.clone();
-        let (request, topic, subscription) = (request.clone(), topic.clone(), subscription.clone());
-        actix::spawn(async move { this.pop_once(&request, &topic, subscription).await })
-            .await
-            .map_err(|_| BrokerError::Closed {
-                what: "the pop task",
-            })?
+        actix::spawn(async move {
+            let (request, topic, subscription) = &*call;
+            this.pop_once(request, topic, subscription).await
+        })
+        .await
+        .map_err(|_| BrokerError::Closed {
+            what: "the pop task",
+        })?
     }
 
     /// The queues one pop reads, in order: the topic's (from a random one when all are asked
@@ -321,8 +333,8 @@ impl BrokerHandle {
         }
         let retry_topic = pop_retry_topic(&request.group, &request.topic);
         // A wait also watches a retry topic not created yet: the first revival creates it.
-        let retry_queues = match self.inner.registry.topic(&retry_topic)? {
-            Some(config) => config.read_queue_nums,
+        let retry_queues = match self.inner.registry.queue_nums(&retry_topic)? {
+            Some((read, _)) => read,
             None if purpose == SourcesFor::Waiting => POP_RETRY_QUEUE_NUMS,
             None => 0,
         };
@@ -341,15 +353,15 @@ impl BrokerHandle {
         &self,
         request: &PopRequest,
         topic: &TopicConfig,
-        subscription: Subscription,
+        subscription: &Subscription,
     ) -> Result<PopAnswer, BrokerError> {
         let revive_queue_id = match request.mode() {
             PopMode::Orderly => ORDER_REVIVE_QUEUE,
-            PopMode::Unordered => self
-                .pop_actor()
-                .send(NextReviveQueue)
-                .await
-                .map_err(mailbox("pop"))?,
+            PopMode::Unordered => {
+                let round = self.inner.pop_rounds.get();
+                self.inner.pop_rounds.set(round.wrapping_add(1));
+                (round % REVIVE_QUEUE_NUM as u64) as i32
+            }
         };
         let round = PopRound {
             request,
@@ -369,21 +381,43 @@ impl BrokerHandle {
             message_count: 0,
         };
         let mut body = Vec::new();
+        let sources = self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?;
+        // The first claim also looks up where the other queues stand (for `rest`, should the
+        // batch fill before they are read): one look at the pop actor for all.
+        let mut look_ahead: Vec<GroupQueue> = sources
+            .iter()
+            .skip(1)
+            .map(|(source, queue_id)| GroupQueue::new(&request.group, source, *queue_id))
+            .collect();
+        let mut known = Vec::new();
         let mut unread = Vec::new();
-        for (source, queue_id) in
-            self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?
-        {
+        for (source, queue_id) in sources {
             let left = request.max_messages as usize
                 - answer.message_count.min(request.max_messages as usize);
             if left == 0 {
                 unread.push(GroupQueue::new(&request.group, source, queue_id));
                 continue;
             }
-            self.pop_queue(&round, &source, queue_id, left, &mut answer, &mut body)
+            let read = QueueRead {
+                topic: &source,
+                queue_id,
+                left,
+                look_ahead: std::mem::take(&mut look_ahead),
+            };
+            self.pop_queue(&round, read, &mut answer, &mut body, &mut known)
                 .await?;
         }
-        let nexts = self.next_offsets(unread.clone()).await?;
-        for (queue, next) in unread.iter().zip(nexts) {
+        let mut unknown = Vec::new();
+        for queue in unread {
+            match known.iter().find(|(q, _)| *q == queue) {
+                Some((_, Some(next))) => {
+                    let max = self.inner.reader.max_offset(&queue.topic, queue.queue_id);
+                    answer.rest += max.saturating_sub(*next);
+                }
+                _ => unknown.push(queue),
+            }
+        }
+        for (queue, next) in self.next_offsets(unknown).await? {
             let max = self.inner.reader.max_offset(&queue.topic, queue.queue_id);
             answer.rest += max.saturating_sub(next.unwrap_or(0));
         }

@@ -3,7 +3,7 @@
 //! the commit; retried messages are rewritten to the consumer's topic with their receipt.
 
 use super::actor::{Claim, ClaimQueue, HandOut, NextOffsets, PopActor, ReleaseQueue};
-use super::{PopAnswer, PopRequest, PopRound};
+use super::{PopAnswer, PopRequest, PopRound, QueueRead};
 use crate::broker::consumer_offsets::{PopStart, QueryOffset, QueryOffsets, TakePopStart};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker_api::BrokerError;
@@ -19,7 +19,7 @@ use skiff_storage::message::{
 use skiff_storage::store::ReadStatus;
 
 /// A queue claimed for one pop ([`Claim::Claimed`]); dropped, however the pop ends, it frees
-/// the queue.
+/// the queue, unless the pop's hand-out freed it already.
 struct QueueClaim {
     actor: Addr<PopActor>,
     queue: Option<GroupQueue>,
@@ -62,23 +62,20 @@ impl BrokerHandle {
     pub(super) async fn next_offsets(
         &self,
         queues: Vec<GroupQueue>,
-    ) -> Result<Vec<Option<u64>>, BrokerError> {
+    ) -> Result<Vec<(GroupQueue, Option<u64>)>, BrokerError> {
         if queues.is_empty() {
             return Ok(Vec::new());
         }
         let mut nexts = self
             .pop_actor()
-            .send(NextOffsets {
-                queues: queues.clone(),
-            })
+            .send(NextOffsets { queues })
             .await
             .map_err(mailbox("pop"))?;
-        let (lagless, slots): (Vec<usize>, Vec<GroupQueue>) = queues
-            .into_iter()
-            .zip(&nexts)
+        let (lagless, slots): (Vec<usize>, Vec<GroupQueue>) = nexts
+            .iter()
             .enumerate()
             .filter(|(_, (_, next))| next.is_none())
-            .map(|(i, (queue, _))| (i, queue))
+            .map(|(i, (queue, _))| (i, queue.clone()))
             .unzip();
         if slots.is_empty() {
             return Ok(nexts);
@@ -91,7 +88,7 @@ impl BrokerHandle {
             .await
             .map_err(mailbox("consumer offsets"))??;
         for (i, offset) in lagless.into_iter().zip(stored) {
-            nexts[i] = offset;
+            nexts[i].1 = offset;
         }
         Ok(nexts)
     }
@@ -122,6 +119,10 @@ impl BrokerHandle {
         queue_id: u32,
         next: Option<u64>,
     ) -> Result<u64, BrokerError> {
+        if let Some(next) = next.filter(|_| !self.inner.pending_resets.any()) {
+            // The queue is being popped and no reset waits: no need to ask the offsets.
+            return Ok(next);
+        }
         let slot = GroupQueue::new(&request.group, topic, queue_id);
         let start = self
             .inner
@@ -153,27 +154,35 @@ impl BrokerHandle {
         Ok(offset)
     }
 
+    /// Pops one queue; the positions its claim looked ahead at are added to `known`.
     pub(super) async fn pop_queue(
         &self,
         round: &PopRound<'_>,
-        topic: &str,
-        queue_id: u32,
-        left: usize,
+        read: QueueRead<'_>,
         answer: &mut PopAnswer,
         body: &mut Vec<u8>,
+        known: &mut Vec<(GroupQueue, Option<u64>)>,
     ) -> Result<(), BrokerError> {
+        let QueueRead {
+            topic,
+            queue_id,
+            left,
+            look_ahead,
+        } = read;
         let request = round.request;
         let queue = GroupQueue::new(&request.group, topic, queue_id);
-        let claim = self
+        let (claim, ahead) = self
             .pop_actor()
             .send(ClaimQueue {
                 queue: queue.clone(),
                 mode: request.mode(),
                 now_ms: round.pop_time_ms,
+                look_ahead,
             })
             .await
             .map_err(mailbox("pop"))?;
-        let (_claim, next) = match claim {
+        known.extend(ahead);
+        let (mut claim, next) = match claim {
             // Nothing can cut the pop short between the answer and the guard: no await.
             Claim::Claimed { next } => (
                 QueueClaim {
@@ -234,6 +243,8 @@ impl BrokerHandle {
         // Unordered: the pop actor moves the offset past what it holds (and past what was
         // filtered out), never past a checkpoint it has not written and nobody acknowledged.
         let offsets = record_offsets(&read.records, topic, queue_id)?;
+        // The hand-out frees the queue: the claim need not.
+        claim.queue = None;
         let counts = self
             .pop_actor()
             .send(HandOut {
@@ -253,11 +264,12 @@ impl BrokerHandle {
                 .add_order_counts(topic, queue_id, &counts);
         }
         // The offset info must list exactly the messages in the body, in body order.
+        let read_count = offsets.len() as u64;
         let sent = if is_retry {
             self.append_retried(round, offset, &read.records, body)?
         } else {
             body.extend_from_slice(&read.records);
-            offsets.clone()
+            offsets
         };
         if sent.is_empty() {
             return Ok(());
@@ -266,7 +278,7 @@ impl BrokerHandle {
         answer.message_count += sent.len();
         self.inner
             .metrics
-            .record_pulled(&request.group, topic, queue_id, offsets.len() as u64);
+            .record_pulled(&request.group, topic, queue_id, read_count);
         Ok(())
     }
 

@@ -31,16 +31,19 @@ impl PopActor {
         }
         let now = self.clock.now_ms();
         let due: Vec<(CheckpointKey, CheckpointTimes)> = self
-            .by_visible_at
-            .iter()
-            .take_while(|(visible_at, _)| *visible_at <= now)
-            .filter(|(_, key)| self.deferred.get(key).is_none_or(|until| *until <= now))
-            .take(MAX_REVIVALS_PER_ROUND)
-            .filter_map(|(_, key)| {
-                self.held
-                    .get(key)
-                    .map(|times| (CheckpointKey::clone(key), *times))
+            .held
+            .visible_by(now)
+            .map(|(queue, offset, times)| {
+                let key = CheckpointKey {
+                    group: queue.group.clone(),
+                    topic: queue.topic.clone(),
+                    queue_id: queue.queue_id,
+                    queue_offset: offset,
+                };
+                (key, times)
             })
+            .filter(|(key, _)| self.deferred.get(key).is_none_or(|until| *until <= now))
+            .take(MAX_REVIVALS_PER_ROUND)
             .collect();
         let mut round = Vec::with_capacity(due.len());
         for (key, times) in due {

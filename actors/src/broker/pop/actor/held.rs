@@ -1,0 +1,185 @@
+//! [`HeldCheckpoints`]: the checkpoints the pop actor holds, by message and by the time each
+//! message becomes visible again.
+//!
+//! A pop hands out and an ack settles one message after another of the same few queues, so each
+//! queue is named once, in a slot, and a checkpoint is a slot and an offset: holding and
+//! settling a message hashes and compares numbers, never names, and allocates nothing.
+
+use crate::logic::queue::GroupQueue;
+use fxhash::FxHashMap;
+use skiff_storage::pop_state::CheckpointTimes;
+use std::collections::BTreeSet;
+
+type Slot = u32;
+
+#[derive(Debug, Default)]
+pub(super) struct HeldCheckpoints {
+    slots: FxHashMap<GroupQueue, Slot>,
+    /// Each slot's queue and how many checkpoints it holds; a slot holding none is free.
+    queues: Vec<(Option<GroupQueue>, usize)>,
+    free: Vec<Slot>,
+    times: FxHashMap<(Slot, u64), CheckpointTimes>,
+    by_visible_at: BTreeSet<(i64, Slot, u64)>,
+}
+
+impl HeldCheckpoints {
+    pub(super) fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Holds the message at `offset` of `queue` until `times` says, replacing what held it.
+    pub(super) fn insert(&mut self, queue: &GroupQueue, offset: u64, times: CheckpointTimes) {
+        self.insert_all(queue, &[offset], times);
+    }
+
+    /// [`Self::insert`] for the messages one pop hands out of one queue.
+    pub(super) fn insert_all(
+        &mut self,
+        queue: &GroupQueue,
+        offsets: &[u64],
+        times: CheckpointTimes,
+    ) {
+        let slot = match self.slots.get(queue) {
+            Some(slot) => *slot,
+            None => self.open_slot(queue),
+        };
+        for offset in offsets {
+            self.insert_in(slot, *offset, times);
+        }
+    }
+
+    fn insert_in(&mut self, slot: Slot, offset: u64, times: CheckpointTimes) {
+        match self.times.insert((slot, offset), times) {
+            Some(old) => {
+                self.by_visible_at
+                    .remove(&(old.visible_at_ms(), slot, offset));
+            }
+            None => self.queues[slot as usize].1 += 1,
+        }
+        self.by_visible_at
+            .insert((times.visible_at_ms(), slot, offset));
+    }
+
+    fn open_slot(&mut self, queue: &GroupQueue) -> Slot {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.queues.push((None, 0));
+                Slot::try_from(self.queues.len() - 1).unwrap_or(Slot::MAX)
+            }
+        };
+        self.queues[slot as usize] = (Some(queue.clone()), 0);
+        self.slots.insert(queue.clone(), slot);
+        slot
+    }
+
+    pub(super) fn get(&self, queue: &GroupQueue, offset: u64) -> Option<CheckpointTimes> {
+        let slot = self.slots.get(queue)?;
+        self.times.get(&(*slot, offset)).copied()
+    }
+
+    /// Lets the message go; a queue left holding nothing frees its slot.
+    pub(super) fn remove(&mut self, queue: &GroupQueue, offset: u64) -> Option<CheckpointTimes> {
+        self.remove_if(queue, offset, |_| true)
+    }
+
+    /// Lets the message go if what holds it passes `check` (an ack names the pop it answers).
+    pub(super) fn remove_if(
+        &mut self,
+        queue: &GroupQueue,
+        offset: u64,
+        check: impl FnOnce(&CheckpointTimes) -> bool,
+    ) -> Option<CheckpointTimes> {
+        let slot = *self.slots.get(queue)?;
+        let held = self.times.get(&(slot, offset))?;
+        if !check(held) {
+            return None;
+        }
+        let times = self.times.remove(&(slot, offset))?;
+        self.by_visible_at
+            .remove(&(times.visible_at_ms(), slot, offset));
+        let held = &mut self.queues[slot as usize];
+        held.1 -= 1;
+        if held.1 == 0 {
+            held.0 = None;
+            self.slots.remove(queue);
+            self.free.push(slot);
+        }
+        Some(times)
+    }
+
+    /// The messages visible again by `now_ms`, soonest first.
+    pub(super) fn visible_by(
+        &self,
+        now_ms: i64,
+    ) -> impl Iterator<Item = (&GroupQueue, u64, CheckpointTimes)> {
+        self.by_visible_at
+            .iter()
+            .take_while(move |(visible_at, _, _)| *visible_at <= now_ms)
+            .filter_map(|(_, slot, offset)| {
+                let queue = self.queues[*slot as usize].0.as_ref()?;
+                let times = self.times.get(&(*slot, *offset))?;
+                Some((queue, *offset, *times))
+            })
+    }
+
+    /// Every message held for `group`.
+    pub(super) fn of_group(&self, group: &str) -> Vec<(GroupQueue, u64)> {
+        self.times
+            .keys()
+            .filter_map(|(slot, offset)| {
+                let queue = self.queues[*slot as usize].0.as_ref()?;
+                (queue.group == group).then(|| (queue.clone(), *offset))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(pop_time_ms: i64) -> CheckpointTimes {
+        CheckpointTimes {
+            pop_time_ms,
+            invisible_ms: 100,
+            batch_start_offset: 0,
+        }
+    }
+
+    #[test]
+    fn messages_are_held_by_queue_and_offset_and_listed_soonest_visible_first() {
+        let mut held = HeldCheckpoints::default();
+        let (a, b) = (GroupQueue::new("g", "a", 0), GroupQueue::new("g", "b", 0));
+        held.insert(&a, 7, times(50));
+        held.insert(&b, 7, times(0));
+        held.insert(&a, 8, times(10));
+        assert_eq!(held.get(&a, 7), Some(times(50)));
+        let due: Vec<(String, u64)> = held
+            .visible_by(120)
+            .map(|(q, offset, _)| (q.topic.clone(), offset))
+            .collect();
+        assert_eq!(due, [("b".to_owned(), 7), ("a".to_owned(), 8)]);
+        held.insert(&b, 7, times(100));
+        assert_eq!(
+            held.visible_by(120).count(),
+            1,
+            "a new time replaces the old"
+        );
+        assert_eq!(held.len(), 3);
+    }
+
+    #[test]
+    fn a_queue_holding_nothing_frees_its_slot_for_the_next() {
+        let mut held = HeldCheckpoints::default();
+        let (a, b) = (GroupQueue::new("g", "a", 0), GroupQueue::new("h", "b", 1));
+        held.insert(&a, 1, times(0));
+        assert_eq!(held.remove(&a, 1), Some(times(0)));
+        assert_eq!(held.remove(&a, 1), None);
+        held.insert(&b, 1, times(0));
+        assert_eq!(held.get(&a, 1), None, "the slot now names another queue");
+        assert_eq!(held.queues.len(), 1, "one slot, reused");
+        assert_eq!(held.of_group("h"), [(b.clone(), 1)]);
+        assert!(held.of_group("g").is_empty());
+    }
+}
