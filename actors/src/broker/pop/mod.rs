@@ -4,9 +4,10 @@
 //! whether to pull or pop.
 //!
 //! A pop reads from the group's offset like a pull, but the broker, not the client, owns what
-//! happens next: the group's offset moves past the popped messages at once, and each message is
-//! held invisible by a checkpoint until it is acknowledged or its invisible time passes and it
-//! is revived into the group's pop retry topic. An orderly pop instead leaves the offset where
+//! happens next: the group's next pop reads past the popped messages at once, and each message
+//! is held invisible by a checkpoint until it is acknowledged or its invisible time passes and
+//! it is revived into the group's pop retry topic. The stored offset follows as the checkpoints
+//! allow (`logic/pop_buffer.rs`). An orderly pop instead leaves the offset where
 //! it is and blocks the queue until the batch is acknowledged.
 //!
 //! - `mod.rs`: a pop's request and answer, the wait for an arrival, the queues a pop reads.
@@ -14,8 +15,10 @@
 //!   the commit; retried messages rewritten to the consumer's topic.
 //! - `ack.rs`: ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION.
 //! - `assignment.rs`: SET_MESSAGE_REQUEST_MODE and QUERY_ASSIGNMENT.
-//! - [`actor`]: [`PopActor`], the one owner of pop state: the queues being popped, the revive
-//!   queue round robin, checkpoints and their revival, orderly blocks, request modes.
+//! - [`actor`]: [`PopActor`], the one owner of pop state: the queues being popped and where
+//!   each pop of them ends, checkpoints (in memory first, written when not acknowledged within
+//!   the window, `actor/held.rs` indexes them) and their revival (`actor/revive.rs`), the
+//!   offsets of popped queues, orderly blocks, request modes.
 
 mod ack;
 pub use ack::{AckRequest, ExpiredReceipt, PoppedAck};
