@@ -98,6 +98,11 @@ impl PopMode {
             PopMode::Unordered
         }
     }
+
+    /// The mode of a pop by the revive queue id it reported: an orderly pop reports its own.
+    pub fn of_revive_queue(revive_queue_id: i32) -> PopMode {
+        PopMode::of(revive_queue_id == ORDER_REVIVE_QUEUE)
+    }
 }
 
 /// The receipt of one popped message (the `POP_CK` property, Java's `extraInfo`): the pop's
@@ -152,7 +157,7 @@ impl Receipt {
 
     /// The mode of the pop that handed the message out.
     pub fn mode(&self) -> PopMode {
-        PopMode::of(self.is_orderly())
+        PopMode::of_revive_queue(self.revive_queue_id)
     }
 }
 
@@ -209,11 +214,18 @@ impl OffsetInfo {
             &mut self.start_offsets,
             format_args!("{kind} {queue_id} {start_offset}"),
         );
-        let list: Vec<String> = offsets.iter().map(u64::to_string).collect();
         push_entry(
             &mut self.message_offsets,
-            format_args!("{kind} {queue_id} {}", list.join(",")),
+            format_args!("{kind} {queue_id} "),
         );
+        for (i, offset) in offsets.iter().enumerate() {
+            let separator = if i == 0 { "" } else { "," };
+            // Writing to a String cannot fail.
+            let _ = fmt::Write::write_fmt(
+                &mut self.message_offsets,
+                format_args!("{separator}{offset}"),
+            );
+        }
     }
 
     /// Records how often each message of an orderly pop was handed out before.

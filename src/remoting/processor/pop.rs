@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use skiff_actors::broker::{AckRequest, ExpiredReceipt, PopRequest, PoppedAck};
 use skiff_actors::broker_api::ExpressionType;
-use skiff_actors::logic::pop::{Receipt, TopicKind, MAX_POP_MESSAGES};
+use skiff_actors::logic::pop::{PopMode, Receipt, TopicKind, MAX_POP_MESSAGES};
 use skiff_storage::pop_state::RequestModeEntry;
 
 use super::{
@@ -133,16 +133,7 @@ impl Processor {
             let Ok(queue_id) = u32::try_from(ack.queue_id) else {
                 continue;
             };
-            let receipt = Receipt {
-                checkpoint_offset: u64::try_from(ack.start_offset).unwrap_or(0),
-                pop_time_ms: ack.pop_time,
-                invisible_ms: ack.invisible_time,
-                revive_queue_id: ack.revive_queue_id,
-                kind,
-                broker_name: body.broker_name.clone(),
-                queue_id,
-                queue_offset: None,
-            };
+            let mode = PopMode::of_revive_queue(ack.revive_queue_id);
             let min = self.broker.reader().min_offset(&topic, queue_id);
             let max = self.broker.reader().max_offset(&topic, queue_id);
             for queue_offset in ack.offsets_within(min, max) {
@@ -151,7 +142,8 @@ impl Processor {
                     topic: topic.clone(),
                     queue_id,
                     queue_offset,
-                    receipt: receipt.clone(),
+                    pop_time_ms: ack.pop_time,
+                    mode,
                 });
             }
         }

@@ -52,14 +52,16 @@ struct AckLookups {
 }
 
 /// One message of a batch acknowledgement: `topic` is the topic it was read from (the
-/// receipt's kind resolved) and `queue_offset` is within the queue.
+/// receipt's kind resolved), `queue_offset` is within the queue, and the pop it answers is
+/// the receipt's (its time and mode).
 #[derive(Debug, Clone)]
 pub struct PoppedAck {
     pub group: String,
     pub topic: String,
     pub queue_id: u32,
     pub queue_offset: u64,
-    pub receipt: Receipt,
+    pub pop_time_ms: i64,
+    pub mode: PopMode,
 }
 
 impl BrokerHandle {
@@ -319,8 +321,8 @@ impl BrokerHandle {
         for ack in acks {
             Self::check_names(&ack.group, &ack.topic)?;
             held.push(Ack {
-                mode: ack.receipt.mode(),
-                pop_time_ms: ack.receipt.pop_time_ms,
+                mode: ack.mode,
+                pop_time_ms: ack.pop_time_ms,
                 queue: GroupQueue::new(ack.group, ack.topic, ack.queue_id),
                 offset: ack.queue_offset,
             });
