@@ -165,44 +165,79 @@ async fn send_pop_and_ack_the_even_ones(
     Ok((popped, acked))
 }
 
+/// A server on a free loopback port, started by `spawn`.
+struct Crashing {
+    dir: tempfile::TempDir,
+    addr: String,
+    client: RemotingClient,
+    server: ServeChild,
+    spawn: fn(&std::path::Path, &str) -> anyhow::Result<ServeChild>,
+}
+
+impl Crashing {
+    fn start(
+        spawn: fn(&std::path::Path, &str) -> anyhow::Result<ServeChild>,
+    ) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let server = spawn(dir.path(), &addr)?;
+        Ok(Crashing {
+            dir,
+            addr,
+            client: RemotingClient::new(ClientConfig::default()),
+            server,
+            spawn,
+        })
+    }
+
+    /// SIGKILL, then a new server on the same directory, serving.
+    async fn crash_and_restart(&mut self) -> anyhow::Result<()> {
+        self.server.0.kill()?;
+        self.server.0.wait()?;
+        self.client.close_connection(&self.addr);
+        self.server = (self.spawn)(self.dir.path(), &self.addr)?;
+        common::wait_serving(&self.client, &self.addr, TOPIC).await
+    }
+
+    /// Pops (each held up to 5 s for a revival) until every message of `expected` came again,
+    /// within a minute: answers every message popped meanwhile.
+    async fn pop_until_again(
+        &self,
+        expected: &BTreeSet<String>,
+    ) -> anyhow::Result<Vec<StoredMessage>> {
+        let mut again = Vec::new();
+        let mut seen = BTreeSet::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !expected.is_subset(&seen) {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "not delivered again after the restart: {:?}",
+                expected.difference(&seen).collect::<Vec<_>>()
+            );
+            let (messages, _) = pop_once(&self.client, &self.addr, 5_000).await?;
+            seen.extend(messages.iter().map(body));
+            again.extend(messages);
+        }
+        Ok(again)
+    }
+}
+
 #[actix_rt::test]
 async fn sigkill_with_popped_messages_out_loses_none_of_them() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let client = RemotingClient::new(ClientConfig::default());
-
-    let mut server = spawn(dir.path(), &addr)?;
-    let (popped, acked) = send_pop_and_ack_the_even_ones(&client, &addr).await?;
-    server.0.kill()?;
-    server.0.wait()?;
-    client.close_connection(&addr);
-
-    let _server = spawn(dir.path(), &addr)?;
-    common::wait_serving(&client, &addr, TOPIC).await?;
+    let mut node = Crashing::start(spawn)?;
+    let (popped, acked) = send_pop_and_ack_the_even_ones(&node.client, &node.addr).await?;
+    node.crash_and_restart().await?;
     let unacked: BTreeSet<String> = popped.difference(&acked).cloned().collect();
-    let mut again = BTreeSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !unacked.is_subset(&again) {
-        ensure!(
-            std::time::Instant::now() < deadline,
-            "not delivered again after the restart: {:?}",
-            unacked.difference(&again).collect::<Vec<_>>()
-        );
-        // A held pop: answered when a revival lands, or after its poll time.
-        let (messages, header) = pop_once(&client, &addr, 5_000).await?;
-        for m in messages {
-            if let Some(header) = &header {
-                if m.reconsume_times == 0 {
-                    // Popped afresh (the crash took the offset): acknowledged like the rest.
-                    ack(&client, &addr, header, &m).await?;
-                }
-            }
-            again.insert(body(&m));
-        }
-    }
+    // Within the window: popped afresh (the stored offsets stayed behind them), or revived.
+    let again: BTreeSet<String> = node
+        .pop_until_again(&unacked)
+        .await?
+        .iter()
+        .map(body)
+        .collect();
     let acked_again: Vec<&String> = again.intersection(&acked).collect();
     eprintln!(
         "after the restart: {} unacked delivered again, {} acked delivered again",
@@ -215,21 +250,14 @@ async fn sigkill_with_popped_messages_out_loses_none_of_them() -> anyhow::Result
 #[actix_rt::test]
 async fn sigkill_after_the_window_brings_back_only_what_was_not_acknowledged() -> anyhow::Result<()>
 {
-    let dir = tempfile::tempdir()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let client = RemotingClient::new(ClientConfig::default());
-
-    let mut server = spawn_short_window(dir.path(), &addr)?;
-    let (popped, acked) = send_pop_and_ack_the_even_ones(&client, &addr).await?;
+    let mut node = Crashing::start(spawn_short_window)?;
+    let (popped, acked) = send_pop_and_ack_the_even_ones(&node.client, &node.addr).await?;
     // Queues 1 and 3 hold only unacknowledged messages: their stored offsets move past them
     // only once their checkpoints are written, a window after the pop.
     let per_queue = (MESSAGES / 4) as i64;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     for queue_id in 0..4 {
-        while stored_offset(&client, &addr, queue_id).await? != Some(per_queue) {
+        while stored_offset(&node.client, &node.addr, queue_id).await? != Some(per_queue) {
             ensure!(
                 std::time::Instant::now() < deadline,
                 "queue {queue_id}'s offset never reached {per_queue}"
@@ -240,34 +268,23 @@ async fn sigkill_after_the_window_brings_back_only_what_was_not_acknowledged() -
     // The promise is about time: what was committed this long before a crash is on disk, the
     // offsets being flushed every 200 ms (five intervals here).
     tokio::time::sleep(Duration::from_secs(1)).await;
-    server.0.kill()?;
-    server.0.wait()?;
-    client.close_connection(&addr);
-
-    let _server = spawn_short_window(dir.path(), &addr)?;
-    common::wait_serving(&client, &addr, TOPIC).await?;
+    node.crash_and_restart().await?;
     let unacked: BTreeSet<String> = popped.difference(&acked).cloned().collect();
-    let mut again = BTreeSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !unacked.is_subset(&again) {
+    let mut again = node.pop_until_again(&unacked).await?;
+    let (rest, _) = pop_once(&node.client, &node.addr, 0).await?;
+    again.extend(rest);
+    for m in &again {
         ensure!(
-            std::time::Instant::now() < deadline,
-            "not delivered again after the restart: {:?}",
-            unacked.difference(&again).collect::<Vec<_>>()
+            m.reconsume_times >= 1,
+            "{} came back popped afresh: its queue's offset was lost",
+            body(m)
         );
-        let (messages, _) = pop_once(&client, &addr, 5_000).await?;
-        for m in messages {
-            ensure!(
-                m.reconsume_times == 1,
-                "{} came back popped afresh: its queue's offset was lost",
-                body(&m)
-            );
-            again.insert(body(&m));
-        }
     }
-    let (rest, _) = pop_once(&client, &addr, 0).await?;
-    again.extend(rest.iter().map(body));
-    let acked_again: Vec<&String> = again.intersection(&acked).collect();
+    let acked_again: Vec<String> = again
+        .iter()
+        .map(body)
+        .filter(|b| acked.contains(b))
+        .collect();
     ensure!(
         acked_again.is_empty(),
         "acknowledged before the window delivered again: {acked_again:?}"
