@@ -87,10 +87,10 @@ pub struct ReleaseQueue {
     pub queue: GroupQueue,
 }
 
-/// Records what one pop hands out of a claimed queue, and frees the queue: an unordered pop's checkpoints (one per
-/// offset; none when everything read was filtered out) and its offset, which the actor commits;
-/// or an orderly pop's batch. Answered once recorded; an orderly pop's answer is each offset
-/// with how often it was handed out before, an unordered pop's is empty.
+/// Records what one pop hands out of a claimed queue, and frees the queue: an unordered pop's
+/// checkpoints (one per offset; none when everything read was filtered out) and its offset,
+/// which the actor commits; or an orderly pop's batch. Answered once recorded; an orderly pop's
+/// answer is each offset with how often it was handed out before, an unordered pop's is empty.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<Vec<(u64, u32)>, BrokerError>")]
 pub struct HandOut {
