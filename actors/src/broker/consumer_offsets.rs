@@ -203,11 +203,11 @@ impl Actor for ConsumerOffsetsActor {
 impl ConsumerOffsetsActor {
     fn commit(
         &mut self,
-        slot: GroupQueue,
+        slot: &GroupQueue,
         offset: u64,
         now_ms: i64,
     ) -> Result<CommitResult, BrokerError> {
-        if let Some(&reset_offset) = self.pending.get(&slot) {
+        if let Some(&reset_offset) = self.pending.get(slot) {
             self.snapshot.ignored_by_pending_reset += 1;
             tracing::debug!(
                 group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id,
@@ -218,7 +218,7 @@ impl ConsumerOffsetsActor {
         }
         let outcome = self
             .table()?
-            .commit(&offset_key(&slot), slot.queue_id, offset)?;
+            .commit(&offset_key(slot), slot.queue_id, offset)?;
         self.snapshot.commits += 1;
         if let CommitOutcome::Lowered { previous } = outcome {
             self.snapshot.lowered += 1;
@@ -230,7 +230,13 @@ impl ConsumerOffsetsActor {
                 "consumer offset committed lower than the stored one"
             );
         }
-        self.last_commit_ms.insert(slot, now_ms);
+        // The slot is usually known already: no copy of its names per commit.
+        match self.last_commit_ms.get_mut(slot) {
+            Some(at) => *at = now_ms,
+            None => {
+                self.last_commit_ms.insert(slot.clone(), now_ms);
+            }
+        }
         Ok(CommitResult::Applied(outcome))
     }
 }
@@ -239,7 +245,7 @@ impl Handler<CommitOffset> for ConsumerOffsetsActor {
     type Result = Result<CommitResult, BrokerError>;
 
     fn handle(&mut self, msg: CommitOffset, _: &mut Self::Context) -> Self::Result {
-        self.commit(msg.slot, msg.offset, msg.now_ms)
+        self.commit(&msg.slot, msg.offset, msg.now_ms)
     }
 }
 
@@ -247,11 +253,14 @@ impl Handler<CommitPopped> for ConsumerOffsetsActor {
     type Result = ();
 
     fn handle(&mut self, msg: CommitPopped, _: &mut Self::Context) {
-        let slot = msg.0.slot;
-        let (group, topic, queue_id) = (slot.group.clone(), slot.topic.clone(), slot.queue_id);
-        if let Err(e) = self.commit(slot, msg.0.offset, msg.0.now_ms) {
+        let CommitOffset {
+            slot,
+            offset,
+            now_ms,
+        } = msg.0;
+        if let Err(e) = self.commit(&slot, offset, now_ms) {
             // The stored offset stays behind: after a restart the group pops these again.
-            tracing::error!(%group, %topic, queue_id, offset = msg.0.offset, error = &e as &dyn Error, "pop offset not committed");
+            tracing::error!(group = %slot.group, topic = %slot.topic, queue_id = slot.queue_id, offset, error = &e as &dyn Error, "pop offset not committed");
         }
     }
 }

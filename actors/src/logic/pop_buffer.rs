@@ -223,11 +223,6 @@ impl CheckpointBuffer {
             .collect()
     }
 
-    /// The queues the buffer tracks (to commit each once everything is written).
-    pub fn queues(&self) -> Vec<GroupQueue> {
-        self.cursors.keys().cloned().collect()
-    }
-
     /// Forgets a deleted group's queues.
     pub fn forget_group(&mut self, group: &str) {
         let mut dropped = 0;

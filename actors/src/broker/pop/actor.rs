@@ -388,6 +388,17 @@ impl PopActor {
         }
     }
 
+    /// Each queue with where the group's next pop of it reads, while it is being popped.
+    fn next_offsets(&self, queues: Vec<GroupQueue>) -> Vec<(GroupQueue, Option<u64>)> {
+        queues
+            .into_iter()
+            .map(|q| {
+                let next = self.buffer.next_offset(&q);
+                (q, next)
+            })
+            .collect()
+    }
+
     /// One acknowledgement; a queue whose offset may move on is added to `to_commit`.
     fn ack(&mut self, msg: Ack, to_commit: &mut Vec<GroupQueue>) -> Result<Acked, BrokerError> {
         if msg.mode == PopMode::Orderly {
@@ -443,14 +454,7 @@ impl Handler<ClaimQueue> for PopActor {
     type Result = MessageResult<ClaimQueue>;
 
     fn handle(&mut self, msg: ClaimQueue, _: &mut Self::Context) -> Self::Result {
-        let ahead = msg
-            .look_ahead
-            .into_iter()
-            .map(|q| {
-                let next = self.buffer.next_offset(&q);
-                (q, next)
-            })
-            .collect();
+        let ahead = self.next_offsets(msg.look_ahead);
         let next = self.buffer.next_offset(&msg.queue);
         let claim = if self.claimed.contains(&msg.queue) {
             Claim::Busy { next }
@@ -468,15 +472,7 @@ impl Handler<NextOffsets> for PopActor {
     type Result = MessageResult<NextOffsets>;
 
     fn handle(&mut self, msg: NextOffsets, _: &mut Self::Context) -> Self::Result {
-        MessageResult(
-            msg.queues
-                .into_iter()
-                .map(|q| {
-                    let next = self.buffer.next_offset(&q);
-                    (q, next)
-                })
-                .collect(),
-        )
+        MessageResult(self.next_offsets(msg.queues))
     }
 }
 
@@ -646,11 +642,10 @@ impl Handler<Quit<Result<(), BrokerError>>> for PopActor {
         ctx: &mut Self::Context,
     ) -> Self::Result {
         ctx.stop();
+        // Every other queue's commit went out with the change that allowed it; `write` sends
+        // those its writes allow.
         let writes = self.buffer.drain();
         self.write(writes)?;
-        for queue in self.buffer.queues() {
-            self.commit(&queue);
-        }
         self.state.flush()?;
         Ok(())
     }

@@ -410,17 +410,19 @@ impl BrokerHandle {
             self.pop_queue(&round, read, &mut answer, &mut body, &mut known)
                 .await?;
         }
-        let mut unknown = Vec::new();
+        // The first claim looked ahead at every queue after it (none when the pop asked for no
+        // message at all): only an idle queue's stored offset is left to look up.
+        let mut looked = Vec::with_capacity(unread.len());
+        let mut missing = Vec::new();
         for queue in unread {
-            match known.iter().find(|(q, _)| *q == queue) {
-                Some((_, Some(next))) => {
-                    let max = self.inner.reader.max_offset(&queue.topic, queue.queue_id);
-                    answer.rest += max.saturating_sub(*next);
-                }
-                _ => unknown.push(queue),
+            match known.iter().position(|(q, _)| *q == queue) {
+                Some(i) => looked.push(known.swap_remove(i)),
+                None => missing.push(queue),
             }
         }
-        for (queue, next) in self.next_offsets(unknown).await? {
+        let mut nexts = self.or_stored_offsets(looked).await?;
+        nexts.extend(self.next_offsets(missing).await?);
+        for (queue, next) in nexts {
             let max = self.inner.reader.max_offset(&queue.topic, queue.queue_id);
             answer.rest += max.saturating_sub(next.unwrap_or(0));
         }

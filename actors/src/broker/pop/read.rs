@@ -66,12 +66,21 @@ impl BrokerHandle {
         if queues.is_empty() {
             return Ok(Vec::new());
         }
-        let mut nexts = self
+        let nexts = self
             .pop_actor()
             .send(NextOffsets { queues })
             .await
             .map_err(mailbox("pop"))?;
-        let (lagless, slots): (Vec<usize>, Vec<GroupQueue>) = nexts
+        self.or_stored_offsets(nexts).await
+    }
+
+    /// Fills in the stored offset of each queue the pop actor had no position for, in one look
+    /// at the offsets.
+    pub(super) async fn or_stored_offsets(
+        &self,
+        mut nexts: Vec<(GroupQueue, Option<u64>)>,
+    ) -> Result<Vec<(GroupQueue, Option<u64>)>, BrokerError> {
+        let (idle, slots): (Vec<usize>, Vec<GroupQueue>) = nexts
             .iter()
             .enumerate()
             .filter(|(_, (_, next))| next.is_none())
@@ -87,7 +96,7 @@ impl BrokerHandle {
             .send(QueryOffsets { slots })
             .await
             .map_err(mailbox("consumer offsets"))??;
-        for (i, offset) in lagless.into_iter().zip(stored) {
+        for (i, offset) in idle.into_iter().zip(stored) {
             nexts[i].1 = offset;
         }
         Ok(nexts)
