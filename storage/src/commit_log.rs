@@ -4,6 +4,13 @@
 //! of its first byte. A new segment starts exactly where the previous one's data ends, so
 //! physical offsets are contiguous and a record never spans two files. Files grow by `pwrite`
 //! and are read by `pread`: nothing is mapped, so a large backlog costs page cache, not RSS.
+//!
+//! The last segment may be *prepared* past its data: zeros written and made durable ahead of
+//! the appender ([`CommitLog::prepare`], under sync flush), so that a group commit's fdatasync
+//! writes the records' blocks only, not the file's new size and block map too. A record never
+//! starts with eight zero bytes (its size is at least [`MIN_RECORD_SIZE`]), so the scan tells a
+//! prepared, never-written tail ([`ScanStep::Unwritten`]) from a torn record. Every other
+//! segment ends where its data ends: a roll cuts the prepared rest off the full segment.
 
 use crate::disk::{Disk, DiskFile, OpenMode};
 use crate::error::{io_err, StoreError};
@@ -11,7 +18,7 @@ use crate::message::{parse_record, RecordLayout, MAGIC_V1, MAGIC_V2, PHYSICAL_OF
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
 use crate::stats::{LatencyCounter, LatencySnapshot};
@@ -57,6 +64,12 @@ pub struct CommitLog {
     written: AtomicU64,
     /// How long each durability fsync ([`Self::sync_range`]) took, for the metrics.
     fsync_latency: LatencyCounter,
+    /// The end of what was written to the last segment, records or prepared zeros: past it
+    /// the file holds nothing. Held while zeros are written, so they never land on records.
+    frontier: Mutex<u64>,
+    /// `frontier` as last published, read without the lock: a write ending at or below it lies
+    /// in prepared space the preparer is done with.
+    prepared_end: AtomicU64,
 }
 
 /// One step of a recovery scan.
@@ -74,6 +87,13 @@ pub enum ScanStep<'a> {
     },
     End {
         position: u64,
+    },
+    /// Eight zero bytes where a record would start in the last segment: its prepared space,
+    /// never written. `data_follows` when non-zero bytes lie after it (a batch whose later
+    /// blocks reached the disk before its first, never fsynced): the log ends here either way.
+    Unwritten {
+        position: u64,
+        data_follows: bool,
     },
 }
 
@@ -111,7 +131,24 @@ impl CommitLog {
             segments: RwLock::new(segments),
             written: AtomicU64::new(end),
             fsync_latency: LatencyCounter::default(),
+            frontier: Mutex::new(end),
+            prepared_end: AtomicU64::new(end),
         })
+    }
+
+    fn frontier(&self) -> MutexGuard<'_, u64> {
+        self.frontier.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Moves the frontier to `end` (a roll, a cut, or a write or zeros past it).
+    fn set_frontier(&self, frontier: &mut u64, end: u64) {
+        *frontier = end;
+        self.prepared_end.store(end, Ordering::Release);
+    }
+
+    /// How far the last segment is written or prepared.
+    pub fn prepared_end(&self) -> u64 {
+        self.prepared_end.load(Ordering::Acquire)
     }
 
     pub fn dir(&self) -> &Path {
@@ -222,18 +259,68 @@ impl CommitLog {
 
     /// Writes `bytes` at `position` of `seg`. Writer only.
     pub fn write_at(&self, seg: &Segment, position: u64, bytes: &[u8]) -> Result<(), StoreError> {
-        seg.file
-            .write_all_at(bytes, position - seg.base)
-            .map_err(|e| io_err(&seg.path, e))
+        let end = position + bytes.len() as u64;
+        let write = || {
+            seg.file
+                .write_all_at(bytes, position - seg.base)
+                .map_err(|e| io_err(&seg.path, e))
+        };
+        if end <= self.prepared_end() {
+            return write();
+        }
+        // Past the prepared space: the preparer may be writing zeros there right now.
+        let mut frontier = self.frontier();
+        write()?;
+        if end > *frontier {
+            self.set_frontier(&mut frontier, end);
+        }
+        Ok(())
+    }
+
+    /// Writes zeros past the frontier of the last segment toward `target`, but not past
+    /// `segment_size` from its base, `chunk` bytes under the lock at a time, then fsyncs them;
+    /// answers whether anything was written.
+    pub fn prepare(&self, target: u64, segment_size: u64, chunk: u64) -> Result<bool, StoreError> {
+        let mut prepared: Option<Arc<Segment>> = None;
+        loop {
+            let mut frontier = self.frontier();
+            let Some(seg) = self.last_segment() else {
+                break;
+            };
+            let start = (*frontier).max(seg.base);
+            let end = target.min(seg.base + segment_size).min(start + chunk);
+            if end <= start {
+                break;
+            }
+            let zeros = vec![0u8; (end - start) as usize];
+            seg.file
+                .write_all_at(&zeros, start - seg.base)
+                .map_err(|e| io_err(&seg.path, e))?;
+            self.set_frontier(&mut frontier, end);
+            prepared = Some(seg);
+        }
+        // Outside the lock: the appender may write into these zeros meanwhile (its own fsync
+        // then covers them too).
+        if let Some(seg) = &prepared {
+            seg.file.sync_data().map_err(|e| io_err(&seg.path, e))?;
+        }
+        Ok(prepared.is_some())
     }
 
     /// Creates the segment starting at `base` (the current end of data). Writer only.
     pub fn roll(&self, base: u64) -> Result<Arc<Segment>, StoreError> {
+        let mut frontier = self.frontier();
         // The full segment is made durable before any byte of the next one is written: the
         // page cache writes files back independently, so after a power cut the new segment
         // could otherwise hold records while the old one lost its unsynced end, a gap
-        // followed by valid records that recovery must treat as corruption.
+        // followed by valid records that recovery must treat as corruption. Its prepared rest
+        // is cut off first: only the last segment may end in zeros.
         if let Some(full) = self.last_segment() {
+            if full.base + full.len()? > base {
+                full.file
+                    .set_len(base - full.base)
+                    .map_err(|e| io_err(&full.path, e))?;
+            }
             full.file.sync_data().map_err(|e| io_err(&full.path, e))?;
         }
         let path = self.dir.join(segment_file_name(base));
@@ -254,6 +341,7 @@ impl CommitLog {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .push(seg.clone());
+        self.set_frontier(&mut frontier, base);
         tracing::debug!(base, "rolled commit-log segment");
         Ok(seg)
     }
@@ -286,6 +374,7 @@ impl CommitLog {
     /// shortened segment followed by one still holding records (which recovery would have to
     /// call corruption).
     pub fn truncate_at(&self, position: u64) -> Result<(), StoreError> {
+        let mut frontier = self.frontier();
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         while let Some(seg) = segs.last().filter(|s| s.base > position).cloned() {
             self.disk
@@ -305,6 +394,7 @@ impl CommitLog {
             }
         }
         drop(segs);
+        self.set_frontier(&mut frontier, position);
         self.publish_written(position);
         Ok(())
     }
@@ -461,6 +551,24 @@ impl Scanner<'_> {
         Ok(())
     }
 
+    /// Whether the current segment holds only zeros from the position to `data_end`.
+    fn zeros_until(&self, data_end: u64) -> Result<bool, StoreError> {
+        let seg = &self.segs[self.idx];
+        let mut buf = vec![0u8; SCAN_CHUNK.min((data_end - self.position) as usize)];
+        let mut from = self.position;
+        while from < data_end {
+            let chunk = &mut buf[..((data_end - from) as usize).min(SCAN_CHUNK)];
+            seg.file
+                .read_exact_at(chunk, from - seg.base)
+                .map_err(|e| io_err(&seg.path, e))?;
+            if chunk.iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            from += chunk.len() as u64;
+        }
+        Ok(true)
+    }
+
     /// The next valid record, the first invalid position, or the end of the log. After a
     /// `Record` the scanner moves past it; after `Invalid` or `End` it stays put.
     pub fn next_step(&mut self) -> Result<ScanStep<'_>, StoreError> {
@@ -503,6 +611,13 @@ impl Scanner<'_> {
             self.fill(8, data_end)?;
             let off = (self.position - self.buf_start) as usize;
             let head = &self.buf[off..off + 8];
+            if head == [0u8; 8] && self.idx + 1 == self.segs.len() {
+                let data_follows = !self.zeros_until(data_end)?;
+                return Ok(ScanStep::Unwritten {
+                    position: self.position,
+                    data_follows,
+                });
+            }
             let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
             let magic = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
             if magic != MAGIC_V1 && magic != MAGIC_V2 {

@@ -273,6 +273,11 @@ impl MessageStore {
             bq.queue.publish(bq.start + bq.count);
         }
         self.shared.indexed_end.store(pos, Ordering::Release);
+        if let Some(preparer) = &self.preparer {
+            if self.shared.wants_preparing(pos) {
+                preparer.ask();
+            }
+        }
         Ok((results, pos))
     }
 }

@@ -448,9 +448,9 @@ impl StoreReader {
                     visit(position, &layout, bytes);
                     seen += 1;
                 }
-                ScanStep::Invalid { position, .. } | ScanStep::End { position } => {
-                    return Ok(position)
-                }
+                ScanStep::Invalid { position, .. }
+                | ScanStep::End { position }
+                | ScanStep::Unwritten { position, .. } => return Ok(position),
             }
         }
         Ok(scanner.position())

@@ -175,8 +175,47 @@ impl Recovery<'_> {
                     path,
                     reason,
                 } => return self.invalid(position, path, reason, durable),
+                ScanStep::Unwritten {
+                    position,
+                    data_follows,
+                } => return self.unwritten(position, data_follows, durable),
             }
         }
+    }
+
+    /// The log ends where the last segment's prepared space begins. Bytes after that start
+    /// belong to a batch whose later blocks reached the disk before its first: never fsynced,
+    /// so never acknowledged under `Sync`, and cut off (RocketMQ ends its log at the first
+    /// blank too). Below the checkpoint nothing may be missing: that is corruption.
+    fn unwritten(
+        &mut self,
+        position: u64,
+        data_follows: bool,
+        durable: u64,
+    ) -> Result<ScanOutcome, StoreError> {
+        self.flush_pending()?;
+        if position < durable {
+            return Err(StoreError::CorruptRecord {
+                path: self.log.path_for(position),
+                physical_offset: position,
+                reason: format!(
+                    "zeros where a record should start (below the checkpointed durable position {durable})"
+                ),
+            });
+        }
+        if data_follows {
+            let files_end = self.log.files_end()?;
+            tracing::warn!(
+                file = %self.log.path_for(position).display(),
+                physical_offset = position,
+                dropped_bytes = files_end.saturating_sub(position),
+                "truncating commit-log tail after a never-written gap"
+            );
+            self.log.truncate_at(position)?;
+        }
+        Ok(ScanOutcome::Done {
+            valid_end: position,
+        })
     }
 
     fn invalid(

@@ -26,7 +26,10 @@ fn config(dir: &Path) -> StoreConfig {
     StoreConfig {
         // Frequent checkpoints so crashes also land around them.
         flush_interval: Duration::from_millis(20),
-        // Small segments so crashes also land around segment rolls.
+        // Small segments so crashes also land around segment rolls, and the commit log
+        // prepared ahead by its thread, so they land in prepared space.
+        prepare_ahead: 16 * 1024,
+        prepare_in_background: true,
         ..store_config(dir, 64 * 1024, FlushPolicy::Sync)
     }
 }

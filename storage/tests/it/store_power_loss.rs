@@ -65,6 +65,8 @@ fn config(policy: FlushPolicy, checkpoints: Checkpoints, disk: &SimDisk) -> Stor
         // Fewer than the queues' files: descriptors come and go through every cut.
         open_queue_files: 2,
         disk: Disk::Simulated(disk.clone()),
+        // Prepared when the run asks (`prepare_ahead`): cuts land in prepared space too.
+        prepare_ahead: 1500,
         ..store_config(Path::new("/store"), 4096, policy)
     };
     match checkpoints {
@@ -293,7 +295,8 @@ impl Run {
             }
             let roll = self.rng.gen_range(0..100);
             let alive = match roll {
-                0..=69 => self.append(store, index),
+                0..=64 => self.append(store, index),
+                65..=69 => store.prepare_ahead().is_ok(),
                 70..=79 => {
                     let end = store.commit_log_end();
                     let flushed = match self.checkpoints {

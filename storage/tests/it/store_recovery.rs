@@ -237,8 +237,8 @@ fn garbage_after_the_tail_is_truncated_on_reopen() {
     let template = std::fs::read(segment_path(dir.path(), 0)).unwrap();
     let first_size = results[0].stored_size as usize;
 
+    // (Zeros after the tail are prepared space, kept: see the prepared-tail tests.)
     let garbage: Vec<Vec<u8>> = vec![
-        vec![0u8; 700],
         (0..333u32).map(|i| (i * 7919 % 251) as u8).collect(),
         // A plausible header whose body fails its CRC: what a write cut mid-body leaves.
         {
@@ -606,4 +606,125 @@ fn every_cut_of_the_tail_recovers_the_complete_prefix() {
         assert_eq!(store.commit_log_end(), valid_end, "cut at {cut}");
         verify(&store, &[10 + complete]);
     }
+}
+
+/// A sync-flushed store preparing `prepare_ahead` bytes when asked (no thread).
+fn prepared_config(dir: &Path, segment_size: u64, prepare_ahead: u64) -> StoreConfig {
+    StoreConfig {
+        prepare_ahead,
+        ..store_config(dir, segment_size, FlushPolicy::Sync)
+    }
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn a_prepared_tail_is_kept_on_reopen_and_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(prepared_config(dir.path(), 1 << 20, 8192)).unwrap();
+    fill(&mut store, 2, 15);
+    let end = store.commit_log_end();
+    assert!(store.prepare_ahead().unwrap());
+    assert_eq!(file_len(&segment_path(dir.path(), 0)), end + 8192);
+    let crashed = crash_copy(dir.path());
+    drop(store);
+
+    let seg = segment_path(crashed.path(), 0);
+    let mut store = MessageStore::open(prepared_config(crashed.path(), 1 << 20, 8192)).unwrap();
+    assert_eq!(
+        store.commit_log_end(),
+        end,
+        "the log ends where the zeros begin"
+    );
+    assert_eq!(file_len(&seg), end + 8192, "the prepared space is kept");
+    verify(&store, &[15, 15]);
+    fill(&mut store, 2, 1);
+    let grown = store.commit_log_end();
+    assert!(grown > end && grown < end + 8192);
+    assert_eq!(
+        file_len(&seg),
+        end + 8192,
+        "records land in the prepared space"
+    );
+    drop(store);
+
+    let store = MessageStore::open(prepared_config(crashed.path(), 1 << 20, 8192)).unwrap();
+    assert_eq!(store.commit_log_end(), grown);
+    verify(&store, &[16, 16]);
+}
+
+#[test]
+fn data_after_a_never_written_gap_in_prepared_space_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = MessageStore::open(prepared_config(dir.path(), 1 << 20, 8192)).unwrap();
+    let results = fill(&mut store, 2, 15);
+    let end = store.commit_log_end();
+    store.flush().unwrap();
+    assert!(store.prepare_ahead().unwrap());
+    let crashed = crash_copy(dir.path());
+    drop(store);
+
+    // A later block of a batch reached the disk, its first did not: a whole valid record
+    // 4 KiB past the end, zeros before it.
+    let seg = segment_path(crashed.path(), end);
+    let template = std::fs::read(&seg).unwrap();
+    let mut record = template[..results[0].stored_size as usize].to_vec();
+    let later = end + 4096;
+    record[28..36].copy_from_slice(&later.to_be_bytes());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .write_all_at(&record, later)
+        .unwrap();
+
+    let mut store = MessageStore::open(prepared_config(crashed.path(), 1 << 20, 8192)).unwrap();
+    assert_eq!(store.commit_log_end(), end);
+    assert_eq!(
+        file_len(&seg),
+        end,
+        "the stray record is cut off with the rest"
+    );
+    verify(&store, &[15, 15]);
+    fill(&mut store, 2, 1);
+    verify(&store, &[16, 16]);
+}
+
+#[test]
+fn a_roll_cuts_the_prepared_rest_off_the_full_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let segment = 4096;
+    let mut store = MessageStore::open(prepared_config(dir.path(), segment, segment)).unwrap();
+    fill(&mut store, 1, 1);
+    assert!(store.prepare_ahead().unwrap());
+    let first = segment_path(dir.path(), 0);
+    assert_eq!(
+        file_len(&first),
+        segment,
+        "prepared up to the segment's size, not past"
+    );
+    let mut appended = 1;
+    while segment_path(dir.path(), store.commit_log_end()) == first {
+        fill(&mut store, 1, 1);
+        appended += 1;
+    }
+    let second = segment_path(dir.path(), store.commit_log_end());
+    let second_base: u64 = second
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        file_len(&first),
+        second_base,
+        "the full segment ends where its data does"
+    );
+    drop(store);
+
+    let store = MessageStore::open(prepared_config(dir.path(), segment, segment)).unwrap();
+    verify(&store, &[appended]);
 }
