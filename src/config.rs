@@ -71,6 +71,10 @@ pub struct NodeConfig {
     /// (`1GiB`, `512MiB`) or plain bytes.
     #[serde(with = "size")]
     pub segment_size: u64,
+    /// Under `sync` flush: how far ahead of the appender the last segment's blocks are written
+    /// (zeros) and fsynced, so a group commit's fsync carries only the records; `0` turns it off.
+    #[serde(with = "size")]
+    pub segment_prepare_ahead: u64,
     /// Full segments whose newest message is older than this are deleted (`72h`).
     #[serde(with = "duration")]
     pub retention: Duration,
@@ -184,6 +188,7 @@ impl Default for NodeConfig {
             flush_interval: Duration::from_millis(500),
             sync_flush_timeout: StoreConfig::DEFAULT_SYNC_FLUSH_TIMEOUT,
             segment_size: 1 << 30,
+            segment_prepare_ahead: StoreConfig::DEFAULT_PREPARE_AHEAD,
             retention: Duration::from_secs(72 * 3600),
             cleanup_interval: Duration::from_secs(10),
             disk_max_used_ratio: 0.75,

@@ -69,6 +69,7 @@ impl Node {
         let store = MessageStore::open(StoreConfig {
             dir: store_dir.clone(),
             segment_size: config.segment_size,
+            prepare_ahead: config.segment_prepare_ahead,
             flush_policy: config.flush,
             flush_interval: config.flush_interval,
             sync_flush_timeout: config.sync_flush_timeout,

@@ -26,10 +26,13 @@ pub enum Kind {
     /// skiff-async with its key index off (`SKIFF_KEY_INDEX=false`): with `--keys`, the
     /// index's cost. Not in the default set.
     SkiffNoIndex,
+    /// skiff-sync without the commit log prepared ahead (`SKIFF_SEGMENT_PREPARE_AHEAD=0`):
+    /// the preparation's gain. Not in the default set.
+    SkiffSyncUnprepared,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::SkiffAsync,
         Kind::RedisEverysec,
         Kind::SkiffSync,
@@ -37,6 +40,7 @@ impl Kind {
         Kind::JetStream,
         Kind::Apache,
         Kind::SkiffNoIndex,
+        Kind::SkiffSyncUnprepared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +52,7 @@ impl Kind {
             Kind::JetStream => "jetstream",
             Kind::Apache => "apache",
             Kind::SkiffNoIndex => "skiff-noindex",
+            Kind::SkiffSyncUnprepared => "skiff-sync-unprepared",
         }
     }
 
@@ -65,23 +70,27 @@ impl Kind {
             Kind::JetStream => "file stream, server defaults",
             Kind::Apache => "`flushDiskType=ASYNC_FLUSH` (default: flushed every 500 ms)",
             Kind::SkiffNoIndex => "`serve --flush async`, `SKIFF_KEY_INDEX=false`",
+            Kind::SkiffSyncUnprepared => "`serve --flush sync`, `SKIFF_SEGMENT_PREPARE_AHEAD=0`",
         }
     }
 
     /// Speaks RocketMQ remoting (the skiff driver drives it).
     pub fn is_remoting(self) -> bool {
-        matches!(self, Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex | Kind::Apache)
+        self.is_skiff() || self == Kind::Apache
     }
 
     pub fn is_skiff(self) -> bool {
-        matches!(self, Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex)
+        matches!(
+            self,
+            Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex | Kind::SkiffSyncUnprepared
+        )
     }
 
     /// The peer skiff is compared with for this row (skiff rows only).
     pub fn peer_of(self) -> &'static [Kind] {
         match self {
             Kind::SkiffAsync => &[Kind::RedisEverysec, Kind::JetStream, Kind::Apache, Kind::SkiffNoIndex],
-            Kind::SkiffSync => &[Kind::RedisAlways],
+            Kind::SkiffSync => &[Kind::RedisAlways, Kind::SkiffSyncUnprepared],
             _ => &[],
         }
     }
@@ -422,8 +431,9 @@ pub fn start(kind: Kind, bins: &Binaries, run_dir: &Path, skiff_extra: &[String]
     let log = run_dir.join(format!("{}.log", kind.name()));
     let logf = fs::File::create(&log)?;
     let mut cmd = match kind {
-        Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex => {
-            let flush = if kind == Kind::SkiffSync { "sync" } else { "async" };
+        Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex | Kind::SkiffSyncUnprepared => {
+            let sync = matches!(kind, Kind::SkiffSync | Kind::SkiffSyncUnprepared);
+            let flush = if sync { "sync" } else { "async" };
             let mut c = Command::new(&bins.skiff);
             c.arg("serve")
                 .arg("--listen")
@@ -445,6 +455,9 @@ pub fn start(kind: Kind, bins: &Binaries, run_dir: &Path, skiff_extra: &[String]
             }
             if kind == Kind::SkiffNoIndex {
                 c.env("SKIFF_KEY_INDEX", "false");
+            }
+            if kind == Kind::SkiffSyncUnprepared {
+                c.env("SKIFF_SEGMENT_PREPARE_AHEAD", "0");
             }
             c
         }

@@ -38,7 +38,8 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Brokers, comma separated: skiff-async, skiff-sync, redis-everysec, redis-always,
-    /// jetstream, apache; also skiff-noindex (skiff-async with its key index off).
+    /// jetstream, apache; also skiff-noindex (skiff-async with its key index off) and
+    /// skiff-sync-unprepared (skiff-sync without its commit log prepared ahead).
     #[arg(
         long,
         value_delimiter = ',',
@@ -114,9 +115,11 @@ enum Driver {
 impl Driver {
     async fn setup(kind: Kind, addr: &str, w: &Workload, mode: SendMode) -> Result<Driver> {
         Ok(match kind {
-            Kind::SkiffAsync | Kind::SkiffSync | Kind::SkiffNoIndex | Kind::Apache => {
-                Driver::Skiff(SkiffDriver::setup(addr, w, mode).await?)
-            }
+            Kind::SkiffAsync
+            | Kind::SkiffSync
+            | Kind::SkiffNoIndex
+            | Kind::SkiffSyncUnprepared
+            | Kind::Apache => Driver::Skiff(SkiffDriver::setup(addr, w, mode).await?),
             Kind::RedisEverysec | Kind::RedisAlways => Driver::Redis(RedisDriver::setup(addr, w).await?),
             Kind::JetStream => Driver::Nats(NatsDriver::setup(&format!("nats://{addr}"), w).await?),
         })

@@ -352,6 +352,10 @@ pub fn render(r: &Report) -> String {
         let keys = if w.keys { "a key on every message" } else { "UNIQ_KEY only (run with --keys)" };
         targets.push(format!("produce skiff-async / skiff-noindex ≥ 0.95×, {keys}: {} — {}", x(p), verdict(p >= 0.95)));
     }
+    if let (Some(a), Some(b)) = (find(Kind::SkiffSync), find(Kind::SkiffSyncUnprepared)) {
+        let p = ratio(a.produce_mps, b.produce_mps);
+        targets.push(format!("produce skiff-sync / skiff-sync-unprepared (the commit log prepared ahead): {} (for reference)", x(p)));
+    }
     if let (Some(a), Some(b)) = (find(Kind::SkiffSync), find(Kind::RedisAlways)) {
         let p = ratio(a.produce_mps, b.produce_mps);
         let c = ratio(a.consume_mps, b.consume_mps);

@@ -278,33 +278,35 @@ impl CommitLog {
     }
 
     /// Writes zeros past the frontier of the last segment toward `target`, but not past
-    /// `segment_size` from its base, `chunk` bytes under the lock at a time, then fsyncs them;
-    /// answers whether anything was written.
+    /// `segment_size` from its base, `chunk` bytes at a time, each fsynced before the next:
+    /// a group commit's fdatasync, which flushes every dirty page of the file, then finds at
+    /// most one chunk of zeros to write besides its records. Answers whether anything was
+    /// written.
     pub fn prepare(&self, target: u64, segment_size: u64, chunk: u64) -> Result<bool, StoreError> {
-        let mut prepared: Option<Arc<Segment>> = None;
+        let mut prepared = false;
         loop {
-            let mut frontier = self.frontier();
-            let Some(seg) = self.last_segment() else {
-                break;
+            let seg = {
+                let mut frontier = self.frontier();
+                let Some(seg) = self.last_segment() else {
+                    break;
+                };
+                let start = (*frontier).max(seg.base);
+                let end = target.min(seg.base + segment_size).min(start + chunk);
+                if end <= start {
+                    break;
+                }
+                let zeros = vec![0u8; (end - start) as usize];
+                seg.file
+                    .write_all_at(&zeros, start - seg.base)
+                    .map_err(|e| io_err(&seg.path, e))?;
+                self.set_frontier(&mut frontier, end);
+                seg
             };
-            let start = (*frontier).max(seg.base);
-            let end = target.min(seg.base + segment_size).min(start + chunk);
-            if end <= start {
-                break;
-            }
-            let zeros = vec![0u8; (end - start) as usize];
-            seg.file
-                .write_all_at(&zeros, start - seg.base)
-                .map_err(|e| io_err(&seg.path, e))?;
-            self.set_frontier(&mut frontier, end);
-            prepared = Some(seg);
-        }
-        // Outside the lock: the appender may write into these zeros meanwhile (its own fsync
-        // then covers them too).
-        if let Some(seg) = &prepared {
+            // Outside the lock: the appender may write into these zeros meanwhile.
             seg.file.sync_data().map_err(|e| io_err(&seg.path, e))?;
+            prepared = true;
         }
-        Ok(prepared.is_some())
+        Ok(prepared)
     }
 
     /// Creates the segment starting at `base` (the current end of data). Writer only.

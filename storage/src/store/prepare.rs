@@ -14,8 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Zeros written per hold of the commit log's frontier lock: a write past the prepared space
-/// waits at most for one of these.
+/// Zeros written (and fsynced) at a time: a write past the prepared space waits at most for
+/// one of these, and a group commit's fsync writes at most one besides its records.
 const CHUNK: u64 = 1 << 20;
 
 /// How long the thread rests after a failed preparation.
@@ -90,10 +90,8 @@ pub(super) fn spawn_preparer(shared: &Arc<Shared>) -> Result<Option<Preparer>, S
         .name("skiff-store-prep".to_string())
         .spawn(move || prepare_loop(&thread_signal, &weak))
         .map_err(|e| crate::error::io_err(&config.dir, e))?;
-    let preparer = Preparer { signal, handle };
-    // The first lead, before any append asks.
-    preparer.ask();
-    Ok(Some(preparer))
+    // The first append asks: preparing at open would hold up the first answered send.
+    Ok(Some(Preparer { signal, handle }))
 }
 
 fn prepare_loop(signal: &Signal, shared: &Weak<Shared>) {
