@@ -29,6 +29,10 @@ pub const MIN_RECORD_SIZE: u64 = 91;
 /// Scan read size during recovery.
 const SCAN_CHUNK: usize = 4 << 20;
 
+/// What preparation writes. Never written to, so its pages stay the kernel's shared zero page
+/// and cost no resident memory.
+static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
+
 pub fn segment_file_name(base: u64) -> String {
     format!("{base:020}")
 }
@@ -295,10 +299,14 @@ impl CommitLog {
                 if end <= start {
                     break;
                 }
-                let zeros = vec![0u8; (end - start) as usize];
-                seg.file
-                    .write_all_at(&zeros, start - seg.base)
-                    .map_err(|e| io_err(&seg.path, e))?;
+                let mut at = start;
+                while at < end {
+                    let n = ((end - at) as usize).min(ZEROS.len());
+                    seg.file
+                        .write_all_at(&ZEROS[..n], at - seg.base)
+                        .map_err(|e| io_err(&seg.path, e))?;
+                    at += n as u64;
+                }
                 self.set_frontier(&mut frontier, end);
                 seg
             };
