@@ -159,6 +159,10 @@ pub struct NodeConfig {
     /// A `plain_acl.yml`-format file whose accounts join `[acl]`'s; re-read when it changes
     /// and on SIGHUP.
     pub acl_file: Option<PathBuf>,
+    /// Producers may recall their timer messages before they fire (RECALL_MESSAGE,
+    /// RecallMessage). On by default; `false` refuses recalls as Apache RocketMQ does by default
+    /// (its `recallMessageEnable`).
+    pub recall_message_enable: bool,
     /// Index message keys and unique keys for lookups by key (`SKIFF_KEY_INDEX=false` turns
     /// it off; every lookup by key then finds nothing).
     #[serde(with = "switch")]
@@ -198,6 +202,7 @@ impl Default for NodeConfig {
             default_topic_queue_nums: 4,
             auto_create_topic: true,
             auto_create_subscription_group: true,
+            recall_message_enable: true,
             max_frame_bytes: 16 << 20,
             channel_expiry: Duration::from_secs(120),
             lock_expiry: Duration::from_secs(60),

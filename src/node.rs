@@ -115,6 +115,7 @@ impl Node {
                 },
                 flush_consumer_offset_interval: config.flush_consumer_offset_interval,
                 key_index: config.key_index,
+                recall: config.recall_message_enable,
                 retention: RetentionConfig {
                     max_age: config.retention,
                     cleanup_interval: config.cleanup_interval,

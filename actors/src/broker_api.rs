@@ -196,6 +196,9 @@ pub struct SendResult {
     /// The offset message id (store host + commit-log offset, hex).
     pub offset_msg_id: String,
     pub status: SendStatus,
+    /// A timer message's recall handle (RocketMQ 5.3's `recallHandle`): what a recall names it
+    /// by. `None` for any other message.
+    pub recall_handle: Option<String>,
 }
 
 /// A pull as the push consumer issues it (PULL_MESSAGE).

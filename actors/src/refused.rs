@@ -10,6 +10,7 @@
 
 use crate::logic::delay::InvalidDelayLevel;
 use crate::logic::pop::InvalidReceipt;
+use crate::logic::recall::InvalidRecall;
 use crate::logic::sends::IllegalSend;
 use crate::logic::sql92::Sql92Error;
 use crate::logic::timer::InvalidTimer;
@@ -115,6 +116,9 @@ pub enum Refused {
     /// A request-reply message without a property the exchange needs.
     #[error("a request message needs the {property} property")]
     MissingProperty { property: &'static str },
+    /// A recall the broker refuses (switched off, a handle it cannot use).
+    #[error(transparent)]
+    Recall(InvalidRecall),
     /// Request-reply needs a broker reached over the network: replies are pushed to the
     /// requester's connection.
     #[error("request-reply needs a broker reached over the network")]

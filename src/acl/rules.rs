@@ -32,6 +32,7 @@ pub fn remoting_need(request: &RemotingCommand) -> Need {
             send_checks(field("b"), field("a"))
         }
         code::END_TRANSACTION => optional_topic(field("topic"), Action::Pub),
+        code::RECALL_MESSAGE => vec![Check::topic(field("topic"), Action::Pub)],
         code::CONSUMER_SEND_MSG_BACK => vec![Check::group(field("group"), Action::Sub)],
         code::PULL_MESSAGE
         | code::LITE_PULL_MESSAGE

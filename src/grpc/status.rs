@@ -66,6 +66,9 @@ pub fn refusal_code(refused: &Refused) -> Code {
         Refused::EndTransaction { .. } => Code::InvalidTransactionId,
         Refused::NoTransactionChecker { .. } | Refused::MissingProperty { .. } => Code::BadRequest,
         Refused::RequestReplyNeedsNetwork => Code::NotImplemented,
+        // Apache's proxy maps none of the broker's recall answers: each reaches the client as
+        // INTERNAL_SERVER_ERROR, with the broker's remark.
+        Refused::Recall(_) => Code::InternalServerError,
     }
 }
 

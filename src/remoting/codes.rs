@@ -62,6 +62,8 @@ pub mod request {
     /// Broker → requester: the reply, pushed on the requester's own connection.
     pub const PUSH_REPLY_MESSAGE_TO_CLIENT: i32 = 326;
     pub const GET_TOPIC_CONFIG: i32 = 351;
+    /// Cancels a pending timer message by its send's recall handle (RocketMQ 5.3.2).
+    pub const RECALL_MESSAGE: i32 = 370;
     pub const QUERY_ASSIGNMENT: i32 = 400;
     pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const POP_MESSAGE: i32 = 200_050;

@@ -337,6 +337,8 @@ pub fn send_results(
                 physical_offset: physical_offset_of(id).unwrap_or(0),
                 offset_msg_id: id.to_owned(),
                 status,
+                // A batch is never a timer: the one message of a single send.
+                recall_handle: header.recall_handle.clone().filter(|_| count == 1),
             })
         })
         .collect()

@@ -18,6 +18,11 @@
 //! so nothing is ever written behind the position. In memory the index keeps only the set of
 //! slot seconds that have a file (at most one per second of the 3-day horizon) and the state.
 //!
+//! - **The recall file** `recalls`, replaced atomically as the state: the timers a client
+//!   recalled (due time and message id, `UNIQ_KEY`), written before the recall is answered and
+//!   read by the delivery, which drops a recalled timer's message; an entry goes once its
+//!   second is a minute behind the delivery position.
+//!
 //! **Crashes.** Slot appends are not fsynced one by one; [`TimerIndex::flush`] fsyncs the slot
 //! files written since the last flush before it writes the state. At open, every slot record at
 //! or past the ingest mark is one written after the last flush: its commit-log offset is
@@ -41,6 +46,12 @@ pub const TIMER_INDEX_DIR: &str = "timerindex";
 
 const STATE_FILE: &str = "state";
 const STATE_TMP: &str = "state.tmp";
+const RECALLS_FILE: &str = "recalls";
+const RECALLS_TMP: &str = "recalls.tmp";
+/// How far behind the delivery position a recalled timer's second may be before its entry is
+/// dropped: a timer indexed late (the ingest behind after a restart) is delivered in a later
+/// slot than its second, and must still find its recall.
+const RECALL_KEPT_SECONDS: u64 = 60;
 const SLOT_SUFFIX: &str = ".slot";
 const RECORD_LEN: u64 = 16;
 const RECORD_VERSION: u8 = 1;
@@ -122,6 +133,8 @@ struct Inner {
     written_after_flush: HashSet<u64>,
     /// Slot files whose deletion waits for the next state flush.
     done_slots: Vec<u64>,
+    /// Recalled timers: (due ms, message id).
+    recalls: BTreeSet<(u64, String)>,
 }
 
 /// The timer index; cheap to clone (clones share it).
@@ -214,6 +227,29 @@ impl Inner {
         Ok(())
     }
 
+    /// Replaces `name` with `bytes` through `tmp`: written, fsynced, renamed, the directory
+    /// fsynced.
+    fn replace_file(&self, name: &str, tmp: &str, bytes: &[u8]) -> Result<(), TimerIndexError> {
+        let tmp = self.dir.join(tmp);
+        let mut file = File::create(&tmp).map_err(io(&tmp))?;
+        file.write_all(bytes).map_err(io(&tmp))?;
+        file.sync_all().map_err(io(&tmp))?;
+        let path = self.dir.join(name);
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))
+    }
+
+    fn write_recalls(&self) -> Result<(), TimerIndexError> {
+        let recalls: Vec<&(u64, String)> = self.recalls.iter().collect();
+        self.replace_file(
+            RECALLS_FILE,
+            RECALLS_TMP,
+            &record::encode(RECORD_VERSION, &recalls),
+        )
+    }
+
     fn write_state(&mut self) -> Result<(), TimerIndexError> {
         for slot in std::mem::take(&mut self.dirty) {
             let path = self.slot_path(slot);
@@ -223,16 +259,18 @@ impl Inner {
                 Err(e) => return Err(io(&path)(e)),
             }
         }
-        let tmp = self.dir.join(STATE_TMP);
-        let mut file = File::create(&tmp).map_err(io(&tmp))?;
-        file.write_all(&record::encode(RECORD_VERSION, &self.state))
-            .map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        let path = self.dir.join(STATE_FILE);
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))?;
+        self.replace_file(
+            STATE_FILE,
+            STATE_TMP,
+            &record::encode(RECORD_VERSION, &self.state),
+        )?;
+        let kept_from = self.state.slot.saturating_sub(RECALL_KEPT_SECONDS);
+        let before = self.recalls.len();
+        self.recalls
+            .retain(|(due_ms, _)| due_ms / 1000 >= kept_from);
+        if self.recalls.len() != before {
+            self.write_recalls()?;
+        }
         // Slots behind the durable position are never read again.
         for slot in std::mem::take(&mut self.done_slots) {
             let path = self.slot_path(slot);
@@ -243,6 +281,25 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+fn read_recalls(path: &Path) -> Result<BTreeSet<(u64, String)>, TimerIndexError> {
+    let raw = match fs::read(path) {
+        Ok(raw) => raw,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(e) => return Err(io(path)(e)),
+    };
+    match record::decode::<Vec<(u64, String)>>(&raw, RECORD_VERSION) {
+        Decoded::Value(recalls) => Ok(recalls.into_iter().collect()),
+        Decoded::Corrupt { reason } => Err(TimerIndexError::Corrupt {
+            file: path.to_path_buf(),
+            reason,
+        }),
+        Decoded::UnknownVersion { version } => Err(TimerIndexError::Corrupt {
+            file: path.to_path_buf(),
+            reason: format!("unknown record version {version}"),
+        }),
     }
 }
 
@@ -277,6 +334,7 @@ impl TimerIndex {
             dirty: BTreeSet::new(),
             written_after_flush: HashSet::new(),
             done_slots: Vec::new(),
+            recalls: read_recalls(&dir.join(RECALLS_FILE))?,
         };
         for item in fs::read_dir(dir).map_err(io(dir))? {
             let item = item.map_err(io(dir))?;
@@ -459,6 +517,36 @@ impl TimerIndex {
         self.lock().write_state()
     }
 
+    /// Recalls the timer of message `message_id` due at `due_ms`: durable when this returns,
+    /// and its message is never delivered. A recall naming no timer changes nothing.
+    pub fn recall(&self, due_ms: u64, message_id: &str) -> Result<(), TimerIndexError> {
+        let mut inner = self.lock();
+        if inner.recalls.insert((due_ms, message_id.to_string())) {
+            if let Err(e) = inner.write_recalls() {
+                inner.recalls.remove(&(due_ms, message_id.to_string()));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the timer of `message_id` due at `due_ms` was recalled.
+    pub fn is_recalled(&self, due_ms: u64, message_id: &str) -> bool {
+        let inner = self.lock();
+        // Looked up by borrowed parts: most deliveries meet no recall at all.
+        !inner.recalls.is_empty()
+            && inner
+                .recalls
+                .range((due_ms, String::new())..)
+                .take_while(|(due, _)| *due == due_ms)
+                .any(|(_, id)| id == message_id)
+    }
+
+    /// Recalled timers not yet dropped (for tests and snapshots).
+    pub fn recalls(&self) -> usize {
+        self.lock().recalls.len()
+    }
+
     /// [`Self::flush`], for async callers (it blocks for the fsyncs).
     pub async fn flush_async(&self) -> Result<(), TimerIndexError> {
         self.flush()
@@ -532,6 +620,42 @@ mod tests {
         assert_eq!(index.due(u64::MAX / 2, 10).unwrap(), vec![entry(2000, 2)]);
         assert_eq!(index.cursor().unwrap(), Some(2));
         assert_eq!(index.pending().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_recall_is_durable_when_answered_and_dropped_a_minute_after_its_second() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let index = TimerIndex::open_dir(dir.path()).unwrap();
+            index
+                .ingest(&[entry(5_000, 1), entry(5_000, 2)], 2)
+                .unwrap();
+            index.recall(5_000, "ID-1").unwrap();
+            index.recall(5_000, "ID-1").unwrap();
+            // No flush: the recall is on disk already, as a crash would find it.
+        }
+        let index = TimerIndex::open_dir(dir.path()).unwrap();
+        assert!(index.is_recalled(5_000, "ID-1"));
+        assert!(
+            !index.is_recalled(5_000, "ID-2"),
+            "another message of the second"
+        );
+        assert!(!index.is_recalled(6_000, "ID-1"), "another second");
+        assert_eq!(index.recalls(), 1);
+
+        let due = index.due(5_500, 10).unwrap();
+        index.begin_delivery(1, 5_500, due).unwrap();
+        index.finish_delivery(&[]).unwrap();
+        index.flush().unwrap();
+        assert!(
+            index.is_recalled(5_000, "ID-1"),
+            "kept while its second is recent"
+        );
+        assert!(index.due(66_000, 10).unwrap().is_empty());
+        index.flush().unwrap();
+        assert_eq!(index.recalls(), 0, "dropped a minute after its second");
+        let index = TimerIndex::open_dir(dir.path()).unwrap();
+        assert!(!index.is_recalled(5_000, "ID-1"));
     }
 
     #[test]

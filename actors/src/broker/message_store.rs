@@ -13,7 +13,7 @@ use crate::broker::retention::{DiskState, RetentionConfig};
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::delay::route_delayed;
-use crate::logic::timer::route_timer;
+use crate::logic::timer::{recallable, route_timer, StoredTimer, TIMER_TOPIC};
 use crate::logic::transaction::route_half;
 use crate::metrics::Metrics;
 use crate::quit::Quit;
@@ -49,6 +49,9 @@ pub struct StoredBatch {
     /// The batch is stored, but the fsync the `Sync` flush policy waits for had not finished
     /// within the sync flush timeout (RocketMQ's FLUSH_DISK_TIMEOUT).
     pub flush_timed_out: bool,
+    /// With a timer a producer may recall in the batch, one per message (what its recall handle
+    /// names); empty otherwise.
+    pub timers: Vec<Option<StoredTimer>>,
 }
 
 /// Registers a listener told after every append which queues got new max offsets.
@@ -438,6 +441,7 @@ impl MessageStoreActor {
         let stored = |results, flush_timed_out| StoredBatch {
             results,
             flush_timed_out,
+            timers: Vec::new(),
         };
         if self.flush_policy == FlushPolicy::Async {
             for (results, answer) in split {
@@ -483,6 +487,11 @@ impl Handler<AppendMessages> for MessageStoreActor {
                 return Box::pin(async move { Err(e) });
             }
         };
+        let timers: Vec<Option<StoredTimer>> = if prepared.iter().any(|m| m.topic == TIMER_TOPIC) {
+            prepared.iter().map(recallable).collect()
+        } else {
+            Vec::new()
+        };
         if self.pending.is_empty() {
             ctx.spawn(
                 actix::fut::ready(()).map(|(), actor: &mut Self, ctx| actor.write_pending(ctx)),
@@ -495,7 +504,7 @@ impl Handler<AppendMessages> for MessageStoreActor {
         });
         Box::pin(async move {
             match answered.await {
-                Ok(outcome) => outcome,
+                Ok(outcome) => outcome.map(|batch| StoredBatch { timers, ..batch }),
                 // The flusher went away with the store: the broker is shutting down.
                 Err(_) => Err(BrokerError::Closed {
                     what: "the commit log's group commit",

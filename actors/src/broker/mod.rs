@@ -105,6 +105,9 @@ pub struct BrokerConfig {
     pub transactions: transaction::TransactionConfig,
     /// Pop checkpoints: how often they are revived, how long they wait in memory for an ack.
     pub pop: pop::actor::PopConfig,
+    /// Producers may recall their timer messages (RocketMQ's `recallMessageEnable`, off by
+    /// default in Apache; on in skiff, a development broker).
+    pub recall: bool,
 }
 
 impl Default for BrokerConfig {
@@ -132,6 +135,7 @@ impl Default for BrokerConfig {
                 checkpoint_window: crate::logic::pop_buffer::DEFAULT_WINDOW,
                 checkpoint_capacity: crate::logic::pop_buffer::DEFAULT_CAPACITY,
             },
+            recall: true,
         }
     }
 }

@@ -5,13 +5,16 @@
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::message_store::AppendMessages;
 use crate::broker::retry::{SendBackOutcome, SendMessageBack};
+use crate::broker::timer::RecallTimer;
 use crate::broker::transaction::{EndOutcome, EndTransaction};
 use crate::broker_api::{
     Answer, BrokerError, EndTransactionRequest, SendBackRequest, SendRequest, SendResult,
     SendStatus, TopicRoute, TransactionCheckListener,
 };
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::recall::{InvalidRecall, RecallHandle};
 use crate::logic::sends::{check_client_send, QueueChoice};
+use crate::logic::timer::TIMER_MAX_DELAY_MS;
 use crate::logic::transaction::is_prepared;
 use crate::refused::Refused;
 use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
@@ -245,11 +248,14 @@ impl BrokerHandle {
         } else {
             SendStatus::Ok
         };
+        let broker_name = &self.inner.config.broker_name;
+        let timers = stored.timers;
         Ok(stored
             .results
             .into_iter()
             .zip(queue_ids)
-            .map(|(r, queue_id)| SendResult {
+            .enumerate()
+            .map(|(i, (r, queue_id))| SendResult {
                 // A delayed message reports the queue it was sent to, as RocketMQ does, and its
                 // offset in the schedule queue where it waits.
                 broker_name: self.inner.config.broker_name.clone(),
@@ -258,8 +264,46 @@ impl BrokerHandle {
                 physical_offset: r.physical_offset,
                 offset_msg_id: offset_message_id(self.inner.store_host, r.physical_offset),
                 status,
+                recall_handle: timers.get(i).and_then(Option::as_ref).map(|timer| {
+                    RecallHandle::encode(&timer.topic, broker_name, timer.due_ms, &timer.message_id)
+                }),
             })
             .collect())
+    }
+
+    /// RECALL_MESSAGE / RecallMessage: cancels a pending timer message by the recall handle
+    /// its send answered, checked as Java's broker checks it ([`RecallHandle`]); answers the
+    /// message id the handle names. Durable when answered: the message never fires.
+    pub async fn recall(&self, topic: &str, handle: &str) -> Result<String, BrokerError> {
+        if !self.inner.config.recall {
+            return Err(Refused::Recall(InvalidRecall::Disabled).into());
+        }
+        if self.inner.registry.queue_nums(topic)?.is_none() {
+            return Err(Refused::TopicNotExist {
+                topic: topic.to_string(),
+            }
+            .into());
+        }
+        let handle = RecallHandle::decode(handle).map_err(Refused::Recall)?;
+        let due_ms = handle
+            .check(
+                topic,
+                &self.inner.config.broker_name,
+                self.now_ms(),
+                TIMER_MAX_DELAY_MS,
+            )
+            .map_err(Refused::Recall)?;
+        self.inner
+            .addrs
+            .timer
+            .send(RecallTimer {
+                due_ms,
+                message_id: handle.message_id.clone(),
+            })
+            .await
+            .map_err(mailbox("timer"))??;
+        tracing::debug!(topic, due_ms, message_id = %handle.message_id, "timer message recalled");
+        Ok(handle.message_id)
     }
 
     /// RocketMQ's `handleRetryAndDLQ`: a client that could not send back falls back to a plain

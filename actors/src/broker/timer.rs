@@ -31,6 +31,12 @@
 //! counted as a multiset, so each copy found settles one entry. The scan is short: it covers
 //! only what was appended during the interrupted round.
 //!
+//! **Recall** ([`RecallTimer`]): a recalled timer's due time and message id go into the index's
+//! recall file before the recall is answered; the round that meets the timer drops its message
+//! instead of copying it (counted as `recalled`). A round already running when the recall
+//! arrives delivers what it read: the broker refuses a recall whose due time has come, so only
+//! one landing in the due second's first millisecond can be that late.
+//!
 //! Why not mark each copy with its origin offset, or keep delivered offsets? A marker property
 //! would show on every delivered message, which Apache's copies do not carry, and a set of
 //! delivered offsets would grow for ever; the rebuilt copy needs neither. Ingest is flushed by
@@ -47,6 +53,7 @@ use crate::logic::timer::{delivered_copy, due_ms, TIMER_TOPIC};
 use crate::quit::Quit;
 use actix::prelude::*;
 use bytes::Bytes;
+use skiff_storage::message::property::UNIQ_KEY;
 use skiff_storage::message::{decode_record, decode_records, MessageToAppend};
 use skiff_storage::store::{FlushPolicy, ReadStatus, StoreError, StoreReader};
 use skiff_storage::timer_index::{TimerEntry, TimerIndex};
@@ -192,8 +199,19 @@ pub struct TimerSnapshot {
     /// Timers dropped as undeliverable (no real topic or queue, unreadable, or gone).
     pub skipped: u64,
     pub failures: u64,
+    /// Timers whose message was dropped at delivery because it was recalled.
+    pub recalled: u64,
     /// A delivery round is running.
     pub delivering: bool,
+}
+
+/// Recalls the timer of message `message_id` (its `UNIQ_KEY`) due at `due_ms` (its
+/// `TIMER_OUT_MS`): durable when answered, and its message is never delivered.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), BrokerError>")]
+pub struct RecallTimer {
+    pub due_ms: i64,
+    pub message_id: String,
 }
 
 pub struct TimerActor {
@@ -414,6 +432,18 @@ impl TimerActor {
                         "timer index entry names another record, skipped"
                     );
                 }
+                Ok(Some(message))
+                    if message
+                        .property(UNIQ_KEY)
+                        .is_some_and(|id| self.index.is_recalled(entry.deliver_ms, id)) =>
+                {
+                    self.snapshot.recalled += 1;
+                    tracing::debug!(
+                        offset = entry.physical_offset,
+                        deliver_ms = entry.deliver_ms,
+                        "recalled timer message dropped"
+                    );
+                }
                 Ok(Some(message)) => match delivered_copy(&message, now_ms) {
                     Ok(copy) => copies.push(copy),
                     Err(e) => {
@@ -608,6 +638,16 @@ impl Handler<Quit> for TimerActor {
             );
         }
         ctx.stop();
+    }
+}
+
+impl Handler<RecallTimer> for TimerActor {
+    type Result = Result<(), BrokerError>;
+
+    fn handle(&mut self, msg: RecallTimer, _: &mut Self::Context) -> Self::Result {
+        let due_ms = u64::try_from(msg.due_ms).unwrap_or(0);
+        self.index.recall(due_ms, &msg.message_id)?;
+        Ok(())
     }
 }
 

@@ -42,6 +42,7 @@ pub mod pop_buffer;
 pub mod pull;
 pub mod pull_from_where;
 pub mod queue;
+pub mod recall;
 pub mod reply;
 pub mod sends;
 pub mod sql92;

@@ -26,10 +26,11 @@
 //! skiff rounds up: a timer never fires before its time, and at most the precision (plus a
 //! tick) after it.
 
+use crate::logic::delay::RETRY_TOPIC_PREFIX;
 use crate::logic::transaction::{HALF_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_TYPE_MASK};
 use skiff_storage::message::property::{
     DELAY, REAL_QID, REAL_TOPIC, TIMER_DELAY_MS, TIMER_DELAY_SEC, TIMER_DELIVER_MS,
-    TIMER_DEQUEUE_MS, TIMER_ENQUEUE_MS, TIMER_OUT_MS,
+    TIMER_DEQUEUE_MS, TIMER_ENQUEUE_MS, TIMER_OUT_MS, UNIQ_KEY,
 };
 use skiff_storage::message::{
     property, with_properties, without_properties, MessageToAppend, StoredMessage,
@@ -178,6 +179,38 @@ pub fn route_timer(message: MessageToAppend, now_ms: i64) -> Result<TimerRouted,
             ..message
         },
         deliver_ms: Some(deliver_ms),
+    })
+}
+
+/// A message stored in [`TIMER_TOPIC`] as its recall handle names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTimer {
+    /// The topic it will be delivered to (`REAL_TOPIC`).
+    pub topic: String,
+    /// `TIMER_OUT_MS`.
+    pub due_ms: i64,
+    /// `UNIQ_KEY`.
+    pub message_id: String,
+}
+
+/// What the recall handle of a message about to be stored names, if it is a timer a producer
+/// may recall: `None` for other messages, a timer without a unique key, and a retry topic's
+/// timer (a consumer's retry; Java's broker gives it no handle either).
+pub fn recallable(message: &MessageToAppend) -> Option<StoredTimer> {
+    if message.topic != TIMER_TOPIC {
+        return None;
+    }
+    let topic = property(&message.properties, REAL_TOPIC)?;
+    if topic.starts_with(RETRY_TOPIC_PREFIX) {
+        return None;
+    }
+    Some(StoredTimer {
+        topic: topic.to_string(),
+        due_ms: property(&message.properties, TIMER_OUT_MS)?
+            .trim()
+            .parse()
+            .ok()?,
+        message_id: property(&message.properties, UNIQ_KEY)?.to_string(),
     })
 }
 

@@ -5,6 +5,7 @@
 use skiff_actors::broker::timer::{self, resolve_in_flight};
 use skiff_actors::broker::{BrokerConfig, BrokerHandle};
 use skiff_actors::broker_api::{BrokerApi, BrokerError, PullStatus, SendRequest};
+use skiff_actors::logic::recall::InvalidRecall;
 use skiff_actors::logic::timer::{delivered_copy, TIMER_TOPIC};
 use skiff_actors::producer::{OutgoingMessage, Producer};
 use skiff_actors::refused::Refused;
@@ -327,6 +328,116 @@ fn timers_far_ahead_are_indexed_once_across_a_restart_without_any_delivery() {
             bodies(&read_all(&broker, TOPIC, 0).await),
             ["far1", "far2", "far3"]
         );
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_recalled_timer_never_fires_also_after_a_restart_and_its_neighbour_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let handles = run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![
+                timed("recalled", TIMER_DELAY_MS, "3000"),
+                timed("kept", TIMER_DELAY_MS, "3000"),
+                timed("plain", "NOT_A_TIMER", "x"),
+            ]),
+        )
+        .await
+        .unwrap();
+        let handles: Vec<Option<String>> = sent.iter().map(|r| r.recall_handle.clone()).collect();
+        assert!(handles[0].is_some() && handles[1].is_some(), "{handles:?}");
+        assert_eq!(handles[2], None, "a plain message has no recall handle");
+        let id = broker
+            .recall(TOPIC, handles[0].as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(id, "ID-recalled");
+        broker.shutdown().await.unwrap();
+        handles
+    });
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        advance(Duration::from_secs(5)).await;
+        wait_for("the kept timer", async || {
+            !read_all(&broker, TOPIC, 0).await.is_empty()
+        })
+        .await;
+        // More rounds: the recalled one stays away.
+        advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            bodies(&read_all(&broker, TOPIC, 0).await),
+            ["plain", "kept"]
+        );
+        let snapshot = broker.addrs().timer.send(timer::Observe).await.unwrap();
+        assert_eq!(snapshot.recalled, 1);
+        // Its time has passed: a recall now is refused, as Java's broker refuses it.
+        let late = broker.recall(TOPIC, handles[1].as_deref().unwrap()).await;
+        assert!(
+            matches!(
+                late,
+                Err(BrokerError::Refused(Refused::Recall(
+                    InvalidRecall::TimestampInvalid
+                )))
+            ),
+            "{late:?}"
+        );
+        broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_recall_is_refused_when_switched_off_forged_or_for_another_topic_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let off = BrokerConfig {
+            recall: false,
+            ..BrokerConfig::default()
+        };
+        let broker = start_broker(dir.path(), off);
+        let sent = BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![timed("t", TIMER_DELAY_MS, "2000")]),
+        )
+        .await
+        .unwrap();
+        let handle = sent[0].recall_handle.clone().unwrap();
+        let refusal = |r: Result<String, BrokerError>| match r {
+            Err(BrokerError::Refused(Refused::Recall(why))) => Some(why),
+            _ => None,
+        };
+        assert_eq!(
+            refusal(broker.recall(TOPIC, &handle).await),
+            Some(InvalidRecall::Disabled)
+        );
+        broker.shutdown().await.unwrap();
+
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        assert_eq!(
+            refusal(broker.recall(TOPIC, "garbage").await),
+            Some(InvalidRecall::InvalidHandle)
+        );
+        BrokerApi::send_messages(
+            &broker,
+            SendRequest::new(vec![message("Other", 0, "o", None)]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            refusal(broker.recall("Other", &handle).await),
+            Some(InvalidRecall::TopicMismatch)
+        );
+        assert!(matches!(
+            broker.recall("Missing", &handle).await,
+            Err(BrokerError::Refused(Refused::TopicNotExist { .. }))
+        ));
+        advance(Duration::from_secs(4)).await;
+        wait_for("the timer nobody recalled", async || {
+            !read_all(&broker, TOPIC, 0).await.is_empty()
+        })
+        .await;
         broker.shutdown().await.unwrap();
     });
 }

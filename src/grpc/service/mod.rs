@@ -399,20 +399,6 @@ impl MessagingService for GrpcService {
     }
 }
 
-impl GrpcService {
-    /// RecallMessage: refused as the Apache broker refuses it with recall off (its default).
-    async fn recall(
-        &self,
-        _caller: Caller,
-        _request: pb::RecallMessageRequest,
-    ) -> Result<pb::RecallMessageResponse, pb::Status> {
-        Err(status(
-            Code::Forbidden,
-            "recalling delay messages is not served by this broker",
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -117,6 +117,27 @@ impl GrpcService {
         })
     }
 
+    /// RecallMessage: the broker's one recall (the remoting door's RECALL_MESSAGE).
+    pub(super) async fn recall(
+        &self,
+        caller: Caller,
+        request: pb::RecallMessageRequest,
+    ) -> Result<pb::RecallMessageResponse, pb::Status> {
+        let Some(topic) = request.topic.as_ref() else {
+            return Err(status(Code::IllegalTopic, "the request names no topic"));
+        };
+        let stored_topic = resource::stored(topic);
+        caller.authorize(rules::send_checks(&stored_topic, ""))?;
+        let handle = request.recall_handle;
+        let message_id = self
+            .broker(move |broker| async move { broker.recall(&stored_topic, &handle).await })
+            .await?;
+        Ok(pb::RecallMessageResponse {
+            status: Some(ok()),
+            message_id,
+        })
+    }
+
     /// EndTransaction: commits or rolls back the half its transaction id names.
     pub(super) async fn end(
         &self,
@@ -202,7 +223,7 @@ fn send_entry(result: &SendResult, message_id: String, transactional: bool) -> p
                 String::new()
             },
             offset: i64::try_from(result.queue_offset).unwrap_or(i64::MAX),
-            recall_handle: String::new(),
+            recall_handle: result.recall_handle.clone().unwrap_or_default(),
         },
     }
 }

@@ -175,6 +175,56 @@ impl CustomHeader for SendMessageResponseHeader {
     }
 }
 
+/// RECALL_MESSAGE (370) request header: the timer message a producer recalls, by the recall
+/// handle its send answered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecallMessageRequestHeader {
+    pub producer_group: Option<String>,
+    pub topic: String,
+    pub recall_handle: String,
+    pub broker_name: Option<String>,
+}
+
+impl CustomHeader for RecallMessageRequestHeader {
+    fn from_ext(ext: &ExtFields) -> Result<Self, HeaderError> {
+        let r = Reader { ext };
+        Ok(RecallMessageRequestHeader {
+            producer_group: r.opt_str("producerGroup"),
+            topic: r.req_str("topic")?,
+            recall_handle: r.req_str("recallHandle")?,
+            broker_name: r.opt_str("bname"),
+        })
+    }
+
+    fn to_ext(&self) -> ExtFields {
+        Writer::default()
+            .put_opt("producerGroup", self.producer_group.as_ref())
+            .put("topic", &self.topic)
+            .put("recallHandle", &self.recall_handle)
+            .put_opt("bname", self.broker_name.as_ref())
+            .done()
+    }
+}
+
+/// RECALL_MESSAGE (370) response header: the id of the message the handle named.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecallMessageResponseHeader {
+    pub msg_id: String,
+}
+
+impl CustomHeader for RecallMessageResponseHeader {
+    fn from_ext(ext: &ExtFields) -> Result<Self, HeaderError> {
+        let r = Reader { ext };
+        Ok(RecallMessageResponseHeader {
+            msg_id: r.req_str("msgId")?,
+        })
+    }
+
+    fn to_ext(&self) -> ExtFields {
+        Writer::default().put("msgId", &self.msg_id).done()
+    }
+}
+
 /// END_TRANSACTION (37) request header (§3.14): what a producer decided about a half message.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EndTransactionRequestHeader {

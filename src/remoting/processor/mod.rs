@@ -10,7 +10,7 @@
 //!   on the broker's arbiter.
 //! * `name_server`: routes, cluster info and the topic list (GET_ROUTEINFO_BY_TOPIC,
 //!   GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER).
-//! * `produce`: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE.
+//! * `produce`: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE, RECALL_MESSAGE.
 //! * `consume`: pulls, offsets, heartbeats, send-back, queue locks and the other consumer
 //!   requests.
 //! * `admin`: GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET.
@@ -236,6 +236,7 @@ impl Processor {
                 self.call_consumer(&request).await
             }
             rc::END_TRANSACTION => self.end_transaction(&request).await,
+            rc::RECALL_MESSAGE => self.recall(&request).await,
             rc::POP_MESSAGE | rc::NOTIFICATION => {
                 // A held pop whose connection closes is dropped at once, as a held pull is.
                 let held = async {

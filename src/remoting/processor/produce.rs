@@ -1,4 +1,5 @@
-//! Producer requests: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+//! Producer requests: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
+//! RECALL_MESSAGE (370).
 
 use bytes::Bytes;
 
@@ -11,12 +12,14 @@ use skiff_storage::message::property::{
 };
 use skiff_storage::message::{property, push_property, set_property, MessageToAppend};
 
+use super::refusal::failure_to;
 use super::{broker_failure, ext, Failure, Outcome, Processor};
 use crate::remoting::body::decode_batch;
-use crate::remoting::codes::{response as code, send_status_code};
+use crate::remoting::codes::{request as rc, response as code, send_status_code};
 use crate::remoting::frame::RemotingCommand;
 use crate::remoting::headers::{
-    self, CustomHeader, SendMessageRequestHeader, SendMessageResponseHeader,
+    self, CustomHeader, RecallMessageRequestHeader, RecallMessageResponseHeader,
+    SendMessageRequestHeader, SendMessageResponseHeader,
 };
 use crate::remoting::server::ConnectionHandle;
 use crate::remoting::wire::{clamp_i32, clamp_i64};
@@ -62,6 +65,20 @@ impl Processor {
             .filter(|n| *n > 0)
             .unwrap_or(config.default_topic_queue_nums);
         asked.min(config.default_topic_queue_nums).max(1)
+    }
+
+    /// RECALL_MESSAGE (370): the broker's one recall; answered with the recalled message's id
+    /// and the region Java's broker adds.
+    pub(super) async fn recall(&self, request: &RemotingCommand) -> Outcome {
+        let header = RecallMessageRequestHeader::from_command(request)?;
+        let msg_id = self
+            .broker
+            .recall(&header.topic, &header.recall_handle)
+            .await
+            .map_err(failure_to(rc::RECALL_MESSAGE))?;
+        let mut ext = RecallMessageResponseHeader { msg_id }.to_ext();
+        ext.insert(MSG_REGION.to_string(), DEFAULT_REGION.to_string());
+        Ok(RemotingCommand::new_response(code::SUCCESS, None).with_ext_fields(ext))
     }
 }
 
@@ -196,7 +213,8 @@ fn send_answer(results: &[SendResult], echoed: EchoedIds) -> Outcome {
         queue_offset: clamp_i64(first.queue_offset),
         transaction_id: echoed.transaction_id,
         batch_uniq_id: None,
-        recall_handle: None,
+        // A timer send's, from its (first) message, as the one header Java answers.
+        recall_handle: first.recall_handle.clone(),
     };
     // A message stored without the durability the broker waits for is answered with that
     // code and the same fields (Java's `sendOK` statuses); the client reads it as its status.
@@ -241,6 +259,7 @@ mod tests {
             physical_offset: 0x1CE,
             offset_msg_id: format!("7F00000100002A9F{:016X}", 0x1CE + queue_offset),
             status,
+            recall_handle: None,
         }
     }
 

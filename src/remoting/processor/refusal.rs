@@ -5,6 +5,7 @@
 
 use skiff_actors::broker_api::BrokerError;
 use skiff_actors::logic::names::NameProblem;
+use skiff_actors::logic::recall::InvalidRecall;
 use skiff_actors::logic::sends::IllegalSend;
 use skiff_actors::logic::transaction::EndRefusal;
 use skiff_actors::refused::Refused;
@@ -68,6 +69,10 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
         (Refused::TopicNotExist { topic }, Some(rc::SET_MESSAGE_REQUEST_MODE)) => {
             Failure::new(code::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist"))
         }
+        (Refused::TopicNotExist { topic }, Some(rc::RECALL_MESSAGE)) => Failure::new(
+            code::TOPIC_NOT_EXIST,
+            format!("recall failed, the topic[{topic}] not exist"),
+        ),
         (Refused::TopicNotExist { topic }, _) => Failure::new(
             code::TOPIC_NOT_EXIST,
             format!(
@@ -108,6 +113,10 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
         (Refused::MessageNotFound { physical_offset }, _) => {
             Failure::system(format!("look message by offset failed, {physical_offset}"))
         }
+        (Refused::Recall(InvalidRecall::Disabled), _) => {
+            Failure::new(code::NO_PERMISSION, InvalidRecall::Disabled.to_string())
+        }
+        (Refused::Recall(invalid), _) => Failure::new(code::ILLEGAL_OPERATION, invalid.to_string()),
         (Refused::IllegalTimer(illegal), _) => {
             Failure::new(code::MESSAGE_ILLEGAL, illegal.to_string())
         }
