@@ -52,6 +52,7 @@ enum GrpcRequest {
     Send(pb::SendMessageRequest),
     Ack(pb::AckMessageRequest),
     Route(pb::QueryRouteRequest),
+    Recall(pb::RecallMessageRequest),
 }
 
 impl GrpcRequest {
@@ -60,9 +61,33 @@ impl GrpcRequest {
             GrpcRequest::Send(r) => client.send_message(call(r)).await?.into_inner().status,
             GrpcRequest::Ack(r) => client.ack_message(call(r)).await?.into_inner().status,
             GrpcRequest::Route(r) => client.query_route(call(r)).await?.into_inner().status,
+            GrpcRequest::Recall(r) => client.recall_message(call(r)).await?.into_inner().status,
         };
         code_of(&status).context("an answer without a status")
     }
+}
+
+fn grpc_recall(topic: &str, handle: &str) -> GrpcRequest {
+    GrpcRequest::Recall(pb::RecallMessageRequest {
+        topic: resource(topic),
+        recall_handle: handle.to_owned(),
+    })
+}
+
+fn remoting_recall(topic: &str, handle: &str) -> RemotingCommand {
+    request(
+        rc::RECALL_MESSAGE,
+        &[
+            ("topic", topic),
+            ("recallHandle", handle),
+            ("producerGroup", "pg"),
+        ],
+    )
+}
+
+/// A recall handle as a timer send answers it (`v1 topic broker due+1 id`, URL-safe base64).
+fn recall_handle(topic: &str, broker: &str, due_ms: i64, id: &str) -> String {
+    skiff::actors::logic::recall::RecallHandle::encode(topic, broker, due_ms, id)
 }
 
 fn grpc_send(messages: Vec<pb::Message>) -> GrpcRequest {
@@ -206,6 +231,45 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
 
     let now = epoch_millis();
     let cases = vec![
+        Case {
+            name: "a recall by a handle that is not one",
+            remoting: remoting_recall(TOPIC, "not-a-handle"),
+            remoting_code: code::ILLEGAL_OPERATION,
+            grpc: grpc_recall(TOPIC, "not-a-handle"),
+            // Apache's proxy maps none of the broker's recall answers.
+            grpc_code: Code::InternalServerError,
+            console: None,
+        },
+        Case {
+            name: "a recall whose time has passed",
+            remoting: remoting_recall(TOPIC, &recall_handle(TOPIC, "skiff", now - 1_000, "01B1")),
+            remoting_code: code::ILLEGAL_OPERATION,
+            grpc: grpc_recall(TOPIC, &recall_handle(TOPIC, "skiff", now - 1_000, "01B1")),
+            grpc_code: Code::InternalServerError,
+            console: None,
+        },
+        Case {
+            name: "a recall naming another topic than its handle's",
+            remoting: remoting_recall(TOPIC, &recall_handle("Else", "skiff", now + 60_000, "01B2")),
+            remoting_code: code::ILLEGAL_OPERATION,
+            grpc: grpc_recall(TOPIC, &recall_handle("Else", "skiff", now + 60_000, "01B2")),
+            grpc_code: Code::InternalServerError,
+            console: None,
+        },
+        Case {
+            name: "a recall on a topic that does not exist",
+            remoting: remoting_recall(
+                "NoSuchTopic",
+                &recall_handle("NoSuchTopic", "skiff", now + 60_000, "01B3"),
+            ),
+            remoting_code: code::TOPIC_NOT_EXIST,
+            grpc: grpc_recall(
+                "NoSuchTopic",
+                &recall_handle("NoSuchTopic", "skiff", now + 60_000, "01B3"),
+            ),
+            grpc_code: Code::TopicNotFound,
+            console: None,
+        },
         Case {
             name: "a send to the delay topic",
             remoting: remoting_send("SCHEDULE_TOPIC_XXXX"),
@@ -398,6 +462,110 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
         still_held,
         "a refused or foreign acknowledgement released the message"
     );
+    serving.shutdown().await?;
+    Ok(())
+}
+
+/// A timer sent through one door is recalled through the other: each send answers a handle,
+/// each door takes the other's, and neither message fires while a timer due with them does.
+#[actix_rt::test]
+async fn a_timer_sent_through_one_door_is_recalled_through_the_other() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut config = NodeConfig::in_dir(dir.path());
+    config.listen = "127.0.0.1:0".parse()?;
+    config.grpc_listen = "127.0.0.1:0".to_owned();
+    config.metrics_listen = "off".to_owned();
+    config.disk_max_used_ratio = 0.999;
+    config.disk_full_ratio = 1.0;
+    let serving = serve::start(config).await?;
+    let mut remoting = RawConn::connect(&serving.local_addr().to_string()).await?;
+    let mut grpc = connect(serving.grpc_addr().context("the grpc listener")?).await?;
+    let topic = "Recalls";
+    let due = (epoch_millis() + 3_000).to_string();
+    let timer = |body: &str, id: &str| {
+        testsuite::send_v2(topic, body)
+            .properties(testsuite::properties(&[
+                ("TIMER_DELIVER_MS", &due),
+                ("UNIQ_KEY", id),
+            ]))
+            .build()
+    };
+
+    let by_remoting = remoting.call(timer("remoting", "01C1")).await?;
+    ensure!(by_remoting.code == code::SUCCESS, "{by_remoting:?}");
+    let remoting_handle = by_remoting
+        .ext("recallHandle")
+        .context("a recall handle")?
+        .to_owned();
+    let kept = remoting.call(timer("kept", "01C2")).await?;
+    ensure!(kept.code == code::SUCCESS, "{kept:?}");
+    let plain = remoting
+        .call(testsuite::send_v2(topic, "now").build())
+        .await?;
+    ensure!(
+        plain.ext("recallHandle").is_none(),
+        "a plain send has no recall handle: {plain:?}"
+    );
+
+    let mut grpc_message = message(topic, "grpc", "T", "k", "01C3");
+    if let Some(system) = grpc_message.system_properties.as_mut() {
+        let at: i64 = due.parse()?;
+        system.delivery_timestamp = Some(prost_types::Timestamp {
+            seconds: at / 1000,
+            nanos: i32::try_from(at % 1000)? * 1_000_000,
+        });
+        system.message_type = pb::MessageType::Delay as i32;
+    }
+    let sent = grpc
+        .send_message(call(pb::SendMessageRequest {
+            messages: vec![grpc_message],
+        }))
+        .await?
+        .into_inner();
+    ensure!(code_of(&sent.status) == Some(Code::Ok), "{sent:?}");
+    let grpc_handle = sent.entries[0].recall_handle.clone();
+    ensure!(
+        !grpc_handle.is_empty(),
+        "a timer sent over gRPC has a recall handle: {sent:?}"
+    );
+
+    let recalled = grpc
+        .recall_message(call(pb::RecallMessageRequest {
+            topic: resource(topic),
+            recall_handle: remoting_handle,
+        }))
+        .await?
+        .into_inner();
+    ensure!(code_of(&recalled.status) == Some(Code::Ok), "{recalled:?}");
+    ensure!(recalled.message_id == "01C1", "{recalled:?}");
+    let recalled = remoting.call(remoting_recall(topic, &grpc_handle)).await?;
+    ensure!(recalled.code == code::SUCCESS, "{recalled:?}");
+    ensure!(recalled.ext("msgId") == Some("01C3"), "{recalled:?}");
+
+    // The timer due with them arrives; then neither recalled one is there.
+    let broker = serving.node().broker();
+    let delivered = || -> anyhow::Result<Vec<String>> {
+        let mut bodies = Vec::new();
+        for queue_id in 0..4 {
+            let read = broker
+                .reader()
+                .read(topic, queue_id, 0, 64, 1 << 20, None)?;
+            for m in decode_records(read.records)? {
+                bodies.push(String::from_utf8_lossy(&m.body).into_owned());
+            }
+        }
+        bodies.sort();
+        Ok(bodies)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !delivered()?.contains(&"kept".to_owned()) {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the kept timer never fired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    ensure!(delivered()? == ["kept", "now"], "{:?}", delivered()?);
     serving.shutdown().await?;
     Ok(())
 }
