@@ -280,6 +280,8 @@ osPageCacheBusyTimeOutMills=5000
 # checked every 2 s (Apache's defaults are 6 s and 30 s).
 transactionTimeOut=3000
 transactionCheckInterval=2000
+# Message recall (5.3.2), off by default in Apache, on by default in skiff.
+recallMessageEnable=true
 EOF
     fi
     if ((ACL)); then

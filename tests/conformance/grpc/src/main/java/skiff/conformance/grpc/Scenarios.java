@@ -30,6 +30,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.Message;
@@ -74,6 +75,7 @@ final class Scenarios {
         m.put("producer_async_normal", new Def(60, Scenarios::producerAsyncNormal));
         m.put("producer_fifo", new Def(90, Scenarios::producerFifo));
         m.put("producer_delay", new Def(60, Scenarios::producerDelay));
+        m.put("producer_recall", new Def(60, Scenarios::producerRecall));
         m.put("producer_transaction_commit", new Def(60, Scenarios::producerTransactionCommit));
         m.put("producer_transaction_rollback", new Def(60, Scenarios::producerTransactionRollback));
         m.put("transaction_checkback", new Def(90, Scenarios::transactionCheckback));
@@ -311,6 +313,44 @@ final class Scenarios {
         ctx.check(g.at >= deliverAt, "received " + (deliverAt - g.at) + " ms before its delivery time");
         ctx.check(g.at <= deliverAt + 10_000, "received " + (g.at - deliverAt) + " ms after its delivery time");
         ctx.note("received " + (g.at - deliverAt) + " ms after the delivery time");
+    }
+
+    /**
+     * Recall (5.3.2): two DELAY messages due ~4 s ahead each answer a recall handle; the first,
+     * recalled before its time, answers its message id and is never received while the second
+     * is; recalling the second after its time is refused (the proxy: INTERNAL_SERVER_ERROR), and
+     * so is a handle that is not one.
+     */
+    static void producerRecall(Ctx ctx) throws Exception {
+        String topic = topic(ctx, "DELAY");
+        String group = group(ctx, false, 16);
+        SimpleConsumer c = simple(ctx, group, topic);
+        Producer p = producer(ctx, topic);
+        long deliverAt = (System.currentTimeMillis() + 4000) / 1000 * 1000 + 1000;
+        SendReceipt recalled = p.send(msg(topic, "Recall", "recalled", "rkey").setDeliveryTimestamp(deliverAt).build());
+        SendReceipt kept = p.send(msg(topic, "Recall", "kept", "kkey").setDeliveryTimestamp(deliverAt).build());
+        String handle = recalled.getRecallHandle();
+        if (!ctx.check(handle != null && !handle.isEmpty(), "a delay send answers a recall handle: " + handle)) {
+            return;
+        }
+        ctx.eq("recalled message id", recalled.getMessageId().toString(),
+            p.recallMessage(topic, handle).getMessageId().toString());
+        List<Got> got = receive(c, 1, INVISIBLE, 20_000, true);
+        // Two more seconds of receives: the recalled one would have come with the kept one.
+        got.addAll(drain(c, INVISIBLE, 2_000, true));
+        ctx.eq("received after the delivery time", List.of("kept"), bodies(got));
+        try {
+            p.recallMessage(topic, kept.getRecallHandle());
+            ctx.fail("a recall after the delivery time succeeded");
+        } catch (ClientException e) {
+            ctx.eq("late recall: status code", 50001, code(e));
+        }
+        try {
+            p.recallMessage(topic, "not-a-recall-handle");
+            ctx.fail("a recall by a forged handle succeeded");
+        } catch (ClientException e) {
+            ctx.eq("forged recall: status code", 50001, code(e));
+        }
     }
 
     /** A half message is invisible until the commit; after it, delivered once. */
