@@ -8,7 +8,7 @@
 use crate::logic::delay::InvalidDelayLevel;
 pub use crate::logic::filter::ExpressionType;
 use crate::logic::queue::MessageQueue;
-pub use crate::logic::transaction::TransactionResolution;
+pub use crate::logic::transaction::{HalfProblem, TransactionResolution};
 pub use crate::refused::{InvalidSelector, Refused};
 use crate::LocalFuture;
 use bytes::Bytes;
@@ -25,15 +25,6 @@ use std::time::Duration;
 
 /// Futures returned by [`BrokerApi`].
 pub type BrokerFuture<T> = LocalFuture<Result<T, BrokerError>>;
-
-/// Why a half message is unusable ([`BrokerError::UnusableHalf`]).
-#[derive(Debug, thiserror::Error)]
-pub enum HalfProblem {
-    #[error(transparent)]
-    Undecodable(#[from] skiff_storage::message::MessageDecodeError),
-    #[error(transparent)]
-    NoDestination(#[from] crate::logic::transaction::NoDestination),
-}
 
 /// How a broker call failed: the broker refused it ([`BrokerError::Refused`], typed, nothing
 /// changed), or something failed that the caller cannot fix by asking differently.

@@ -250,6 +250,15 @@ pub enum EndRefusal {
     Conflicting(HalfState),
 }
 
+/// Why a half message is unusable ([`BrokerError::UnusableHalf`](crate::broker_api::BrokerError::UnusableHalf)).
+#[derive(Debug, thiserror::Error)]
+pub enum HalfProblem {
+    #[error(transparent)]
+    Undecodable(#[from] skiff_storage::message::MessageDecodeError),
+    #[error(transparent)]
+    NoDestination(#[from] NoDestination),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
