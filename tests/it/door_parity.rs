@@ -172,6 +172,24 @@ fn remoting_batch_of_halves() -> RemotingCommand {
         .with_ext("m", "true")
 }
 
+/// A node on free loopback ports (the console's on `metrics_listen`) that never refuses for
+/// disk space, with a remoting connection and a gRPC client to it.
+async fn start(
+    dir: &std::path::Path,
+    metrics_listen: &str,
+) -> anyhow::Result<(Serving, RawConn, MessagingServiceClient<Channel>)> {
+    let mut config = NodeConfig::in_dir(dir);
+    config.listen = "127.0.0.1:0".parse()?;
+    config.grpc_listen = "127.0.0.1:0".to_owned();
+    config.metrics_listen = metrics_listen.to_owned();
+    config.disk_max_used_ratio = 0.999;
+    config.disk_full_ratio = 1.0;
+    let serving = serve::start(config).await?;
+    let remoting = RawConn::connect(&serving.local_addr().to_string()).await?;
+    let grpc = connect(serving.grpc_addr().context("the grpc listener")?).await?;
+    Ok((serving, remoting, grpc))
+}
+
 /// What a client can see of the broker's state: every topic and every queue's max offset.
 fn state(serving: &Serving) -> anyhow::Result<BTreeMap<String, Vec<u64>>> {
     let broker = serving.node().broker();
@@ -189,15 +207,7 @@ fn state(serving: &Serving) -> anyhow::Result<BTreeMap<String, Vec<u64>>> {
 #[actix_rt::test]
 async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut config = NodeConfig::in_dir(dir.path());
-    config.listen = "127.0.0.1:0".parse()?;
-    config.grpc_listen = "127.0.0.1:0".to_owned();
-    config.metrics_listen = "127.0.0.1:0".to_owned();
-    config.disk_max_used_ratio = 0.999;
-    config.disk_full_ratio = 1.0;
-    let serving = serve::start(config).await?;
-    let mut remoting = RawConn::connect(&serving.local_addr().to_string()).await?;
-    let mut grpc = connect(serving.grpc_addr().context("the grpc listener")?).await?;
+    let (serving, mut remoting, mut grpc) = start(dir.path(), "127.0.0.1:0").await?;
     let console = serving
         .metrics_addr()
         .context("the http listener")?
@@ -471,15 +481,7 @@ async fn every_door_refuses_the_same_bad_requests_each_with_its_own_code() -> an
 #[actix_rt::test]
 async fn a_timer_sent_through_one_door_is_recalled_through_the_other() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut config = NodeConfig::in_dir(dir.path());
-    config.listen = "127.0.0.1:0".parse()?;
-    config.grpc_listen = "127.0.0.1:0".to_owned();
-    config.metrics_listen = "off".to_owned();
-    config.disk_max_used_ratio = 0.999;
-    config.disk_full_ratio = 1.0;
-    let serving = serve::start(config).await?;
-    let mut remoting = RawConn::connect(&serving.local_addr().to_string()).await?;
-    let mut grpc = connect(serving.grpc_addr().context("the grpc listener")?).await?;
+    let (serving, mut remoting, mut grpc) = start(dir.path(), "off").await?;
     let topic = "Recalls";
     let due = (epoch_millis() + 3_000).to_string();
     let timer = |body: &str, id: &str| {

@@ -258,7 +258,7 @@ impl BrokerHandle {
             .map(|(i, (r, queue_id))| SendResult {
                 // A delayed message reports the queue it was sent to, as RocketMQ does, and its
                 // offset in the schedule queue where it waits.
-                broker_name: self.inner.config.broker_name.clone(),
+                broker_name: broker_name.clone(),
                 queue_id,
                 queue_offset: r.queue_offset,
                 physical_offset: r.physical_offset,

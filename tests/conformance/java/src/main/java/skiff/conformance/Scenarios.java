@@ -939,11 +939,8 @@ final class Scenarios {
         }
     }
 
-    static void delayLevels(Ctx ctx) throws Exception {
-        String topic = ctx.name("t");
-        DefaultMQProducer p = producer(ctx);
-        p.send(msg(topic, "Now", null, "now", null));
-        Util.Collector got = new Util.Collector();
+    /** A started push consumer of {@code topic}, from its first offset, collecting into {@code got} as "c". */
+    static DefaultMQPushConsumer collecting(Ctx ctx, String topic, Util.Collector got) throws Exception {
         DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
         c.subscribe(topic, "*");
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
@@ -952,6 +949,15 @@ final class Scenarios {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
+        return c;
+    }
+
+    static void delayLevels(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = producer(ctx);
+        p.send(msg(topic, "Now", null, "now", null));
+        Util.Collector got = new Util.Collector();
+        DefaultMQPushConsumer c = collecting(ctx, topic, got);
         ctx.check(got.awaitDistinct(1, 15_000), "undelayed message not consumed");
         Map<String, Long> sentAt = new HashMap<>();
         Map<String, Integer> level = new LinkedHashMap<>();
@@ -1014,14 +1020,7 @@ final class Scenarios {
         DefaultMQProducer p = producer(ctx);
         p.send(msg(topic, "Now", null, "now", null));
         Util.Collector got = new Util.Collector();
-        DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
-        c.subscribe(topic, "*");
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, cc) -> {
-            msgs.forEach(x -> got.add(x, "c"));
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
+        DefaultMQPushConsumer c = collecting(ctx, topic, got);
         ctx.check(got.awaitDistinct(1, 15_000), "plain message not consumed");
 
         Map<String, Long> dueAt = new LinkedHashMap<>();
@@ -1107,14 +1106,7 @@ final class Scenarios {
         DefaultMQProducer p = producer(ctx);
         p.send(msg(topic, "Now", null, "now", null));
         Util.Collector got = new Util.Collector();
-        DefaultMQPushConsumer c = push(ctx, ctx.name("cg"));
-        c.subscribe(topic, "*");
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, cc) -> {
-            msgs.forEach(x -> got.add(x, "c"));
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
+        DefaultMQPushConsumer c = collecting(ctx, topic, got);
         ctx.check(got.awaitDistinct(1, 15_000), "plain message not consumed");
         long due = System.currentTimeMillis() + 4000;
         Map<String, SendResult> sent = new LinkedHashMap<>();
