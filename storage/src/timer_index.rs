@@ -284,14 +284,16 @@ impl Inner {
     }
 }
 
-fn read_recalls(path: &Path) -> Result<BTreeSet<(u64, String)>, TimerIndexError> {
+/// The record in `path`; `None` when the file does not exist. One that does not decode is an
+/// error, never a fresh start.
+fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, TimerIndexError> {
     let raw = match fs::read(path) {
         Ok(raw) => raw,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(path)(e)),
     };
-    match record::decode::<Vec<(u64, String)>>(&raw, RECORD_VERSION) {
-        Decoded::Value(recalls) => Ok(recalls.into_iter().collect()),
+    match record::decode::<T>(&raw, RECORD_VERSION) {
+        Decoded::Value(value) => Ok(Some(value)),
         Decoded::Corrupt { reason } => Err(TimerIndexError::Corrupt {
             file: path.to_path_buf(),
             reason,
@@ -307,26 +309,7 @@ impl TimerIndex {
     /// Opens (creating if needed) the index in `dir`.
     pub fn open_dir(dir: &Path) -> Result<Self, TimerIndexError> {
         fs::create_dir_all(dir).map_err(io(dir))?;
-        let state_path = dir.join(STATE_FILE);
-        let state = match fs::read(&state_path) {
-            Ok(raw) => match record::decode::<State>(&raw, RECORD_VERSION) {
-                Decoded::Value(state) => state,
-                Decoded::Corrupt { reason } => {
-                    return Err(TimerIndexError::Corrupt {
-                        file: state_path,
-                        reason,
-                    })
-                }
-                Decoded::UnknownVersion { version } => {
-                    return Err(TimerIndexError::Corrupt {
-                        file: state_path,
-                        reason: format!("unknown record version {version}"),
-                    })
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
-            Err(e) => return Err(io(&state_path)(e)),
-        };
+        let state = read_record::<State>(&dir.join(STATE_FILE))?.unwrap_or_default();
         let mut inner = Inner {
             dir: dir.to_path_buf(),
             state,
@@ -334,7 +317,10 @@ impl TimerIndex {
             dirty: BTreeSet::new(),
             written_after_flush: HashSet::new(),
             done_slots: Vec::new(),
-            recalls: read_recalls(&dir.join(RECALLS_FILE))?,
+            recalls: read_record::<Vec<(u64, String)>>(&dir.join(RECALLS_FILE))?
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         };
         for item in fs::read_dir(dir).map_err(io(dir))? {
             let item = item.map_err(io(dir))?;

@@ -123,11 +123,7 @@ impl GrpcService {
         caller: Caller,
         request: pb::RecallMessageRequest,
     ) -> Result<pb::RecallMessageResponse, pb::Status> {
-        let Some(topic) = request.topic.as_ref() else {
-            return Err(status(Code::IllegalTopic, "the request names no topic"));
-        };
-        let stored_topic = resource::stored(topic);
-        caller.authorize(rules::send_checks(&stored_topic, ""))?;
+        let stored_topic = published_topic(&caller, request.topic.as_ref())?;
         let handle = request.recall_handle;
         let message_id = self
             .broker(move |broker| async move { broker.recall(&stored_topic, &handle).await })
@@ -144,11 +140,7 @@ impl GrpcService {
         caller: Caller,
         request: pb::EndTransactionRequest,
     ) -> Result<pb::EndTransactionResponse, pb::Status> {
-        let Some(topic) = request.topic.as_ref() else {
-            return Err(status(Code::IllegalTopic, "the request names no topic"));
-        };
-        let stored_topic = resource::stored(topic);
-        caller.authorize(rules::send_checks(&stored_topic, ""))?;
+        let stored_topic = published_topic(&caller, request.topic.as_ref())?;
         let id = TransactionId::parse(&request.transaction_id)
             .map_err(|e| status(Code::InvalidTransactionId, e.to_string()))?;
         let resolution = match pb::TransactionResolution::try_from(request.resolution) {
@@ -196,6 +188,17 @@ fn type_conflict(
             topic_type.map_or("any", TopicMessageType::as_str),
         ),
     ))
+}
+
+/// The topic a producer's request (a recall, a transaction's end) names, stored form, once the
+/// caller may publish to it.
+fn published_topic(caller: &Caller, topic: Option<&pb::Resource>) -> Result<String, pb::Status> {
+    let Some(topic) = topic else {
+        return Err(status(Code::IllegalTopic, "the request names no topic"));
+    };
+    let stored_topic = resource::stored(topic);
+    caller.authorize(rules::send_checks(&stored_topic, ""))?;
+    Ok(stored_topic)
 }
 
 /// One message's send entry.

@@ -15,7 +15,7 @@ use crate::consume_queue::ConsumeQueue;
 use crate::error::io_err;
 use crate::file_cache::FileCache;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 enum ScanOutcome {
@@ -185,8 +185,8 @@ impl Recovery<'_> {
 
     /// The log ends where the last segment's prepared space begins. Bytes after that start
     /// belong to a batch whose later blocks reached the disk before its first: never fsynced,
-    /// so never acknowledged under `Sync`, and cut off (RocketMQ ends its log at the first
-    /// blank too). Below the checkpoint nothing may be missing: that is corruption.
+    /// so never acknowledged under `Sync`, a torn tail cut off (RocketMQ ends its log at the
+    /// first blank too). Below the checkpoint nothing may be missing: that is corruption.
     fn unwritten(
         &mut self,
         position: u64,
@@ -194,24 +194,11 @@ impl Recovery<'_> {
         durable: u64,
     ) -> Result<ScanOutcome, StoreError> {
         self.flush_pending()?;
-        if position < durable {
-            return Err(StoreError::CorruptRecord {
-                path: self.log.path_for(position),
-                physical_offset: position,
-                reason: format!(
-                    "zeros where a record should start (below the checkpointed durable position {durable})"
-                ),
-            });
-        }
+        let path = self.log.path_for(position);
+        let reason = "zeros where a record should start";
+        refuse_below_checkpoint(position, &path, reason, durable)?;
         if data_follows {
-            let files_end = self.log.files_end()?;
-            tracing::warn!(
-                file = %self.log.path_for(position).display(),
-                physical_offset = position,
-                dropped_bytes = files_end.saturating_sub(position),
-                "truncating commit-log tail after a never-written gap"
-            );
-            self.log.truncate_at(position)?;
+            self.cut_torn_tail(position, &path, &format!("{reason}, data after them"))?;
         }
         Ok(ScanOutcome::Done {
             valid_end: position,
@@ -226,13 +213,7 @@ impl Recovery<'_> {
         durable: u64,
     ) -> Result<ScanOutcome, StoreError> {
         self.flush_pending()?;
-        if position < durable {
-            return Err(StoreError::CorruptRecord {
-                path,
-                physical_offset: position,
-                reason: format!("{reason} (below the checkpointed durable position {durable})"),
-            });
-        }
+        refuse_below_checkpoint(position, &path, &reason, durable)?;
         if let Some(next) = self
             .log
             .find_valid_record_after(position, self.config.max_record_size())?
@@ -245,6 +226,14 @@ impl Recovery<'_> {
                 ),
             });
         }
+        self.cut_torn_tail(position, &path, &reason)?;
+        Ok(ScanOutcome::Done {
+            valid_end: position,
+        })
+    }
+
+    /// Cuts the log at `position`, logging what it drops and why.
+    fn cut_torn_tail(&self, position: u64, path: &Path, reason: &str) -> Result<(), StoreError> {
         let files_end = self.log.files_end()?;
         tracing::warn!(
             file = %path.display(),
@@ -253,11 +242,25 @@ impl Recovery<'_> {
             reason = %reason,
             "truncating torn commit-log tail"
         );
-        self.log.truncate_at(position)?;
-        Ok(ScanOutcome::Done {
-            valid_end: position,
-        })
+        self.log.truncate_at(position)
     }
+}
+
+/// A record position below the checkpoint is durable: anything wrong there is corruption.
+fn refuse_below_checkpoint(
+    position: u64,
+    path: &Path,
+    reason: &str,
+    durable: u64,
+) -> Result<(), StoreError> {
+    if position < durable {
+        return Err(StoreError::CorruptRecord {
+            path: path.to_path_buf(),
+            physical_offset: position,
+            reason: format!("{reason} (below the checkpointed durable position {durable})"),
+        });
+    }
+    Ok(())
 }
 
 /// What [`recover`] found.
