@@ -16,7 +16,8 @@ use std::time::Duration;
 pub const NO_BACKGROUND_FLUSH: Duration = Duration::from_secs(3600);
 
 /// A store in `dir` with `segment_size`-byte segments, flushed by `policy`, no background
-/// checkpoint ([`NO_BACKGROUND_FLUSH`]) and no background preparation of the commit log. Adjust other fields with struct-update syntax:
+/// checkpoint ([`NO_BACKGROUND_FLUSH`]) and no background preparation of the commit log.
+/// Adjust other fields with struct-update syntax:
 /// `StoreConfig { flush_interval, ..store_config(dir, size, policy) }`.
 pub fn store_config(dir: &Path, segment_size: u64, policy: FlushPolicy) -> StoreConfig {
     StoreConfig {

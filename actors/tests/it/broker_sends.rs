@@ -171,6 +171,9 @@ fn a_sync_send_whose_fsync_outlasts_the_timeout_is_answered_flush_disk_timeout_a
                 disk: Disk::Simulated(disk.clone()),
                 flush_policy: FlushPolicy::Sync,
                 sync_flush_timeout: TIMEOUT,
+                // The preparer's fsyncs would share the stall and, on the simulated disk (whose
+                // fsync copies the whole file), the sends' real-clock timeout.
+                prepare_in_background: false,
                 ..StoreConfig::new("/store")
             },
         );
