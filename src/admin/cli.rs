@@ -22,7 +22,7 @@ fn parse_message_type(name: &str) -> Result<TopicMessageType, String> {
                 .to_owned(),
         ),
         Some(t) => Ok(t),
-        None => Err("expected one of NORMAL, FIFO, DELAY, TRANSACTION".to_owned()),
+        None => Err("expected one of NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY".to_owned()),
     }
 }
 
@@ -138,8 +138,8 @@ pub enum TopicCommand {
         /// Read and write queue count (at least 1: a topic without queues takes no message).
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
         queues: u32,
-        /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY or
-        /// TRANSACTION, in any case. Without it an existing topic keeps its type.
+        /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY,
+        /// TRANSACTION or PRIORITY, in any case. Without it an existing topic keeps its type.
         #[arg(long, value_parser = parse_message_type)]
         message_type: Option<TopicMessageType>,
     },

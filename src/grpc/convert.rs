@@ -16,8 +16,8 @@ use prost_types::Timestamp;
 use skiff_actors::logic::transaction::{CHECK_IMMUNITY_TIME_IN_SECONDS, TRANSACTION_PREPARED_TYPE};
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::property::{
-    DELAY, KEYS, POP_CK, PRODUCER_GROUP, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS, TRAN_MSG,
-    UNIQ_KEY,
+    DELAY, KEYS, POP_CK, PRIORITY, PRODUCER_GROUP, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS,
+    TRAN_MSG, UNIQ_KEY,
 };
 use skiff_storage::message::{
     property_pairs, push_property, sys_flag, MessageToAppend, StoredMessage,
@@ -67,6 +67,8 @@ pub enum Unstorable {
     },
     #[error("message type {message_type} is unknown")]
     UnknownMessageType { message_type: i32 },
+    #[error("priority {priority} is negative")]
+    NegativePriority { priority: i32 },
 }
 
 impl Unstorable {
@@ -85,7 +87,9 @@ impl Unstorable {
             Unstorable::CorruptedBody(_) => Code::MessageCorrupted,
             Unstorable::IllegalDeliveryTime { .. } => Code::IllegalDeliveryTime,
             Unstorable::TopicMismatch { .. } => Code::MessageCorrupted,
-            Unstorable::UnknownMessageType { .. } => Code::BadRequest,
+            Unstorable::UnknownMessageType { .. } | Unstorable::NegativePriority { .. } => {
+                Code::BadRequest
+            }
         }
     }
 }
@@ -200,6 +204,13 @@ pub fn message_to_append(
     {
         push_property(&mut properties, TRACE_CONTEXT, trace);
     }
+    // Whatever the message's type, as the proxy sets it: the broker decides what it means.
+    if let Some(priority) = system.priority {
+        if priority < 0 {
+            return Err(Unstorable::NegativePriority { priority });
+        }
+        push_property(&mut properties, PRIORITY, &priority.to_string());
+    }
     let born_host =
         if system.born_host.trim().is_empty() || has_control_character(&system.born_host) {
             peer.to_string()
@@ -277,6 +288,7 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
     let mut delay_sec = None;
     let mut transaction = false;
     let mut delayed = false;
+    let mut prioritized = false;
     let mut dlq_topic = None;
     let mut dlq_message_id = None;
     let mut born_host = None;
@@ -312,6 +324,11 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
                 user.insert(name.to_owned(), value.to_owned());
             }
             POP_CK => system.receipt_handle = Some(value.to_owned()),
+            PRIORITY => {
+                prioritized = true;
+                // Java's getPriority: an unreadable or negative one is no priority.
+                system.priority = value.parse::<i32>().ok().filter(|p| *p >= 0);
+            }
             BORN_HOST => born_host = Some(value.to_owned()),
             DLQ_ORIGIN_TOPIC => dlq_topic = Some(value.to_owned()),
             DLQ_ORIGIN_MESSAGE_ID => dlq_message_id = Some(value.to_owned()),
@@ -336,6 +353,8 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
         pb::MessageType::Delay
     } else if system.message_group.is_some() {
         pb::MessageType::Fifo
+    } else if prioritized {
+        pb::MessageType::Priority
     } else {
         pb::MessageType::Normal
     } as i32;

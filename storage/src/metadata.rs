@@ -49,19 +49,24 @@ pub enum TopicMessageType {
     Delay,
     Transaction,
     Mixed,
+    /// RocketMQ 5.4's priority topic: a message's priority picks its queue, and pop consumers
+    /// read the highest queue first.
+    Priority,
 }
 
 impl TopicMessageType {
     /// Every type, in RocketMQ's declaration order.
-    pub const ALL: [TopicMessageType; 5] = [
+    pub const ALL: [TopicMessageType; 6] = [
         TopicMessageType::Normal,
         TopicMessageType::Fifo,
         TopicMessageType::Delay,
         TopicMessageType::Transaction,
+        TopicMessageType::Priority,
         TopicMessageType::Mixed,
     ];
 
-    /// RocketMQ's name of the type: `NORMAL`, `FIFO`, `DELAY`, `TRANSACTION` or `MIXED`.
+    /// RocketMQ's name of the type: `NORMAL`, `FIFO`, `DELAY`, `TRANSACTION`, `PRIORITY` or
+    /// `MIXED`.
     pub fn as_str(self) -> &'static str {
         match self {
             TopicMessageType::Normal => "NORMAL",
@@ -69,6 +74,7 @@ impl TopicMessageType {
             TopicMessageType::Delay => "DELAY",
             TopicMessageType::Transaction => "TRANSACTION",
             TopicMessageType::Mixed => "MIXED",
+            TopicMessageType::Priority => "PRIORITY",
         }
     }
 

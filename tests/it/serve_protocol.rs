@@ -1586,7 +1586,7 @@ async fn an_invalid_message_type_is_refused_and_changes_nothing() -> anyhow::Res
         code::SUCCESS,
     )?;
     let before = topic_config_bodies(&h, &c, "Orders").await?;
-    let not_in_set = "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, FIFO, DELAY, NORMAL]";
+    let not_in_set = "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]";
     let refusals = [
         ("+message.type=ORDER", code::SYSTEM_ERROR, not_in_set),
         ("+message.type=fifo", code::SYSTEM_ERROR, not_in_set),

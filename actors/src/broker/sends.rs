@@ -12,12 +12,13 @@ use crate::broker_api::{
     SendStatus, TopicRoute, TransactionCheckListener,
 };
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::priority::{self, PriorityPlacement};
 use crate::logic::recall::{InvalidRecall, RecallHandle};
 use crate::logic::sends::{check_client_send, QueueChoice};
 use crate::logic::timer::TIMER_MAX_DELAY_MS;
 use crate::logic::transaction::is_prepared;
 use crate::refused::Refused;
-use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES};
+use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES, PRIORITY};
 use skiff_storage::message::{
     offset_message_id, property, without_properties, MessageToAppend, StoredMessage,
 };
@@ -107,7 +108,9 @@ impl BrokerHandle {
         for message in &mut messages {
             message.queue_id = queue_id;
         }
-        self.append_sent(messages, auto_create_queue_nums).await
+        let single = !batch && messages.len() == 1;
+        self.append_sent(messages, auto_create_queue_nums, single)
+            .await
     }
 
     /// For a send that must know its queue before it is stored (a reply, pushed to its requester
@@ -204,17 +207,21 @@ impl BrokerHandle {
         }
         // No client, in process or not, writes the broker's own topics.
         check_topics(&messages, false, false)?;
-        self.append_sent(messages, auto_create_queue_nums).await
+        let single = messages.len() == 1;
+        self.append_sent(messages, auto_create_queue_nums, single)
+            .await
     }
 
     /// Stores checked messages of clients: each topic a client named made first (Java's
     /// `msgCheck`: a transaction half or a delayed message is stored elsewhere, but creates the
-    /// topic it will be delivered to, with the queue count the send asks for), the retry topic's
-    /// dead-letter rule, then the store.
+    /// topic it will be delivered to, with the queue count the send asks for), a `single`
+    /// message's priority (a batch's are left as sent, as Java's batch send leaves them), the
+    /// retry topic's dead-letter rule, then the store.
     async fn append_sent(
         &self,
         mut messages: Vec<MessageToAppend>,
         auto_create_queue_nums: Option<u32>,
+        single: bool,
     ) -> Result<Vec<SendResult>, BrokerError> {
         let default_queue_nums =
             auto_create_queue_nums.unwrap_or(self.inner.config.default_topic_queue_nums);
@@ -227,6 +234,11 @@ impl BrokerHandle {
                     registry.topic_for_append(&message.topic, default_queue_nums)?;
                 }
                 made = Some(&message.topic);
+            }
+        }
+        if single {
+            if let Some(message) = messages.first_mut() {
+                self.place_by_priority(message)?;
             }
         }
         for message in &mut messages {
@@ -304,6 +316,26 @@ impl BrokerHandle {
             .map_err(mailbox("timer"))??;
         tracing::debug!(topic, due_ms, message_id = %handle.message_id, "timer message recalled");
         Ok(handle.message_id)
+    }
+
+    /// A priority message goes to the queue its priority picks; a priority on a message of
+    /// another kind is dropped ([`priority::placement`]).
+    fn place_by_priority(&self, message: &mut MessageToAppend) -> Result<(), BrokerError> {
+        if property(&message.properties, PRIORITY).is_none() {
+            return Ok(());
+        }
+        let write_queues = match self.inner.registry.queue_nums(&message.topic)? {
+            Some((_, write)) => write,
+            None => return Ok(()),
+        };
+        match priority::placement(&message.properties, write_queues) {
+            PriorityPlacement::Unchanged => {}
+            PriorityPlacement::Queue(queue_id) => message.queue_id = queue_id,
+            PriorityPlacement::DropProperty => {
+                message.properties = without_properties(&message.properties, &[PRIORITY]);
+            }
+        }
+        Ok(())
     }
 
     /// RocketMQ's `handleRetryAndDLQ`: a client that could not send back falls back to a plain

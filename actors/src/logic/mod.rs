@@ -21,6 +21,8 @@
 //!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.H).
 //! - [`pop_buffer`]: which pop checkpoints are still only in memory, and how far the stored
 //!   offset of a popped queue may move (§1.H).
+//! - [`priority`]: priority messages: the queue a message's priority picks, and the order a pop
+//!   walks a priority topic's queues and its retry topic in.
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
 //! - [`timer`]: timer messages (RocketMQ 5): which sends wait in the timer topic, until when,
 //!   and what their real topic gets when they fire.
@@ -39,6 +41,7 @@ pub mod inflight;
 pub mod names;
 pub mod pop;
 pub mod pop_buffer;
+pub mod priority;
 pub mod pull;
 pub mod pull_from_where;
 pub mod queue;

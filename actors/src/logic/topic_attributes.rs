@@ -17,7 +17,8 @@
 //!   `queue.type`, `cleanup.policy` and `reserve.time`; skiff keeps none of them and refuses
 //!   them as Java refuses a key it does not know.
 //! - The value must be one of Java's names, exactly (case matters): `UNSPECIFIED`, `NORMAL`,
-//!   `FIFO`, `DELAY`, `TRANSACTION`, `MIXED`. `UNSPECIFIED` is stored as no message type.
+//!   `FIFO`, `DELAY`, `TRANSACTION`, `PRIORITY`, `MIXED`. `UNSPECIFIED` is stored as no message
+//!   type. Java 5.5 also takes `LITE`, for lite topics, which skiff does not serve: refused.
 //!
 //! Every refusal leaves the topic as it was.
 
@@ -102,15 +103,23 @@ fn check_real_key(real_key: &str) -> Result<(), AttributeRefusal> {
     Ok(())
 }
 
-/// `EnumAttribute.verify` of `message.type`; the set is printed in the order Java prints it.
+/// Java 5.5's name of the lite topic type, which skiff does not serve.
+const LITE: &str = "LITE";
+
+/// `EnumAttribute.verify` of `message.type`; the set is printed in the order Java 5.5 prints it.
 fn message_type_value(value: &str) -> Result<Option<TopicMessageType>, AttributeRefusal> {
     if value == UNSPECIFIED {
         return Ok(None);
     }
+    if value == LITE {
+        return Err(AttributeRefusal::invalid(
+            "message type LITE (RocketMQ 5.5's lite topics) is not served by skiff",
+        ));
+    }
     match TopicMessageType::from_name(value) {
         Some(t) if t.as_str() == value => Ok(Some(t)),
         _ => Err(AttributeRefusal::invalid(
-            "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, FIFO, DELAY, NORMAL]",
+            "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]",
         )),
     }
 }
@@ -236,7 +245,8 @@ mod tests {
 
     #[test]
     fn values_outside_javas_set_are_refused_with_its_remark() {
-        let remark = "value is not in set: [UNSPECIFIED, MIXED, TRANSACTION, FIFO, DELAY, NORMAL]";
+        let remark = "value is not in set: \
+            [UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]";
         for value in ["ORDER", "fifo", "Fifo", " FIFO"] {
             assert_eq!(
                 alter_message_type(&format!("+message.type={value}"), false, Some(Normal)),

@@ -1,7 +1,8 @@
 //! Pop consumption on the broker (`docs/offset-lifecycle.md` §1.H): popped messages stay
 //! invisible until acknowledged; those nobody acknowledges come back from the group's pop retry
 //! topic with one more reconsume, however often (as on Java's broker);
-//! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged.
+//! checkpoints outlive a restart; an orderly pop blocks its queue until the batch is acknowledged;
+//! a priority topic's backlog pops from its highest queue down.
 
 use skiff_actors::broker::{
     AckRequest, BrokerConfig, BrokerHandle, ExpiredReceipt, PopAnswer, PopRequest,
@@ -10,9 +11,9 @@ use skiff_actors::broker_api::{BrokerApi, ExpressionType, PullStatus, SendReques
 use skiff_actors::logic::pop::{Receipt, TopicKind};
 use skiff_actors::refused::Refused;
 use skiff_actors::testsuite::*;
-use skiff_storage::message::property::{FIRST_POP_TIME, POP_CK};
-use skiff_storage::message::{decode_records, StoredMessage};
-use skiff_storage::metadata::SubscriptionGroupConfig;
+use skiff_storage::message::property::{FIRST_POP_TIME, POP_CK, PRIORITY, WAIT};
+use skiff_storage::message::{decode_records, encode_properties, MessageToAppend, StoredMessage};
+use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, TopicMessageType};
 use std::time::{Duration, Instant};
 
 const GROUP: &str = "pop-group";
@@ -510,5 +511,48 @@ fn an_acknowledgement_outside_the_queue_is_refused_and_changes_nothing() {
             "the message is still held after the refused acknowledgements"
         );
         broker.shutdown().await.unwrap();
+    });
+}
+
+#[test]
+fn a_priority_topics_backlog_pops_from_the_highest_queue_down_whatever_queue_was_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = start_broker(dir.path(), BrokerConfig::default());
+        broker
+            .put_topic(&TopicConfig {
+                message_type: Some(TopicMessageType::Priority),
+                ..TopicConfig::new(TOPIC, 4)
+            })
+            .unwrap();
+        let mut queues = Vec::new();
+        for priority in ["1", "9", "0", "2"] {
+            let properties = encode_properties(&[(PRIORITY, priority), (WAIT, "true")]);
+            let sent = BrokerApi::send_messages(
+                &broker,
+                SendRequest::new(vec![MessageToAppend {
+                    properties,
+                    ..message(TOPIC, 0, &format!("p{priority}"), None)
+                }]),
+            )
+            .await
+            .unwrap();
+            queues.push(sent[0].queue_id);
+        }
+        assert_eq!(queues, [1, 3, 0, 2], "min(priority, queues - 1)");
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let answer = broker
+                .pop(PopRequest {
+                    max_messages: 1,
+                    ..pop_request(false)
+                })
+                .await
+                .unwrap();
+            let message = popped(&answer).remove(0);
+            assert!(ack(&broker, &answer, &message).await);
+            order.push(String::from_utf8_lossy(&message.body).into_owned());
+        }
+        assert_eq!(order, ["p9", "p2", "p1", "p0"]);
     });
 }

@@ -101,7 +101,7 @@ pub(super) async fn create_topic(
         Some(text) => match TopicMessageType::from_name(text) {
             Some(TopicMessageType::Mixed) | None => {
                 return Err(ApiError::bad_request(format!(
-                    "message type {text:?} is not NORMAL, FIFO, DELAY or TRANSACTION"
+                    "message type {text:?} is not NORMAL, FIFO, DELAY, TRANSACTION or PRIORITY"
                 )))
             }
             found => found,

@@ -87,7 +87,7 @@ function setBrokerFoot(o) {
 
 // ---- topics ----------------------------------------------------------------------------------------
 
-const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION'];
+const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION', 'PRIORITY'];
 let showSystemTopics = false;
 
 async function topicsView() {

@@ -49,6 +49,8 @@ pub const TRAN_MSG: &str = "TRAN_MSG";
 pub const PRODUCER_GROUP: &str = "PGROUP";
 /// gRPC: a FIFO message's group.
 pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+/// A priority topic's message: its priority, which picks its queue (RocketMQ 5.4).
+pub const PRIORITY: &str = "_SYS_MSG_PRIORITY_";
 /// gRPC: the producer's address as the client saw it.
 pub const BORN_HOST: &str = "__BORNHOST";
 pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
@@ -130,4 +132,5 @@ pub const RESERVED: &[&str] = &[
     DLQ_ORIGIN_TOPIC,
     DLQ_ORIGIN_MESSAGE_ID,
     CRC32,
+    PRIORITY,
 ];

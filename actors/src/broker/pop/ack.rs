@@ -9,6 +9,7 @@ use crate::broker::long_poll::WakeQueue;
 use crate::broker_api::{BrokerError, ExpressionType, SendBackRequest};
 use crate::logic::delay::RETRY_TOPIC_PREFIX;
 use crate::logic::pop::{initial_pop_offset, PopMode, Receipt};
+use crate::logic::priority::PopWalk;
 use crate::logic::queue::GroupQueue;
 use crate::refused::Refused;
 use skiff_storage::message::property::UNIQ_KEY;
@@ -471,7 +472,7 @@ impl BrokerHandle {
         config: &TopicConfig,
     ) -> Result<bool, BrokerError> {
         let now = self.inner.clock.now_ms();
-        let sources = self.pop_sources(request, config, false, SourcesFor::Reading)?;
+        let sources = self.pop_sources(request, config, PopWalk::ANY_ORDER, SourcesFor::Reading)?;
         let queues = sources
             .iter()
             .map(|(source, queue_id)| GroupQueue::new(&request.group, source, *queue_id))

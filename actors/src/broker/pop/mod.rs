@@ -32,8 +32,9 @@ use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
     pop_retry_topic, OffsetInfo, PopMode, Receipt, TopicKind, ORDER_REVIVE_QUEUE,
-    POP_FROM_RETRY_PERCENT, POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
+    POP_RETRY_QUEUE_NUMS, REVIVE_QUEUE_NUM,
 };
+use crate::logic::priority::{PopWalk, DEFAULT_PRIORITY_FACTOR};
 use crate::logic::queue::GroupQueue;
 use crate::refused::{NameKind, NameRule, Refused};
 use actix::Addr;
@@ -41,7 +42,7 @@ use actor::PopActor;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
 use skiff_storage::message::StoredMessage;
-use skiff_storage::metadata::TopicConfig;
+use skiff_storage::metadata::{TopicConfig, TopicMessageType};
 use skiff_storage::offset_table::is_valid_name;
 use skiff_storage::pop_state::RequestMode;
 use std::future::Future;
@@ -274,7 +275,9 @@ impl BrokerHandle {
         hold: Duration,
     ) -> Result<(), BrokerError> {
         let mut waits = Vec::new();
-        for (source, queue_id) in self.pop_sources(request, topic, false, SourcesFor::Waiting)? {
+        for (source, queue_id) in
+            self.pop_sources(request, topic, PopWalk::ANY_ORDER, SourcesFor::Waiting)?
+        {
             let offset = self.inner.reader.max_offset(&source, queue_id);
             let park = ParkPull {
                 topic: source,
@@ -313,22 +316,22 @@ impl BrokerHandle {
         })?
     }
 
-    /// The queues one pop reads, in order: the topic's (from a random one when all are asked
-    /// for) and the pop retry topic's, the retry topic first one time in five (Java's
-    /// `popFromRetryProbability`); never the retry topic for an orderly pop.
+    /// The queues one pop reads, in the order of its `walk`: the topic's (all of them, or the
+    /// one asked for) and the pop retry topic's; never the retry topic for an orderly pop.
     fn pop_sources(
         &self,
         request: &PopRequest,
         topic: &TopicConfig,
-        retry_first: bool,
+        walk: PopWalk,
         purpose: SourcesFor,
     ) -> Result<Vec<(String, u32)>, BrokerError> {
         let queues = topic.read_queue_nums.max(1);
-        let start = rand::random::<u32>() % queues;
         let mut main: Vec<(String, u32)> = match request.queue_id {
             Some(queue_id) => vec![(request.topic.clone(), queue_id)],
-            None => (0..queues)
-                .map(|i| (request.topic.clone(), (start + i) % queues))
+            None => walk
+                .queue_order(queues, rand::random::<u32>() % queues)
+                .into_iter()
+                .map(|queue_id| (request.topic.clone(), queue_id))
                 .collect(),
         };
         if request.mode() == PopMode::Orderly {
@@ -344,7 +347,7 @@ impl BrokerHandle {
         let retry: Vec<(String, u32)> = (0..retry_queues)
             .map(|q| (retry_topic.clone(), q))
             .collect();
-        Ok(if retry_first {
+        Ok(if walk.retry_first {
             retry.into_iter().chain(main).collect()
         } else {
             main.extend(retry);
@@ -373,7 +376,12 @@ impl BrokerHandle {
             revive_queue_id,
             broker_name: &self.inner.config.broker_name,
         };
-        let retry_first = rand::random::<u32>() % 100 < POP_FROM_RETRY_PERCENT;
+        let walk = PopWalk::new(
+            topic.message_type == Some(TopicMessageType::Priority),
+            request.mode() == PopMode::Orderly,
+            DEFAULT_PRIORITY_FACTOR,
+            rand::random::<u32>() % 100,
+        );
         let mut answer = PopAnswer {
             pop_time_ms: round.pop_time_ms,
             invisible_ms: request.invisible_ms,
@@ -384,7 +392,7 @@ impl BrokerHandle {
             message_count: 0,
         };
         let mut body = Vec::new();
-        let sources = self.pop_sources(request, topic, retry_first, SourcesFor::Reading)?;
+        let sources = self.pop_sources(request, topic, walk, SourcesFor::Reading)?;
         // The first claim also looks up where the other queues stand (for `rest`, should the
         // batch fill before they are read): one look at the pop actor for all.
         let mut look_ahead: Vec<GroupQueue> = sources

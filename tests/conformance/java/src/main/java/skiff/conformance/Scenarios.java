@@ -121,6 +121,7 @@ final class Scenarios {
         m.put("timer_delays", new Def(60, Scenarios::timerDelays));
         m.put("timer_delay_too_long", new Def(60, Scenarios::timerDelayTooLong));
         m.put("timer_recall", new Def(60, Scenarios::timerRecall));
+        m.put("send_priority", new Def(60, Scenarios::sendPriority));
         // POP consumption (PopScenarios): 5.x client and broker only; pom-4.9.8.xml leaves
         // PopScenarios out, so these are reached by name (never in the 4.9.8 core set).
         m.put("pop_push_consume", new Def(90, pop("pushConsume")));
@@ -1155,6 +1156,45 @@ final class Scenarios {
                 }
             }
         }
+    }
+
+    /**
+     * Priority over remoting (the broker's rule since RocketMQ 5.4): a single send carrying
+     * _SYS_MSG_PRIORITY_ is stored in queue min(priority, writeQueues - 1), whatever queue the
+     * producer picked, and keeps the property; a grouped message (a sharding key) keeps its queue
+     * and loses the property. The 4.9.8 client has no setPriority: the property is set directly.
+     */
+    static void sendPriority(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        DefaultMQProducer p = producer(ctx);
+        // Creates the topic with the producer's four queues.
+        String broker = p.send(msg(topic, "Now", null, "now", null)).getMessageQueue().getBrokerName();
+        MessageQueue first = new MessageQueue(topic, broker, 0);
+        String[][] sends = {{"p2", "2", null}, {"p9", "9", null}, {"grouped", "1", "g-1"}};
+        Map<String, String> queues = new TreeMap<>();
+        for (String[] s : sends) {
+            Message m = msg(topic, "Prio", null, s[0], null);
+            org.apache.rocketmq.common.message.MessageAccessor.putProperty(m, "_SYS_MSG_PRIORITY_", s[1]);
+            if (s[2] != null) {
+                org.apache.rocketmq.common.message.MessageAccessor.putProperty(m, "__SHARDINGKEY", s[2]);
+            }
+            queues.put(s[0], "queue " + p.send(m, first).getMessageQueue().getQueueId());
+        }
+        ctx.eq("queues the sends report", Map.of("p2", "queue 2", "p9", "queue 3", "grouped", "queue 0"), queues);
+        Util.Collector got = new Util.Collector();
+        DefaultMQPushConsumer c = collecting(ctx, topic, got);
+        if (!ctx.check(got.awaitDistinct(4, 20_000), "not every message consumed: " + got.bodies())) {
+            return;
+        }
+        Map<String, String> stored = new TreeMap<>();
+        for (Util.Received r : got.all) {
+            if (!r.body().equals("now")) {
+                stored.put(r.body(), "queue " + r.msg.getQueueId() + " priority "
+                    + r.msg.getProperty("_SYS_MSG_PRIORITY_"));
+            }
+        }
+        ctx.eq("stored queue and priority", Map.of("p2", "queue 2 priority 2", "p9", "queue 3 priority 9",
+            "grouped", "queue 0 priority null"), stored);
     }
 
     /** A delay beyond the broker's 3-day maximum is refused with MESSAGE_ILLEGAL (13). */

@@ -63,7 +63,11 @@ final class Admin implements AutoCloseable {
      * QueryRoute from the name server and caches a miss for a while.
      */
     void createTopic(String topic, String type) throws Exception {
-        TopicConfig tc = new TopicConfig(topic, 4, 4, 6);
+        createTopic(topic, type, 4);
+    }
+
+    void createTopic(String topic, String type, int queues) throws Exception {
+        TopicConfig tc = new TopicConfig(topic, queues, queues, 6);
         Map<String, String> attrs = new HashMap<>();
         attrs.put("+message.type", type);
         tc.setAttributes(attrs);

@@ -76,6 +76,7 @@ final class Scenarios {
         m.put("producer_fifo", new Def(90, Scenarios::producerFifo));
         m.put("producer_delay", new Def(60, Scenarios::producerDelay));
         m.put("producer_recall", new Def(60, Scenarios::producerRecall));
+        m.put("producer_priority", new Def(90, Scenarios::producerPriority));
         m.put("producer_transaction_commit", new Def(60, Scenarios::producerTransactionCommit));
         m.put("producer_transaction_rollback", new Def(60, Scenarios::producerTransactionRollback));
         m.put("transaction_checkback", new Def(90, Scenarios::transactionCheckback));
@@ -351,6 +352,36 @@ final class Scenarios {
         } catch (ClientException e) {
             ctx.eq("forged recall: status code", 50001, code(e));
         }
+    }
+
+    /**
+     * Priority messages (RocketMQ 5.4): a backlog sent in mixed order to an eight-queue PRIORITY
+     * topic is received highest first, one at a time; priority 99 shares the last queue with 7
+     * (sent after it) and reads back as 99.
+     */
+    static void producerPriority(Ctx ctx) throws Exception {
+        String topic = ctx.name("t");
+        ctx.admin.createTopic(topic, "PRIORITY", 8);
+        String group = group(ctx, false, 16);
+        SimpleConsumer c = simple(ctx, group, topic);
+        Producer p = producer(ctx, topic);
+        for (int priority : new int[] {3, 0, 7, 5, 1, 99, 6, 2, 4}) {
+            p.send(msg(topic, "Prio", "p" + priority, "prio" + priority).setPriority(priority).build());
+        }
+        List<String> order = new ArrayList<>();
+        List<String> priorities = new ArrayList<>();
+        for (int i = 0; i < 9; i++) {
+            List<Got> one = receive(c, 1, INVISIBLE, 20_000, true);
+            if (!ctx.eq("receive " + i + " got one message", 1, one.size())) {
+                break;
+            }
+            order.add(one.get(0).body);
+            priorities.add(one.get(0).view.getPriority().map(String::valueOf).orElse("none"));
+        }
+        ctx.eq("received highest priority first",
+            List.of("p7", "p99", "p6", "p5", "p4", "p3", "p2", "p1", "p0"), order);
+        ctx.eq("each message's priority as sent",
+            List.of("7", "99", "6", "5", "4", "3", "2", "1", "0"), priorities);
     }
 
     /** A half message is invisible until the commit; after it, delivered once. */
