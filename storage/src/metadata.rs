@@ -5,14 +5,15 @@
 //! A record that fails its checksum, does not decode, has an unknown version or names another
 //! key is a [`MetadataError`] naming the tree, key and database path.
 //!
-//! Record versions: [`TOPIC_RECORD_VERSION`] and [`SUBSCRIPTION_GROUP_RECORD_VERSION`] are 2.
-//! Version 1 records (written before topics had a message type and groups an orderly flag)
-//! still decode, upgraded on read: no message type, not orderly. They are rewritten as version
-//! 2 the next time the config is stored.
+//! Record versions: [`TOPIC_RECORD_VERSION`] is 2, [`SUBSCRIPTION_GROUP_RECORD_VERSION`] 3.
+//! Older records (written before topics had a message type, before groups had an orderly flag
+//! (1) or attributes (2)) still decode, upgraded on read: no message type, not orderly, no
+//! attributes. They are rewritten in the current version the next time the config is stored.
 //!
 //! [`open_db`] opens the one sled database (`<data_dir>/meta`) that holds these trees and the
 //! offset table ([`crate::offset_table::SledOffsetTable`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{de::DeserializeOwned, Serialize};
@@ -29,9 +30,9 @@ pub const TOPICS_TREE: &str = "topics";
 pub const SUBSCRIPTION_GROUPS_TREE: &str = "subscription_groups";
 /// Record version of [`TopicConfig`] values (version 1 is still read, see the module docs).
 pub const TOPIC_RECORD_VERSION: u8 = 2;
-/// Record version of [`SubscriptionGroupConfig`] values (version 1 is still read, see the
-/// module docs).
-pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 2;
+/// Record version of [`SubscriptionGroupConfig`] values (versions 1 and 2 are still read, see
+/// the module docs).
+pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 3;
 
 /// Name of the topic attribute holding the [`TopicMessageType`] (Java's
 /// `TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE`).
@@ -136,6 +137,9 @@ pub struct SubscriptionGroupConfig {
     pub consume_from_min_enable: bool,
     /// Java's `consumeMessageOrderly`: the group consumes in order (default false).
     pub consume_message_orderly: bool,
+    /// RocketMQ 5's group attributes (`priority.factor`, `lite.bind.topic`, ...), by name,
+    /// as `mqadmin updateSubGroup --attributes` sets them.
+    pub attributes: BTreeMap<String, String>,
 }
 
 impl SubscriptionGroupConfig {
@@ -149,6 +153,7 @@ impl SubscriptionGroupConfig {
             consume_broadcast_enable: true,
             consume_from_min_enable: true,
             consume_message_orderly: false,
+            attributes: BTreeMap::new(),
         }
     }
 }
@@ -174,6 +179,31 @@ impl From<TopicConfigV1> for TopicConfig {
     }
 }
 
+/// A [`SubscriptionGroupConfig`] record of version 2, before `attributes`.
+#[derive(serde::Deserialize)]
+struct SubscriptionGroupConfigV2 {
+    name: String,
+    retry_max_times: u32,
+    retry_queue_nums: u32,
+    consume_broadcast_enable: bool,
+    consume_from_min_enable: bool,
+    consume_message_orderly: bool,
+}
+
+impl From<SubscriptionGroupConfigV2> for SubscriptionGroupConfig {
+    fn from(v2: SubscriptionGroupConfigV2) -> Self {
+        SubscriptionGroupConfig {
+            name: v2.name,
+            retry_max_times: v2.retry_max_times,
+            retry_queue_nums: v2.retry_queue_nums,
+            consume_broadcast_enable: v2.consume_broadcast_enable,
+            consume_from_min_enable: v2.consume_from_min_enable,
+            consume_message_orderly: v2.consume_message_orderly,
+            attributes: BTreeMap::new(),
+        }
+    }
+}
+
 /// A [`SubscriptionGroupConfig`] record of version 1, before `consume_message_orderly`.
 #[derive(serde::Deserialize)]
 struct SubscriptionGroupConfigV1 {
@@ -193,6 +223,7 @@ impl From<SubscriptionGroupConfigV1> for SubscriptionGroupConfig {
             consume_broadcast_enable: v1.consume_broadcast_enable,
             consume_from_min_enable: v1.consume_from_min_enable,
             consume_message_orderly: false,
+            attributes: BTreeMap::new(),
         }
     }
 }
@@ -297,9 +328,17 @@ impl Named for SubscriptionGroupConfig {
         &self.name
     }
     fn decode_older(version: u8, raw: &[u8]) -> Option<Decoded<Self>> {
-        (version == 1).then(|| {
-            record::decode::<SubscriptionGroupConfigV1>(raw, 1).map(SubscriptionGroupConfig::from)
-        })
+        match version {
+            1 => Some(
+                record::decode::<SubscriptionGroupConfigV1>(raw, 1)
+                    .map(SubscriptionGroupConfig::from),
+            ),
+            2 => Some(
+                record::decode::<SubscriptionGroupConfigV2>(raw, 2)
+                    .map(SubscriptionGroupConfig::from),
+            ),
+            _ => None,
+        }
     }
 }
 

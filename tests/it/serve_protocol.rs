@@ -1679,6 +1679,59 @@ async fn group_orderly_flag_round_trips_through_update_and_the_group_config_answ
     h.stop().await
 }
 
+/// A group's attributes (`mqadmin updateSubGroup --attributes`): signed entries in the body's
+/// `attributes` are applied to the group's current ones and answered unsigned, across a
+/// restart; a refused change answers SYSTEM_ERROR with Java's remark and changes nothing.
+#[actix_rt::test]
+async fn group_attributes_are_altered_as_java_alters_them_and_survive_a_restart(
+) -> anyhow::Result<()> {
+    let h = Harness::start().await?;
+    let c = client();
+    let update = |body: &str| {
+        request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).with_body(body.as_bytes().to_vec())
+    };
+    expect_code(
+        &h.call(
+            &c,
+            update(r#"{"groupName":"Prio","attributes":{"+priority.factor":"40","+lite.sub.model":"Exclusive"}}"#),
+        )
+        .await?,
+        code::SUCCESS,
+    )?;
+    let refused = h
+        .call(
+            &c,
+            update(r#"{"groupName":"Prio","attributes":{"+priority.factor":"140","-lite.sub.model":""}}"#),
+        )
+        .await?;
+    expect_code(&refused, code::SYSTEM_ERROR)?;
+    ensure!(
+        refused.remark.as_deref() == Some("value is not in range(0, 100)"),
+        "remark {:?}",
+        refused.remark
+    );
+    expect_code(
+        &h.call(
+            &c,
+            update(r#"{"groupName":"Prio","attributes":{"-lite.sub.model":""}}"#),
+        )
+        .await?,
+        code::SUCCESS,
+    )?;
+    let h = h.restart().await?;
+    let resp = h
+        .call(&c, request(rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, &[]))
+        .await?;
+    expect_code(&resp, code::SUCCESS)?;
+    let groups: serde_json::Value = serde_json::from_slice(&resp.body)?;
+    let attributes = &groups["subscriptionGroupTable"]["Prio"]["attributes"];
+    ensure!(
+        *attributes == serde_json::json!({"priority.factor": "40"}),
+        "attributes {attributes}"
+    );
+    h.stop().await
+}
+
 /// `GET /metrics` on the metrics listener, as a scraper sends it; the response body.
 async fn scrape(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(String, String)> {
     let raw = crate::common::http_get(&addr.to_string(), path).await?;

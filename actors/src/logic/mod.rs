@@ -30,11 +30,12 @@
 //! - [`reply`]: request-reply's reply topic and message type.
 //! - [`sends`]: what the broker refuses of a client's send, and how a send's queue is chosen.
 //! - [`names`]: well-formed topic and group names, and the three kinds of system topic.
-//! - [`topic_attributes`]: UPDATE_AND_CREATE_TOPIC's `+key=value,-key` attribute changes,
-//!   applied to a topic's `message.type`.
+//! - [`attributes`]: topic and group attributes as admin requests change them (`+key=value`,
+//!   `-key`): a topic's `message.type`, a group's `priority.factor` and lite settings.
 
 pub mod ack;
 pub mod allocate;
+pub mod attributes;
 pub mod delay;
 pub mod filter;
 pub mod inflight;
@@ -50,7 +51,6 @@ pub mod reply;
 pub mod sends;
 pub mod sql92;
 pub mod timer;
-pub mod topic_attributes;
 pub mod transaction;
 
 pub use queue::MessageQueue;

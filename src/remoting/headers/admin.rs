@@ -264,7 +264,7 @@ pub struct CreateTopicRequestHeader {
     pub perm: i32,
     pub order: bool,
     /// Attribute changes, `+key=value,-key` (`mqadmin updateTopic -a`); empty for none. See
-    /// [`skiff_actors::logic::topic_attributes`].
+    /// [`skiff_actors::logic::attributes`].
     pub attributes: String,
 }
 

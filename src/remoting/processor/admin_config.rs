@@ -5,8 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use skiff_actors::logic::attributes::{
+    alter_group_attributes, alter_message_type, AttributeRefusal,
+};
 use skiff_actors::logic::names::{self, is_rocketmq_system_topic, NameProblem};
-use skiff_actors::logic::topic_attributes::{alter_message_type, AttributeRefusal};
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, MESSAGE_TYPE_ATTRIBUTE};
 
 use super::{broker_failure, success, Failure, Outcome, Processor};
@@ -68,6 +70,16 @@ fn topic_body(config: &TopicConfig) -> TopicConfigBody {
     }
 }
 
+/// Java's answer to a refused attribute change.
+fn attribute_failure(refusal: AttributeRefusal) -> Failure {
+    match refusal {
+        AttributeRefusal::MixedNotSupported => {
+            Failure::new(code::INVALID_PARAMETER, refusal.to_string())
+        }
+        AttributeRefusal::Invalid(remark) => Failure::new(code::SYSTEM_ERROR, remark),
+    }
+}
+
 fn group_body(config: &SubscriptionGroupConfig) -> SubscriptionGroupBody {
     SubscriptionGroupBody {
         group_name: config.name.clone(),
@@ -76,6 +88,7 @@ fn group_body(config: &SubscriptionGroupConfig) -> SubscriptionGroupBody {
         consume_message_orderly: config.consume_message_orderly,
         retry_queue_nums: clamp_i32(config.retry_queue_nums),
         retry_max_times: clamp_i32(config.retry_max_times),
+        attributes: config.attributes.clone(),
         ..SubscriptionGroupBody::default()
     }
 }
@@ -134,12 +147,7 @@ impl Processor {
             current.is_none(),
             current.and_then(|c| c.message_type),
         )
-        .map_err(|refusal| match refusal {
-            AttributeRefusal::MixedNotSupported => {
-                Failure::new(code::INVALID_PARAMETER, refusal.to_string())
-            }
-            AttributeRefusal::Invalid(remark) => Failure::new(code::SYSTEM_ERROR, remark),
-        })?;
+        .map_err(attribute_failure)?;
         let config = TopicConfig {
             name: header.topic.clone(),
             read_queue_nums,
@@ -276,7 +284,9 @@ impl Processor {
 
     /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): creates or replaces the group's config from
     /// the `SubscriptionGroupConfig` body. skiff keeps the retry settings, the broadcast,
-    /// consume-from-min and orderly switches; the other fields are accepted and not kept.
+    /// consume-from-min and orderly switches, and the attributes (the body's signed entries
+    /// applied to the group's current ones; SYSTEM_ERROR with Java's remark for a refused
+    /// change, which changes nothing); the other fields are accepted and not kept.
     pub(super) fn create_group(&self, request: &RemotingCommand) -> Outcome {
         if request.body.is_empty() {
             return Ok(success());
@@ -285,12 +295,23 @@ impl Processor {
         if let Some(problem) = group_name_problem(&body.group_name) {
             return Err(Failure::new(code::INVALID_PARAMETER, problem));
         }
+        let current = self
+            .broker
+            .group(&body.group_name)
+            .map_err(broker_failure)?;
+        let attributes = alter_group_attributes(
+            &body.attributes,
+            current.is_none(),
+            &current.map(|c| c.attributes).unwrap_or_default(),
+        )
+        .map_err(attribute_failure)?;
         let config = SubscriptionGroupConfig {
             retry_max_times: u32::try_from(body.retry_max_times).unwrap_or(0),
             retry_queue_nums: u32::try_from(body.retry_queue_nums).unwrap_or(0),
             consume_broadcast_enable: body.consume_broadcast_enable,
             consume_from_min_enable: body.consume_from_min_enable,
             consume_message_orderly: body.consume_message_orderly,
+            attributes,
             ..SubscriptionGroupConfig::new(body.group_name)
         };
         self.broker.put_group(&config).map_err(broker_failure)?;

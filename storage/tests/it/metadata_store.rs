@@ -48,6 +48,7 @@ fn defaults_match_rocketmq() {
             consume_broadcast_enable: true,
             consume_from_min_enable: true,
             consume_message_orderly: false,
+            attributes: Default::default(),
         }
     );
 }
@@ -306,11 +307,63 @@ struct SubscriptionGroupConfigV1<'a> {
     consume_from_min_enable: bool,
 }
 
+/// A group record as version 2 wrote it: the fields before `attributes`.
+#[derive(serde::Serialize)]
+struct SubscriptionGroupConfigV2<'a> {
+    name: &'a str,
+    retry_max_times: u32,
+    retry_queue_nums: u32,
+    consume_broadcast_enable: bool,
+    consume_from_min_enable: bool,
+    consume_message_orderly: bool,
+}
+
 #[test]
-fn version_1_records_are_upgraded_on_read_and_rewritten_as_version_2() {
+fn a_version_2_group_is_upgraded_on_read_and_rewritten_with_its_attributes() {
+    let f = fixture();
+    let groups = f.db.open_tree(SUBSCRIPTION_GROUPS_TREE).unwrap();
+    let v2_group = SubscriptionGroupConfigV2 {
+        name: "Orderly",
+        retry_max_times: 3,
+        retry_queue_nums: 1,
+        consume_broadcast_enable: true,
+        consume_from_min_enable: false,
+        consume_message_orderly: true,
+    };
+    groups
+        .insert("Orderly", record::encode(2, &v2_group))
+        .unwrap();
+    let group = SubscriptionGroupConfig {
+        retry_max_times: 3,
+        consume_from_min_enable: false,
+        consume_message_orderly: true,
+        ..SubscriptionGroupConfig::new("Orderly")
+    };
+    assert!(group.attributes.is_empty());
+    assert_eq!(
+        f.store.get_subscription_group("Orderly").unwrap(),
+        Some(group.clone())
+    );
+    let mut with_attributes = group;
+    with_attributes
+        .attributes
+        .insert("priority.factor".to_owned(), "30".to_owned());
+    f.store.put_subscription_group(&with_attributes).unwrap();
+    assert_eq!(
+        groups.get("Orderly").unwrap().unwrap()[0],
+        SUBSCRIPTION_GROUP_RECORD_VERSION
+    );
+    assert_eq!(
+        f.store.get_subscription_group("Orderly").unwrap(),
+        Some(with_attributes)
+    );
+}
+
+#[test]
+fn version_1_records_are_upgraded_on_read_and_rewritten_in_the_current_version() {
     assert_eq!(
         (TOPIC_RECORD_VERSION, SUBSCRIPTION_GROUP_RECORD_VERSION),
-        (2, 2)
+        (2, 3)
     );
     let f = fixture();
     let topics = f.db.open_tree(TOPICS_TREE).unwrap();
@@ -355,7 +408,7 @@ fn version_1_records_are_upgraded_on_read_and_rewritten_as_version_2() {
     );
     assert_eq!(f.store.list_subscription_groups().unwrap(), vec![group]);
 
-    // Storing the upgraded config writes version 2, with the new field.
+    // Storing the upgraded config writes the current version, with the new field.
     let fifo = TopicConfig {
         message_type: Some(TopicMessageType::Fifo),
         ..topic

@@ -29,6 +29,7 @@ mod read;
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::ParkPull;
 use crate::broker_api::{BrokerError, ExpressionType, InvalidSelector};
+use crate::logic::attributes::priority_factor;
 use crate::logic::filter::Subscription;
 use crate::logic::pop::{
     pop_retry_topic, OffsetInfo, PopMode, Receipt, TopicKind, ORDER_REVIVE_QUEUE,
@@ -376,10 +377,17 @@ impl BrokerHandle {
             revive_queue_id,
             broker_name: &self.inner.config.broker_name,
         };
+        let priority_topic = topic.message_type == Some(TopicMessageType::Priority);
+        let priority_factor = if priority_topic {
+            let group = self.inner.registry.group(&request.group)?;
+            group.map_or(DEFAULT_PRIORITY_FACTOR, |g| priority_factor(&g.attributes))
+        } else {
+            DEFAULT_PRIORITY_FACTOR
+        };
         let walk = PopWalk::new(
-            topic.message_type == Some(TopicMessageType::Priority),
+            priority_topic,
             request.mode() == PopMode::Orderly,
-            DEFAULT_PRIORITY_FACTOR,
+            priority_factor,
             rand::random::<u32>() % 100,
         );
         let mut answer = PopAnswer {
