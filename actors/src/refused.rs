@@ -119,6 +119,9 @@ pub enum Refused {
     /// A recall the broker refuses (switched off, a handle it cannot use).
     #[error(transparent)]
     Recall(InvalidRecall),
+    /// A lite request the broker refuses (its group, its quota, a lite topic's name).
+    #[error(transparent)]
+    Lite(crate::logic::lite::LiteRefusal),
     /// Request-reply needs a broker reached over the network: replies are pushed to the
     /// requester's connection.
     #[error("request-reply needs a broker reached over the network")]

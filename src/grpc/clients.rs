@@ -103,6 +103,32 @@ impl Clients {
     pub fn remove(&self, client_id: &str) -> Option<Client> {
         self.lock().remove(client_id)
     }
+
+    /// Tells a lite consumer it lost `lite_topic` (another client of its Exclusive group took
+    /// it): a `NotifyUnsubscribeLiteCommand` on its Telemetry stream, best effort as the
+    /// proxy's.
+    pub fn notify_unsubscribe_lite(&self, client_id: &str, lite_topic: &str) {
+        let Some(telemetry) = self.get(client_id).and_then(|c| c.telemetry) else {
+            debug!(
+                client_id,
+                lite_topic, "evicted lite client has no telemetry stream"
+            );
+            return;
+        };
+        let command = pb::TelemetryCommand {
+            status: None,
+            command: Some(
+                pb::telemetry_command::Command::NotifyUnsubscribeLiteCommand(
+                    pb::NotifyUnsubscribeLiteCommand {
+                        lite_topic: lite_topic.to_owned(),
+                    },
+                ),
+            ),
+        };
+        if let Err(e) = telemetry.try_send(Ok(command)) {
+            debug!(client_id, lite_topic, error = %e, "unsubscribe notice not written to the telemetry stream");
+        }
+    }
 }
 
 /// How the broker reaches a gRPC consumer. Assignment is the server's (pop), so a change of

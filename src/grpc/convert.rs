@@ -13,11 +13,12 @@ use bytes::Bytes;
 use md5::{Digest as _, Md5};
 use prost_types::Timestamp;
 
+use skiff_actors::logic::lite::{check_name, split_lmq, LiteRefusal};
 use skiff_actors::logic::transaction::{CHECK_IMMUNITY_TIME_IN_SECONDS, TRANSACTION_PREPARED_TYPE};
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::property::{
-    DELAY, KEYS, POP_CK, PRIORITY, PRODUCER_GROUP, TAGS, TIMER_DELAY_SEC, TIMER_DELIVER_MS,
-    TRAN_MSG, UNIQ_KEY,
+    DELAY, KEYS, LITE_TOPIC, POP_CK, PRIORITY, PRODUCER_GROUP, TAGS, TIMER_DELAY_SEC,
+    TIMER_DELIVER_MS, TRAN_MSG, UNIQ_KEY,
 };
 use skiff_storage::message::{
     property_pairs, push_property, sys_flag, MessageToAppend, StoredMessage,
@@ -69,6 +70,8 @@ pub enum Unstorable {
     UnknownMessageType { message_type: i32 },
     #[error("priority {priority} is negative")]
     NegativePriority { priority: i32 },
+    #[error(transparent)]
+    IllegalLiteTopic(LiteRefusal),
 }
 
 impl Unstorable {
@@ -90,6 +93,7 @@ impl Unstorable {
             Unstorable::UnknownMessageType { .. } | Unstorable::NegativePriority { .. } => {
                 Code::BadRequest
             }
+            Unstorable::IllegalLiteTopic(_) => Code::IllegalLiteTopic,
         }
     }
 }
@@ -211,6 +215,10 @@ pub fn message_to_append(
         }
         push_property(&mut properties, PRIORITY, &priority.to_string());
     }
+    if let Some(lite) = system.lite_topic.as_deref().filter(|l| !l.is_empty()) {
+        check_name(lite).map_err(Unstorable::IllegalLiteTopic)?;
+        push_property(&mut properties, LITE_TOPIC, lite);
+    }
     let born_host =
         if system.born_host.trim().is_empty() || has_control_character(&system.born_host) {
             peer.to_string()
@@ -289,6 +297,7 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
     let mut transaction = false;
     let mut delayed = false;
     let mut prioritized = false;
+    let mut lite = false;
     let mut dlq_topic = None;
     let mut dlq_message_id = None;
     let mut born_host = None;
@@ -324,6 +333,10 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
                 user.insert(name.to_owned(), value.to_owned());
             }
             POP_CK => system.receipt_handle = Some(value.to_owned()),
+            LITE_TOPIC => {
+                lite = true;
+                system.lite_topic = Some(value.to_owned());
+            }
             PRIORITY => {
                 prioritized = true;
                 // Java's getPriority: an unreadable or negative one is no priority.
@@ -355,6 +368,8 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
         pb::MessageType::Fifo
     } else if prioritized {
         pb::MessageType::Priority
+    } else if lite {
+        pb::MessageType::Lite
     } else {
         pb::MessageType::Normal
     } as i32;
@@ -373,8 +388,10 @@ pub fn message_from_stored(stored: &StoredMessage) -> pb::Message {
     if let (Some(topic), Some(message_id)) = (dlq_topic, dlq_message_id) {
         system.dead_letter_queue = Some(pb::DeadLetterQueue { topic, message_id });
     }
+    // A lite topic's message names its parent; the lite topic rides in the system properties.
+    let topic = split_lmq(&stored.topic).map_or(stored.topic.as_str(), |(parent, _)| parent);
     pb::Message {
-        topic: Some(resource::resource(&stored.topic)),
+        topic: Some(resource::resource(topic)),
         user_properties: user,
         system_properties: Some(system),
         body,

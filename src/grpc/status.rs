@@ -3,6 +3,7 @@
 //! themselves. The codes are those the Apache proxy answers for the same refusal.
 
 use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::lite::LiteRefusal;
 use skiff_actors::logic::sends::IllegalSend;
 use skiff_actors::refused::{NameKind, Refused};
 use skiff_storage::error::AppendRejected;
@@ -69,6 +70,17 @@ pub fn refusal_code(refused: &Refused) -> Code {
         // Apache's proxy maps none of the broker's recall answers: each reaches the client as
         // INTERNAL_SERVER_ERROR, with the broker's remark.
         Refused::Recall(_) => Code::InternalServerError,
+        Refused::Lite(refusal) => match refusal {
+            LiteRefusal::BlankName | LiteRefusal::NameTooLong | LiteRefusal::NameCharacters => {
+                Code::IllegalLiteTopic
+            }
+            LiteRefusal::TypeMismatch { .. } => Code::MessagePropertyConflictWithType,
+            LiteRefusal::GroupNotFound { .. } | LiteRefusal::NotALiteGroup { .. } => {
+                Code::IllegalConsumerGroup
+            }
+            LiteRefusal::BindTopicMismatch { .. } => Code::IllegalTopic,
+            LiteRefusal::SubscriptionQuota { .. } => Code::LiteSubscriptionQuotaExceeded,
+        },
     }
 }
 

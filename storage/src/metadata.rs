@@ -53,21 +53,24 @@ pub enum TopicMessageType {
     /// RocketMQ 5.4's priority topic: a message's priority picks its queue, and pop consumers
     /// read the highest queue first.
     Priority,
+    /// RocketMQ 5.5's lite parent topic: each message names a lite topic, a queue of its own.
+    Lite,
 }
 
 impl TopicMessageType {
     /// Every type, in RocketMQ's declaration order.
-    pub const ALL: [TopicMessageType; 6] = [
+    pub const ALL: [TopicMessageType; 7] = [
         TopicMessageType::Normal,
         TopicMessageType::Fifo,
         TopicMessageType::Delay,
         TopicMessageType::Transaction,
         TopicMessageType::Priority,
+        TopicMessageType::Lite,
         TopicMessageType::Mixed,
     ];
 
-    /// RocketMQ's name of the type: `NORMAL`, `FIFO`, `DELAY`, `TRANSACTION`, `PRIORITY` or
-    /// `MIXED`.
+    /// RocketMQ's name of the type: `NORMAL`, `FIFO`, `DELAY`, `TRANSACTION`, `PRIORITY`,
+    /// `LITE` or `MIXED`.
     pub fn as_str(self) -> &'static str {
         match self {
             TopicMessageType::Normal => "NORMAL",
@@ -76,6 +79,7 @@ impl TopicMessageType {
             TopicMessageType::Transaction => "TRANSACTION",
             TopicMessageType::Mixed => "MIXED",
             TopicMessageType::Priority => "PRIORITY",
+            TopicMessageType::Lite => "LITE",
         }
     }
 

@@ -82,6 +82,8 @@ pub(super) struct Inner {
     pub(super) pending_resets: PendingResets,
     /// Unordered pops so far: the round robin of the revive queue ids they report.
     pub(super) pop_rounds: Cell<u64>,
+    /// Clients' lite subscriptions (kept in memory, as Java's broker keeps them).
+    pub(super) lite: super::lite::LiteState,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
@@ -136,6 +138,7 @@ impl BrokerHandle {
                 holdings: RefCell::new(Some(holdings)),
                 pending_resets,
                 pop_rounds: Cell::new(0),
+                lite: Default::default(),
                 addrs,
             }),
         }

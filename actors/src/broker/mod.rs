@@ -35,6 +35,7 @@ pub mod connections;
 pub mod consumer_offsets;
 mod handle;
 pub mod key_index;
+pub mod lite;
 pub mod long_poll;
 mod members;
 pub mod membership;
@@ -54,6 +55,7 @@ pub mod transaction;
 
 pub use admin::QueueProgress;
 pub use handle::{BrokerAddrs, BrokerHandle};
+pub use lite::{LitePop, LiteSync};
 pub use pop::{AckRequest, Assignment, ExpiredReceipt, PopAnswer, PopRequest, PoppedAck};
 pub use sends::{ClientSend, TransactionEnded};
 
@@ -108,6 +110,9 @@ pub struct BrokerConfig {
     /// Producers may recall their timer messages (RocketMQ's `recallMessageEnable`, off by
     /// default in Apache; on in skiff, a development broker).
     pub recall: bool,
+    /// A client's lite subscription not refreshed this long is dropped (Java's
+    /// `liteSubscriptionCheckTimeoutMills`, 3 minutes; clients refresh every 30 seconds).
+    pub lite_subscription_expiry: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -136,6 +141,7 @@ impl Default for BrokerConfig {
                 checkpoint_capacity: crate::logic::pop_buffer::DEFAULT_CAPACITY,
             },
             recall: true,
+            lite_subscription_expiry: Duration::from_secs(180),
         }
     }
 }

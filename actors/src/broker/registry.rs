@@ -8,10 +8,13 @@ use crate::broker_api::BrokerError;
 use crate::logic::delay::{
     retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, SCHEDULE_QUEUE_NUMS, SCHEDULE_TOPIC,
 };
+use crate::logic::lite::split_lmq;
 use crate::logic::timer::{TIMER_QUEUE_NUMS, TIMER_TOPIC};
 use crate::logic::transaction::HALF_TOPIC;
 use crate::refused::Refused;
-use skiff_storage::metadata::{MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig};
+use skiff_storage::metadata::{
+    MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, TopicMessageType,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -71,7 +74,18 @@ impl Registry {
         Ok(f(store)?)
     }
 
+    /// A topic's config. A lite topic's queue (`%LMQ%$parent$lite`, see [`crate::logic::lite`])
+    /// is a topic of one queue whenever its parent is a LITE topic: derived from the parent,
+    /// never stored nor cached, so a million lite topics cost no metadata.
     pub(crate) fn topic(&self, name: &str) -> Result<Option<TopicConfig>, BrokerError> {
+        if let Some((parent, _)) = split_lmq(name) {
+            return Ok(self.topic(parent)?.and_then(|parent| {
+                (parent.message_type == Some(TopicMessageType::Lite)).then(|| TopicConfig {
+                    perm: parent.perm,
+                    ..TopicConfig::new(name, 1)
+                })
+            }));
+        }
         if let Some(config) = self.topics.borrow().get(name) {
             return Ok(Some(config.clone()));
         }

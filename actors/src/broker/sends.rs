@@ -12,16 +12,18 @@ use crate::broker_api::{
     SendStatus, TopicRoute, TransactionCheckListener,
 };
 use crate::logic::delay::{dlq_topic, RETRY_TOPIC_PREFIX};
+use crate::logic::lite::lmq_name;
 use crate::logic::priority::{self, PriorityPlacement};
 use crate::logic::recall::{InvalidRecall, RecallHandle};
 use crate::logic::sends::{check_client_send, QueueChoice};
 use crate::logic::timer::TIMER_MAX_DELAY_MS;
 use crate::logic::transaction::is_prepared;
 use crate::refused::Refused;
-use skiff_storage::message::property::{DELAY, MAX_RECONSUME_TIMES, PRIORITY};
+use skiff_storage::message::property::{DELAY, LITE_TOPIC, MAX_RECONSUME_TIMES, PRIORITY};
 use skiff_storage::message::{
     offset_message_id, property, without_properties, MessageToAppend, StoredMessage,
 };
+use skiff_storage::metadata::TopicMessageType;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,6 +241,7 @@ impl BrokerHandle {
         if single {
             if let Some(message) = messages.first_mut() {
                 self.place_by_priority(message)?;
+                self.place_in_lite_topic(message)?;
             }
         }
         for message in &mut messages {
@@ -334,6 +337,20 @@ impl BrokerHandle {
             PriorityPlacement::DropProperty => {
                 message.properties = without_properties(&message.properties, &[PRIORITY]);
             }
+        }
+        Ok(())
+    }
+
+    /// A message naming a lite topic of a LITE parent is stored in the lite topic's queue
+    /// (`%LMQ%$parent$lite`, queue 0); to a topic of another type it stays an ordinary message.
+    fn place_in_lite_topic(&self, message: &mut MessageToAppend) -> Result<(), BrokerError> {
+        let Some(lite) = property(&message.properties, LITE_TOPIC).filter(|l| !l.is_empty()) else {
+            return Ok(());
+        };
+        let parent = self.inner.registry.topic(&message.topic)?;
+        if parent.is_some_and(|p| p.message_type == Some(TopicMessageType::Lite)) {
+            message.topic = lmq_name(&message.topic, lite);
+            message.queue_id = 0;
         }
         Ok(())
     }

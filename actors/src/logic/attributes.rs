@@ -21,8 +21,7 @@
 //! skiff keeps one topic attribute, `message.type` ([`MESSAGE_TYPE_ATTRIBUTE`]), as the topic's
 //! [`TopicMessageType`]: `UNSPECIFIED` is stored as no message type, `+message.type=MIXED` is
 //! refused ([`AttributeRefusal::MixedNotSupported`]) as Java's broker refuses it unless
-//! `enableMixedMessageType` is set (off by default), and `LITE` (RocketMQ 5.5's lite topics) is
-//! refused as not served. Java also knows `queue.type`, `cleanup.policy` and `reserve.time`;
+//! `enableMixedMessageType` is set (off by default). Java also knows `queue.type`, `cleanup.policy` and `reserve.time`;
 //! skiff keeps none of them and refuses them as Java refuses a key it does not know. A group
 //! keeps every attribute of Java 5.5's `SubscriptionGroupAttributes` ([`GROUP_ATTRIBUTES`]).
 //!
@@ -34,8 +33,6 @@ use skiff_storage::metadata::{TopicMessageType, MESSAGE_TYPE_ATTRIBUTE};
 
 /// Java's name of the unspecified message type, a valid value that skiff stores as `None`.
 pub const UNSPECIFIED: &str = "UNSPECIFIED";
-/// Java 5.5's name of the lite topic type, which skiff does not serve.
-const LITE: &str = "LITE";
 
 /// A group's share of pops of a priority topic (0 to 100) that read its highest queue first.
 pub const PRIORITY_FACTOR: &str = "priority.factor";
@@ -141,6 +138,7 @@ const TOPIC_ATTRIBUTES: &[AttributeSpec] = &[AttributeSpec::new(
             "DELAY",
             "TRANSACTION",
             "PRIORITY",
+            "LITE",
             "MIXED",
         ],
         printed: "[UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]",
@@ -322,11 +320,6 @@ pub fn alter_message_type(
     let sets = |name: &str| entries.iter().any(|(k, v)| *k == set_key && *v == name);
     if sets(TopicMessageType::Mixed.as_str()) {
         return Err(AttributeRefusal::MixedNotSupported);
-    }
-    if sets(LITE) {
-        return Err(AttributeRefusal::invalid(
-            "message type LITE (RocketMQ 5.5's lite topics) is not served by skiff",
-        ));
     }
     let current: BTreeMap<String, String> = current
         .map(|t| (MESSAGE_TYPE_ATTRIBUTE.to_owned(), t.as_str().to_owned()))

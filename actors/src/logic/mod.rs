@@ -21,6 +21,8 @@
 //!   topic, revival of unacknowledged messages and orderly pop's per-queue state (§1.H).
 //! - [`pop_buffer`]: which pop checkpoints are still only in memory, and how far the stored
 //!   offset of a popped queue may move (§1.H).
+//! - [`lite`]: lite topics: lite queue names, name checks, clients' lite subscriptions and
+//!   where a new subscription starts.
 //! - [`priority`]: priority messages: the queue a message's priority picks, and the order a pop
 //!   walks a priority topic's queues and its retry topic in.
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
@@ -39,6 +41,7 @@ pub mod attributes;
 pub mod delay;
 pub mod filter;
 pub mod inflight;
+pub mod lite;
 pub mod names;
 pub mod pop;
 pub mod pop_buffer;

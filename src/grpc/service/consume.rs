@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
-use skiff_actors::broker::{AckRequest, ExpiredReceipt, PopRequest};
+use skiff_actors::broker::{AckRequest, ExpiredReceipt, LitePop, PopRequest};
 use skiff_actors::broker_api::{BrokerError, ExpressionType};
 use skiff_actors::logic::delay::DEFAULT_MAX_RECONSUME_TIMES;
+use skiff_actors::logic::lite::lmq_name;
 use skiff_actors::logic::pop::{Receipt, MAX_POP_MESSAGES};
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::message::decode_records;
@@ -116,9 +117,24 @@ fn receive_poll(
     Ok(poll.min(left))
 }
 
-/// What a receipt handle names, as an acknowledgement the broker checks. As the proxy answers:
-/// a handle that does not parse is INTERNAL_SERVER_ERROR; the broker refuses an expired one.
-fn acknowledged(group: &str, topic: &str, handle: &str) -> Result<AckRequest, pb::Status> {
+/// What a receipt handle names, as an acknowledgement the broker checks; `lite_topic` (of a lite
+/// consumer's request) names the lite topic of `topic` the message came from. As the proxy
+/// answers: a handle that does not parse is INTERNAL_SERVER_ERROR; the broker refuses an
+/// expired one.
+fn acknowledged(
+    group: &str,
+    topic: &str,
+    lite_topic: Option<&str>,
+    handle: &str,
+) -> Result<AckRequest, pb::Status> {
+    let lmq;
+    let topic = match lite_topic.filter(|l| !l.is_empty()) {
+        Some(lite) => {
+            lmq = lmq_name(topic, lite);
+            lmq.as_str()
+        }
+        None => topic,
+    };
     let unreadable = || {
         status(
             Code::InternalServerError,
@@ -210,13 +226,15 @@ impl GrpcService {
         let stored_group = resource::stored(group);
         let stored_topic = resource::stored(topic);
         caller.authorize(rules::consume_checks(&stored_topic, &stored_group))?;
-        let fifo_setting =
-            self.clients
-                .get(&caller.client_id)
-                .and_then(|c| match c.settings?.pub_sub? {
-                    pb::settings::PubSub::Subscription(s) => s.fifo,
-                    _ => None,
-                });
+        let settings = self.clients.get(&caller.client_id).and_then(|c| c.settings);
+        let lite = settings
+            .as_ref()
+            .is_some_and(|s| s.client_type == Some(pb::ClientType::LitePushConsumer as i32));
+        let fifo_setting = settings.and_then(|s| match s.pub_sub? {
+            pb::settings::PubSub::Subscription(s) => s.fifo,
+            _ => None,
+        });
+        let client_id = caller.client_id.clone();
         let invisible = receive_invisible(&request)?;
         let poll = receive_poll(&request, caller.deadline)?;
         let (expression_type, expression) = filter_of(request.filter_expression.as_ref())?;
@@ -239,46 +257,61 @@ impl GrpcService {
                     .map_or(DEFAULT_MAX_RECONSUME_TIMES.unsigned_abs() + 1, |g| {
                         g.retry_max_times + 1
                     });
-                let pop = PopRequest {
-                    group: stored_group.clone(),
-                    topic: stored_topic.clone(),
-                    // Every queue, whatever the request names, as the proxy pops (its selector
-                    // reads only the broker name): a client that asks for one queue still gets
-                    // the topic's messages, and a FIFO group's order holds per queue either way.
-                    queue_id: None,
-                    max_messages,
-                    invisible_ms: invisible.as_millis() as i64,
-                    poll,
-                    from_min: false,
-                    expression_type,
-                    expression: Some(expression).filter(|e| e != "*"),
-                    orderly,
-                };
-                let answer = broker.pop(pop).await?;
-                if answer.message_count == 0 {
-                    return Ok(Vec::new());
-                }
-                let records = decode_records(answer.records.clone()).map_err(|source| {
-                    BrokerError::UnreadableMessage {
-                        topic: stored_topic,
-                        queue_id: 0,
-                        queue_offset: 0,
-                        source,
-                    }
-                })?;
-                let mut delivered = Vec::with_capacity(records.len());
-                for message in records {
-                    let Some(receipt) = answer.receipt(&message, &broker_name) else {
-                        // Not of a queue this pop read: nothing could acknowledge it.
-                        continue;
+                let answers = if lite {
+                    // A lite consumer's receive spans the lite topics it subscribes; the proxy
+                    // filters lite messages after the pop, and skiff's lite pops take them all.
+                    broker
+                        .pop_lite(LitePop {
+                            client_id,
+                            group: stored_group.clone(),
+                            topic: stored_topic.clone(),
+                            max_messages,
+                            invisible_ms: invisible.as_millis() as i64,
+                            poll,
+                        })
+                        .await?
+                } else {
+                    let pop = PopRequest {
+                        group: stored_group.clone(),
+                        topic: stored_topic.clone(),
+                        // Every queue, whatever the request names, as the proxy pops (its
+                        // selector reads only the broker name): a client that asks for one
+                        // queue still gets the topic's messages, and a FIFO group's order holds
+                        // per queue either way.
+                        queue_id: None,
+                        max_messages,
+                        invisible_ms: invisible.as_millis() as i64,
+                        poll,
+                        from_min: false,
+                        expression_type,
+                        expression: Some(expression).filter(|e| e != "*"),
+                        orderly,
                     };
-                    if i64::from(message.reconsume_times) >= i64::from(max_attempts) {
-                        broker
-                            .dead_letter_popped(&stored_group, &message, &receipt, max_attempts)
-                            .await?;
-                        continue;
+                    vec![broker.pop(pop).await?]
+                };
+                let mut delivered = Vec::new();
+                for answer in answers.iter().filter(|a| a.message_count > 0) {
+                    let records = decode_records(answer.records.clone()).map_err(|source| {
+                        BrokerError::UnreadableMessage {
+                            topic: stored_topic.clone(),
+                            queue_id: 0,
+                            queue_offset: 0,
+                            source,
+                        }
+                    })?;
+                    for message in records {
+                        let Some(receipt) = answer.receipt(&message, &broker_name) else {
+                            // Not of a queue this pop read: nothing could acknowledge it.
+                            continue;
+                        };
+                        if i64::from(message.reconsume_times) >= i64::from(max_attempts) {
+                            broker
+                                .dead_letter_popped(&stored_group, &message, &receipt, max_attempts)
+                                .await?;
+                            continue;
+                        }
+                        delivered.push((message, receipt));
                     }
-                    delivered.push((message, receipt));
                 }
                 Ok(delivered)
             })
@@ -308,7 +341,12 @@ impl GrpcService {
         let mut unreadable = Vec::with_capacity(request.entries.len());
         let mut valid = Vec::with_capacity(request.entries.len());
         for entry in &request.entries {
-            match acknowledged(&group, &topic, &entry.receipt_handle) {
+            match acknowledged(
+                &group,
+                &topic,
+                entry.lite_topic.as_deref(),
+                &entry.receipt_handle,
+            ) {
                 Ok(ack) => {
                     valid.push(ack);
                     unreadable.push(None);
@@ -357,7 +395,12 @@ impl GrpcService {
         request: pb::ForwardMessageToDeadLetterQueueRequest,
     ) -> Result<pb::ForwardMessageToDeadLetterQueueResponse, pb::Status> {
         let (group, topic) = consumed(&caller, request.topic.as_ref(), request.group.as_ref())?;
-        let forwarded = acknowledged(&group, &topic, &request.receipt_handle)?;
+        let forwarded = acknowledged(
+            &group,
+            &topic,
+            request.lite_topic.as_deref(),
+            &request.receipt_handle,
+        )?;
         let max_attempts = u32::try_from(request.max_delivery_attempts).unwrap_or(0);
         self.broker(move |broker| async move { broker.dead_letter(forwarded, max_attempts).await })
             .await?;
@@ -371,7 +414,12 @@ impl GrpcService {
         request: pb::ChangeInvisibleDurationRequest,
     ) -> Result<pb::ChangeInvisibleDurationResponse, pb::Status> {
         let (group, topic) = consumed(&caller, request.topic.as_ref(), request.group.as_ref())?;
-        let changed = acknowledged(&group, &topic, &request.receipt_handle)?;
+        let changed = acknowledged(
+            &group,
+            &topic,
+            request.lite_topic.as_deref(),
+            &request.receipt_handle,
+        )?;
         let invisible_ms = request.invisible_duration.as_ref().map_or(0, duration_ms);
         if invisible_ms < 0 || invisible_ms > MAX_INVISIBLE.as_millis() as i64 {
             return Err(status(

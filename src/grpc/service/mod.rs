@@ -9,13 +9,15 @@
 //!
 //! The RPCs are split by job as the remoting processor is: `route.rs` (QueryRoute,
 //! QueryAssignment), `produce.rs` (SendMessage, EndTransaction), `consume.rs` (ReceiveMessage,
-//! AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) and `session.rs`
+//! AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue), `lite.rs`
+//! (SyncLiteSubscription) and `session.rs`
 //! (Telemetry, Heartbeat, NotifyClientTermination: a client's settings and registration). Each
 //! is a method answering `Result<Response, pb::Status>`; [`respond`] puts a refusal into the
 //! response's own `status`, and the gRPC status stays OK unless the request could not be read at
 //! all (as the proxy answers).
 
 mod consume;
+mod lite;
 mod produce;
 mod route;
 mod session;
@@ -393,9 +395,9 @@ impl MessagingService for GrpcService {
 
     async fn sync_lite_subscription(
         &self,
-        _request: Request<pb::SyncLiteSubscriptionRequest>,
+        request: Request<pb::SyncLiteSubscriptionRequest>,
     ) -> Reply<pb::SyncLiteSubscriptionResponse> {
-        respond(Err(not_served("SyncLiteSubscription")))
+        rpc!(self.sync_lite(request))
     }
 }
 

@@ -171,6 +171,7 @@ pub(super) fn accepted_types(message_type: Option<TopicMessageType>) -> Vec<i32>
         Some(TopicMessageType::Delay) => one(pb::MessageType::Delay),
         Some(TopicMessageType::Transaction) => one(pb::MessageType::Transaction),
         Some(TopicMessageType::Priority) => one(pb::MessageType::Priority),
+        Some(TopicMessageType::Lite) => one(pb::MessageType::Lite),
         Some(TopicMessageType::Mixed) | None => vec![
             pb::MessageType::Normal as i32,
             pb::MessageType::Fifo as i32,

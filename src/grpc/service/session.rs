@@ -17,6 +17,7 @@ use skiff_actors::broker_api::{
     BrokerError, ConnectionId, ConsumeType, ConsumerHeartbeat, MessageModel, SubscriptionEntry,
 };
 use skiff_actors::logic::delay::{DEFAULT_MAX_RECONSUME_TIMES, DELAY_LEVELS};
+use skiff_actors::logic::lite::{client_quota, DEFAULT_CLIENT_QUOTA, MAX_LITE_TOPIC_SIZE};
 use skiff_storage::clock::epoch_millis;
 use skiff_storage::metadata::SubscriptionGroupConfig;
 
@@ -150,6 +151,12 @@ fn effective_settings(
             subscription.receive_batch_size = Some(RECEIVE_BATCH as i32);
             subscription.long_polling_timeout = Some(duration(MAX_LONG_POLL.as_millis() as i64));
             subscription.fifo = Some(group.is_some_and(|g| g.consume_message_orderly));
+            // Every consumer's settings carry them, as the proxy's do: a lite consumer refuses
+            // every subscribeLite until it has learnt its quota.
+            let quota = group.map_or(DEFAULT_CLIENT_QUOTA, |g| client_quota(&g.attributes));
+            subscription.lite_subscription_quota =
+                Some(i32::try_from(quota.max(0)).unwrap_or(i32::MAX));
+            subscription.max_lite_topic_size = Some(MAX_LITE_TOPIC_SIZE as i32);
             let retry_max_times = group.map_or(DEFAULT_MAX_RECONSUME_TIMES.unsigned_abs(), |g| {
                 g.retry_max_times
             });
@@ -223,6 +230,7 @@ impl GrpcService {
         let left = self
             .broker(move |broker| async move {
                 broker.unregister_producer(&client_id, None);
+                broker.forget_lite_client(&client_id);
                 if let Some(group) = group {
                     broker.unregister(client_id, group).await?;
                 }

@@ -117,6 +117,9 @@ pub(super) fn refusal_answer(refused: &Refused, request: Option<i32>) -> Failure
             Failure::new(code::NO_PERMISSION, InvalidRecall::Disabled.to_string())
         }
         (Refused::Recall(invalid), _) => Failure::new(code::ILLEGAL_OPERATION, invalid.to_string()),
+        // The broker's lite requests (POP_LITE_MESSAGE, LITE_SUBSCRIPTION_CTL) come from Java's
+        // proxy, which skiff does not serve remoting-side; a lite refusal is a bad parameter.
+        (Refused::Lite(refusal), _) => Failure::new(code::INVALID_PARAMETER, refusal.to_string()),
         (Refused::IllegalTimer(illegal), _) => {
             Failure::new(code::MESSAGE_ILLEGAL, illegal.to_string())
         }

@@ -51,6 +51,8 @@ pub const PRODUCER_GROUP: &str = "PGROUP";
 pub const SHARDING_KEY: &str = "__SHARDINGKEY";
 /// A priority topic's message: its priority, which picks its queue (RocketMQ 5.4).
 pub const PRIORITY: &str = "_SYS_MSG_PRIORITY_";
+/// A lite message: the lite topic of its parent it belongs to (RocketMQ 5.5).
+pub const LITE_TOPIC: &str = "__LITE_TOPIC";
 /// gRPC: the producer's address as the client saw it.
 pub const BORN_HOST: &str = "__BORNHOST";
 pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
@@ -133,4 +135,5 @@ pub const RESERVED: &[&str] = &[
     DLQ_ORIGIN_MESSAGE_ID,
     CRC32,
     PRIORITY,
+    LITE_TOPIC,
 ];

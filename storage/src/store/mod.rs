@@ -220,9 +220,12 @@ pub enum BoundaryType {
 }
 
 /// Topic names become directory names, so only RocketMQ's topic characters are accepted
-/// ([`is_topic_character`]), 1 to 255 bytes (the file-name limit).
+/// ([`is_topic_character`]) and `$`, which joins a lite topic's queue name to its parent's
+/// (`%LMQ%$parent$lite`), 1 to 255 bytes (the file-name limit).
 pub fn is_valid_topic(topic: &str) -> bool {
-    !topic.is_empty() && topic.len() <= 255 && topic.bytes().all(is_topic_character)
+    !topic.is_empty()
+        && topic.len() <= 255
+        && topic.bytes().all(|b| is_topic_character(b) || b == b'$')
 }
 
 /// RocketMQ's characters for topic and group names: letters, digits, `%`, `|`, `_`, `-`.
@@ -488,6 +491,7 @@ mod tests {
     fn topic_names() {
         assert!(is_valid_topic("TopicTest"));
         assert!(is_valid_topic("%RETRY%group-1_a|b"));
+        assert!(is_valid_topic("%LMQ%$Chats$session-1"));
         assert!(!is_valid_topic(""));
         assert!(!is_valid_topic("a/b"));
         assert!(!is_valid_topic(".."));

@@ -3,8 +3,8 @@
 # (default) or two brokers broker-a and broker-b in one cluster (--cluster).
 #
 #   tests/conformance/apache/start.sh [--cluster] [--dir DIR] [--max-lifetime SECS]
-#                                     [--profile conformance|bench] [--prepare-only] [--proxy]
-#                                     [--acl]
+#                                     [--profile conformance|bench] [--prepare-only]
+#                                     [--proxy | --proxy-cluster] [--acl]
 #   tests/conformance/apache/stop.sh DIR
 #
 # --proxy: the RocketMQ 5 gRPC front door. broker-a runs inside an Apache proxy JVM in local
@@ -17,6 +17,10 @@
 #   its default) serves a self-signed certificate and accepts plaintext on the same port.
 #   Ready also means the gRPC port accepts connections. Extra lines on stdout, before NAMESRV=:
 #   GRPC=127.0.0.1:PORT and PROXY_REMOTING=127.0.0.1:PORT. Not with --cluster.
+# --proxy-cluster: as --proxy, but the way RocketMQ 5.5 serves lite topics: broker-a runs alone
+#   (BrokerStartup, with enableLmq and enableMultiDispatch on) and the proxy in its own JVM in
+#   cluster mode (ProxyStartup -pm cluster), finding the broker through the name server. The
+#   local mode of 5.5.0 does not serve lite subscriptions (apache/rocketmq#10478).
 #
 # --acl: ACL 2.0 on (for acl.sh). Every broker config gets authenticationEnabled and
 #   authorizationEnabled with the Default* providers and the Local* metadata providers (users and
@@ -70,8 +74,9 @@ MAX_LIFETIME=1800
 PROFILE=conformance
 PREPARE_ONLY=0
 PROXY=0
+PROXY_MODE=local
 ACL=0
-usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy] [--acl]"
+usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy | --proxy-cluster] [--acl]"
 while (($#)); do
     case $1 in
         --cluster) CLUSTER=1 ;;
@@ -80,6 +85,7 @@ while (($#)); do
         --profile) PROFILE=$2; shift ;;
         --prepare-only) PREPARE_ONLY=1 ;;
         --proxy) PROXY=1 ;;
+        --proxy-cluster) PROXY=1 PROXY_MODE=cluster ;;
         --acl) ACL=1 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
@@ -283,6 +289,13 @@ transactionCheckInterval=2000
 # Message recall (5.3.2), off by default in Apache, on by default in skiff.
 recallMessageEnable=true
 EOF
+        if [[ $PROXY_MODE == cluster ]]; then
+            cat >>"$DIR/$b.conf" <<EOF
+# Lite topics (5.5.0): each lite topic is a light message queue fed by multi-dispatch.
+enableLmq=true
+enableMultiDispatch=true
+EOF
+        fi
     fi
     if ((ACL)); then
         cat >>"$DIR/$b.conf" <<'EOF'
@@ -299,6 +312,9 @@ EOF
     fi
     if ((PROXY)); then
         PROXY_ACL=""
+        PROXY_BROKER='
+  "brokerConfigPath": "'"$DIR/$b.conf"'",'
+        [[ $PROXY_MODE == cluster ]] && PROXY_BROKER=""
         ((ACL)) && PROXY_ACL='
   "authenticationEnabled": true,
   "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
@@ -311,17 +327,22 @@ EOF
         cat >"$DIR/rmq-proxy.json" <<EOF
 {
   "rocketMQClusterName": "$CLUSTER_NAME",
-  "proxyMode": "local",
-  "namesrvAddr": "$NAMESRV",
-  "brokerConfigPath": "$DIR/$b.conf",
+  "proxyMode": "$PROXY_MODE",
+  "namesrvAddr": "$NAMESRV",$PROXY_BROKER
   "grpcServerPort": $GRPC_PORT,
   "remotingListenPort": $PROXY_REMOTING_PORT,
   "localServeAddr": "127.0.0.1",$PROXY_ACL
   "enablePrintJstack": false
 }
 EOF
-        start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.proxy.ProxyStartup \
-            -pm local -bc "$DIR/$b.conf" -pc "$DIR/rmq-proxy.json" -n "$NAMESRV"
+        if [[ $PROXY_MODE == cluster ]]; then
+            # The proxy starts once the broker is ready (below): at start it creates its system
+            # topics through the broker and exits when none is registered yet.
+            start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.broker.BrokerStartup -c "$DIR/$b.conf"
+        else
+            start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.proxy.ProxyStartup \
+                -pm local -bc "$DIR/$b.conf" -pc "$DIR/rmq-proxy.json" -n "$NAMESRV"
+        fi
     else
         start_jvm "$b" "$BROKER_HEAP" org.apache.rocketmq.broker.BrokerStartup -c "$DIR/$b.conf"
     fi
@@ -371,8 +392,12 @@ if ! "$PYTHON" "$HERE/probe.py" --namesrv "$NAMESRV" --brokers "${BROKERS[*]}" -
     exit 1
 fi
 unset IFS
+if [[ $PROXY_MODE == cluster ]]; then
+    start_jvm proxy "$BROKER_HEAP" org.apache.rocketmq.proxy.ProxyStartup \
+        -pm cluster -pc "$DIR/rmq-proxy.json" -n "$NAMESRV"
+fi
 if ((PROXY)); then
-    # The gRPC server starts after the embedded broker; wait until it accepts connections.
+    # The gRPC server starts after the broker; wait until it accepts connections.
     if ! "$PYTHON" - "$GRPC_PORT" "${PIDS[@]}" <<'EOF'
 import os, socket, sys, time
 port, pids = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]

@@ -156,7 +156,7 @@ struct QueueRead<'a> {
 }
 
 /// Resolves when any of the parked waits is woken (or its actor went away).
-async fn any_woken(mut waits: Vec<oneshot::Receiver<()>>) {
+pub(super) async fn any_woken(mut waits: Vec<oneshot::Receiver<()>>) {
     std::future::poll_fn(|cx| {
         for wait in waits.iter_mut() {
             if Pin::new(wait).poll(cx).is_ready() {

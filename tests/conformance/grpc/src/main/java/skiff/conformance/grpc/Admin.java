@@ -96,6 +96,17 @@ final class Admin implements AutoCloseable {
         ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
     }
 
+    /** A lite group: bound to its LITE parent topic, Shared or Exclusive. */
+    void createLiteGroup(String group, String parent, String model) throws Exception {
+        SubscriptionGroupConfig g = new SubscriptionGroupConfig();
+        g.setGroupName(group);
+        Map<String, String> attrs = new HashMap<>();
+        attrs.put("+lite.bind.topic", parent);
+        attrs.put("+lite.sub.model", model);
+        g.setAttributes(attrs);
+        ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
+    }
+
     /**
      * SET_MESSAGE_REQUEST_MODE (401): the group consumes the topic in POP mode, so a remoting push
      * consumer with setClientRebalance(false) pops (all queues, queue id -1) as the gRPC clients do.

@@ -17,7 +17,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <pre>
  *   java -cp ... skiff.conformance.grpc.Main --endpoint 127.0.0.1:8081 --namesrv 127.0.0.1:9876
- *       [--tls on|off|both] [--only a,b] [--parallel N] [--list] [--wire-log FILE]
+ *       [--tls on|off|both] [--only a,b] [--kind all|lite|other] [--parallel N] [--list]
+ *       [--wire-log FILE]
  * </pre>
  *
  * --endpoint is the gRPC port (MessagingService), --namesrv the remoting name server the
@@ -27,7 +28,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code SCENARIOS name...} first, then per run one line {@code PASS name (secs): observed} or
  * {@code FAIL name (secs): failures || observed: ...}, then {@code N passed, M failed}; exit 0 iff
  * all passed. --wire-log FILE sends the plaintext runs through {@link WireRelay}, which logs
- * every call (method, metadata, messages as protobuf text, status) to FILE.
+ * every call (method, metadata, messages as protobuf text, status) to FILE. --kind lite runs only
+ * the lite-topic scenarios ({@code lite_*}), --kind other all the others (Apache serves lite
+ * topics only with its proxy in cluster mode, the rest runs against its local mode).
  */
 public final class Main {
     private Main() {}
@@ -40,6 +43,7 @@ public final class Main {
         int parallel = 6;
         boolean list = false;
         String wireLog = null;
+        String kind = "all";
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--endpoint": endpoint = args[++i]; break;
@@ -49,6 +53,7 @@ public final class Main {
                 case "--parallel": parallel = Integer.parseInt(args[++i]); break;
                 case "--list": list = true; break;
                 case "--wire-log": wireLog = args[++i]; break;
+                case "--kind": kind = args[++i]; break;
                 default:
                     System.err.println("unknown argument " + args[i]);
                     System.exit(2);
@@ -64,6 +69,8 @@ public final class Main {
                 System.exit(2);
         }
         Map<String, Scenarios.Def> defs = Scenarios.all();
+        final String wanted = kind;
+        defs.keySet().removeIf(name -> wanted.equals("lite") != name.startsWith("lite_") && !wanted.equals("all"));
         if (list) {
             System.out.println("SCENARIOS " + String.join(" ", defs.keySet()));
             return;

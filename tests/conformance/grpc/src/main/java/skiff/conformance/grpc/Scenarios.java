@@ -77,6 +77,10 @@ final class Scenarios {
         m.put("producer_delay", new Def(60, Scenarios::producerDelay));
         m.put("producer_recall", new Def(60, Scenarios::producerRecall));
         m.put("producer_priority", new Def(90, Scenarios::producerPriority));
+        m.put("lite_subscribe_receive", new Def(90, LiteScenarios::liteSubscribeReceive));
+        m.put("lite_offset_max", new Def(60, LiteScenarios::liteOffsetMax));
+        m.put("lite_illegal_name", new Def(60, LiteScenarios::liteIllegalName));
+        m.put("lite_exclusive", new Def(60, LiteScenarios::liteExclusive));
         m.put("producer_transaction_commit", new Def(60, Scenarios::producerTransactionCommit));
         m.put("producer_transaction_rollback", new Def(60, Scenarios::producerTransactionRollback));
         m.put("transaction_checkback", new Def(90, Scenarios::transactionCheckback));

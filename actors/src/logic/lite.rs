@@ -1,0 +1,480 @@
+//! Lite topics (RocketMQ 5.5, RIP-83): very many short-lived queues under one parent topic of
+//! type `LITE`, each subscribed one by one by a lite push consumer.
+//!
+//! The facts, from Apache RocketMQ 5.5.0's proxy and broker:
+//! - A lite topic `L` of parent `P` is stored as the queue 0 of `%LMQ%$P$L` (`LiteUtil
+//!   .toLmqName`); it exists once it holds a message. skiff stores a lite message there only
+//!   (Java also indexes it in a parent queue, which no lite consumer reads).
+//! - Its name is 1 to 64 bytes of `[a-zA-Z0-9_-]` (`GrpcValidator.validateLiteTopic`).
+//! - A client's subscription is the set of lite topics of one group and parent, changed by
+//!   `SyncLiteSubscription`'s four actions, kept in memory, and dropped when the client has not
+//!   refreshed it for a while (`LiteSubscriptionRegistryImpl`: 3 minutes; the Java client sends
+//!   its whole set every 30 seconds).
+//! - A group consumes a lite topic in order: one batch out at a time, the next after the ack.
+//! - A new subscription may move the group's offset in the lite topic (`OffsetOption`:
+//!   `resetOffset`).
+
+use std::collections::{BTreeSet, HashMap};
+
+/// What every lite queue's topic name starts with.
+pub const LMQ_PREFIX: &str = "%LMQ%$";
+/// The longest lite topic name, in bytes (the proxy's `maxLiteTopicSize`).
+pub const MAX_LITE_TOPIC_SIZE: usize = 64;
+/// A group's lite subscriptions per client when its `lite.sub.client.quota` is unset.
+pub const DEFAULT_CLIENT_QUOTA: i64 = 2000;
+/// How far past its quota one request's set may go before the proxy refuses it.
+pub const QUOTA_SLACK: usize = 300;
+/// The group attribute naming the parent topic a lite group consumes.
+pub const BIND_TOPIC: &str = "lite.bind.topic";
+/// The group attribute choosing Shared or Exclusive subscriptions.
+pub const SUB_MODEL: &str = "lite.sub.model";
+/// The group attribute bounding one client's lite subscriptions.
+pub const CLIENT_QUOTA: &str = "lite.sub.client.quota";
+
+/// A group's `lite.sub.client.quota` (by its attributes), or its default.
+pub fn client_quota(attributes: &std::collections::BTreeMap<String, String>) -> i64 {
+    attributes
+        .get(CLIENT_QUOTA)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_CLIENT_QUOTA)
+}
+
+/// The queue a lite topic's messages are stored in: queue 0 of this topic.
+pub fn lmq_name(parent: &str, lite: &str) -> String {
+    format!("{LMQ_PREFIX}{parent}${lite}")
+}
+
+/// The parent and lite topic a lite queue's topic name joins; `None` for any other name.
+pub fn split_lmq(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(LMQ_PREFIX)?;
+    let (parent, lite) = rest.split_once('$')?;
+    (!parent.is_empty() && !lite.is_empty() && !lite.contains('$')).then_some((parent, lite))
+}
+
+/// A refusal of a lite request, with the Java proxy's and broker's messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiteRefusal {
+    #[error("lite topic cannot be the char sequence of whitespace")]
+    BlankName,
+    #[error("lite topic exceed the max size {MAX_LITE_TOPIC_SIZE}")]
+    NameTooLong,
+    #[error("lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)")]
+    NameCharacters,
+    /// A lite message to a topic of another type, or another message to a lite topic.
+    #[error(
+        "TopicMessageType validate failed, the expected type is {expected}, but actual type is {actual}"
+    )]
+    TypeMismatch {
+        expected: &'static str,
+        actual: &'static str,
+    },
+    #[error("group not found: {group}")]
+    GroupNotFound { group: String },
+    #[error("lite group {group} is expected to bind topic {expected}, but actual is {actual}")]
+    BindTopicMismatch {
+        group: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("regular group cannot use LITE mode: {group}")]
+    NotALiteGroup { group: String },
+    #[error("lite subscription quota exceeded: {quota}")]
+    SubscriptionQuota { quota: i64 },
+}
+
+/// The proxy's check of a lite topic's name.
+pub fn check_name(name: &str) -> Result<(), LiteRefusal> {
+    if name.trim().is_empty() {
+        return Err(LiteRefusal::BlankName);
+    }
+    if name.len() > MAX_LITE_TOPIC_SIZE {
+        return Err(LiteRefusal::NameTooLong);
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(LiteRefusal::NameCharacters);
+    }
+    Ok(())
+}
+
+/// Where a new subscription starts in a lite topic (`OffsetOption` of `SyncLiteSubscription`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Where the group is (its offset, or the lite topic's start for a group new to it).
+    Last,
+    /// The oldest message.
+    Min,
+    /// Only messages sent from now on.
+    Max,
+    /// This offset.
+    Offset(i64),
+    /// `n` messages before the group's offset.
+    TailN(i64),
+    /// Java 5.5 accepts a time and does nothing with it.
+    Timestamp(i64),
+}
+
+/// The offset the group's position in a lite topic moves to for `start`, given the group's
+/// offset (`None`: it has none) and the lite topic's end; `None` leaves it where it is
+/// (Java's `resetOffset`).
+pub fn start_offset(start: StartFrom, current: Option<u64>, max: u64) -> Option<u64> {
+    let target = match start {
+        StartFrom::Last | StartFrom::Timestamp(_) => return None,
+        StartFrom::Min => 0,
+        StartFrom::Max => max,
+        StartFrom::Offset(offset) => u64::try_from(offset).ok()?,
+        StartFrom::TailN(n) => current?.saturating_sub(u64::try_from(n).ok()?),
+    };
+    (Some(target) != current).then_some(target)
+}
+
+/// One of `SyncLiteSubscription`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncAction {
+    /// Adds these lite topics to the client's set.
+    PartialAdd,
+    /// Removes these lite topics from the client's set.
+    PartialRemove,
+    /// The client's whole set (its periodic refresh).
+    CompleteAdd,
+    /// The client leaves: its whole subscription goes.
+    CompleteRemove,
+}
+
+/// One client's lite subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientLites {
+    pub group: String,
+    pub parent: String,
+    pub lites: BTreeSet<String>,
+    /// When the client last changed or refreshed it (epoch ms).
+    pub refreshed_ms: i64,
+}
+
+/// Every client's lite subscription, and who holds each lite topic (for Exclusive groups).
+#[derive(Debug, Default)]
+pub struct LiteSubscriptions {
+    clients: HashMap<String, ClientLites>,
+    /// `(group, parent, lite)` to the clients holding it.
+    holders: HashMap<(String, String, String), BTreeSet<String>>,
+}
+
+impl LiteSubscriptions {
+    /// The client's subscription, if it has one.
+    pub fn of(&self, client_id: &str) -> Option<&ClientLites> {
+        self.clients.get(client_id)
+    }
+
+    /// Applies one client's change. Answers the lite topics that are new to the client, and,
+    /// for an Exclusive group, the other clients that lost one of them.
+    pub fn apply(&mut self, change: &Change<'_>, now_ms: i64) -> SyncOutcome {
+        let Change {
+            client_id,
+            group,
+            parent,
+            action,
+            lites,
+            exclusive,
+        } = *change;
+        let mut outcome = SyncOutcome::default();
+        match action {
+            SyncAction::CompleteRemove => {
+                self.remove_client(client_id);
+                return outcome;
+            }
+            SyncAction::PartialRemove => {
+                for lite in lites {
+                    self.drop_holder(client_id, group, parent, lite);
+                }
+                if let Some(client) = self.clients.get_mut(client_id) {
+                    for lite in lites {
+                        client.lites.remove(lite);
+                    }
+                    client.refreshed_ms = now_ms;
+                }
+                return outcome;
+            }
+            SyncAction::PartialAdd | SyncAction::CompleteAdd => {}
+        }
+        // A client holds one subscription: a request for another group or parent replaces it.
+        let same = self
+            .clients
+            .get(client_id)
+            .is_some_and(|c| c.group == group && c.parent == parent);
+        if !same {
+            self.remove_client(client_id);
+        }
+        let entry = self
+            .clients
+            .entry(client_id.to_owned())
+            .or_insert_with(|| ClientLites {
+                group: group.to_owned(),
+                parent: parent.to_owned(),
+                lites: BTreeSet::new(),
+                refreshed_ms: now_ms,
+            });
+        entry.refreshed_ms = now_ms;
+        if action == SyncAction::CompleteAdd {
+            let gone: Vec<String> = entry.lites.difference(lites).cloned().collect();
+            for lite in &gone {
+                entry.lites.remove(lite);
+            }
+            for lite in gone {
+                self.drop_holder(client_id, group, parent, &lite);
+            }
+        }
+        for lite in lites {
+            let added = self
+                .clients
+                .get_mut(client_id)
+                .is_some_and(|c| c.lites.insert(lite.clone()));
+            // Java's Exclusive eviction runs on every PARTIAL_ADD, even of a topic the client
+            // already holds; the client itself is not evicted here.
+            if exclusive && action == SyncAction::PartialAdd {
+                let key = (group.to_owned(), parent.to_owned(), lite.clone());
+                let others: Vec<String> = self
+                    .holders
+                    .get(&key)
+                    .map(|h| h.iter().filter(|c| *c != client_id).cloned().collect())
+                    .unwrap_or_default();
+                for other in others {
+                    self.drop_holder(&other, group, parent, lite);
+                    if let Some(client) = self.clients.get_mut(&other) {
+                        client.lites.remove(lite);
+                    }
+                    outcome.evicted.push((other, lite.clone()));
+                }
+            }
+            self.holders
+                .entry((group.to_owned(), parent.to_owned(), lite.clone()))
+                .or_default()
+                .insert(client_id.to_owned());
+            if added {
+                outcome.added.push(lite.clone());
+            }
+        }
+        outcome
+    }
+
+    /// Drops every subscription not refreshed since `before_ms`; answers whose.
+    pub fn expire(&mut self, before_ms: i64) -> Vec<String> {
+        let expired: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.refreshed_ms < before_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for client in &expired {
+            self.remove_client(client);
+        }
+        expired
+    }
+
+    /// Drops a lite topic from every subscription (it expired).
+    pub fn forget_lite(&mut self, parent: &str, lite: &str) {
+        self.holders
+            .retain(|(_, p, l), _| !(p == parent && l == lite));
+        for client in self.clients.values_mut() {
+            if client.parent == parent {
+                client.lites.remove(lite);
+            }
+        }
+    }
+
+    /// How many clients hold a subscription.
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    fn remove_client(&mut self, client_id: &str) {
+        if let Some(client) = self.clients.remove(client_id) {
+            for lite in &client.lites {
+                self.drop_holder(client_id, &client.group, &client.parent, lite);
+            }
+        }
+    }
+
+    fn drop_holder(&mut self, client_id: &str, group: &str, parent: &str, lite: &str) {
+        let key = (group.to_owned(), parent.to_owned(), lite.to_owned());
+        if let Some(holders) = self.holders.get_mut(&key) {
+            holders.remove(client_id);
+            if holders.is_empty() {
+                self.holders.remove(&key);
+            }
+        }
+    }
+}
+
+/// One client's `SyncLiteSubscription`, as the subscriptions take it.
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    pub client_id: &'a str,
+    pub group: &'a str,
+    pub parent: &'a str,
+    pub action: SyncAction,
+    pub lites: &'a BTreeSet<String>,
+    /// The group's `lite.sub.model` is Exclusive.
+    pub exclusive: bool,
+}
+
+/// What one `SyncLiteSubscription` changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// Lite topics the client did not hold before.
+    pub added: Vec<String>,
+    /// `(client, lite topic)`: another client of an Exclusive group that lost the lite topic.
+    pub evicted: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change<'a>(
+        client_id: &'a str,
+        group: &'a str,
+        action: SyncAction,
+        lites: &'a BTreeSet<String>,
+        exclusive: bool,
+    ) -> Change<'a> {
+        Change {
+            client_id,
+            group,
+            parent: "P",
+            action,
+            lites,
+            exclusive,
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_lite_queue_name_joins_parent_and_lite_topic() {
+        assert_eq!(lmq_name("Chats", "session-1"), "%LMQ%$Chats$session-1");
+        assert_eq!(
+            split_lmq("%LMQ%$Chats$session-1"),
+            Some(("Chats", "session-1"))
+        );
+        for other in [
+            "Chats",
+            "%LMQ%$Chats",
+            "%LMQ%$$x",
+            "%LMQ%$Chats$",
+            "%LMQ%$a$b$c",
+        ] {
+            assert_eq!(split_lmq(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn names_are_checked_as_the_proxy_checks_them() {
+        assert_eq!(check_name("session_1-a"), Ok(()));
+        assert_eq!(check_name(&"x".repeat(64)), Ok(()));
+        assert_eq!(check_name(&"x".repeat(65)), Err(LiteRefusal::NameTooLong));
+        assert_eq!(check_name("  "), Err(LiteRefusal::BlankName));
+        for bad in ["bad.name", "bad/name", "bad$name", "é"] {
+            assert_eq!(check_name(bad), Err(LiteRefusal::NameCharacters), "{bad}");
+        }
+        assert_eq!(
+            LiteRefusal::NameTooLong.to_string(),
+            "lite topic exceed the max size 64"
+        );
+    }
+
+    #[test]
+    fn offset_options_move_the_group_as_java_does() {
+        assert_eq!(start_offset(StartFrom::Last, Some(3), 9), None);
+        assert_eq!(start_offset(StartFrom::Min, Some(3), 9), Some(0));
+        assert_eq!(
+            start_offset(StartFrom::Min, Some(0), 9),
+            None,
+            "already there"
+        );
+        assert_eq!(start_offset(StartFrom::Max, None, 9), Some(9));
+        assert_eq!(start_offset(StartFrom::Offset(5), Some(3), 9), Some(5));
+        assert_eq!(start_offset(StartFrom::Offset(-1), Some(3), 9), None);
+        assert_eq!(start_offset(StartFrom::TailN(2), Some(7), 9), Some(5));
+        assert_eq!(
+            start_offset(StartFrom::TailN(2), None, 9),
+            None,
+            "no offset yet"
+        );
+        assert_eq!(start_offset(StartFrom::Timestamp(1), Some(3), 9), None);
+    }
+
+    #[test]
+    fn partial_and_complete_actions_change_the_clients_set() {
+        let mut subs = LiteSubscriptions::default();
+        let add = |subs: &mut LiteSubscriptions, action, names: &[&str], now| {
+            subs.apply(&change("c1", "g", action, &set(names), false), now)
+        };
+        let outcome = add(&mut subs, SyncAction::PartialAdd, &["a", "b"], 1);
+        assert_eq!(outcome.added, ["a", "b"]);
+        assert_eq!(
+            add(&mut subs, SyncAction::PartialAdd, &["a"], 2).added,
+            Vec::<String>::new()
+        );
+        add(&mut subs, SyncAction::PartialRemove, &["a"], 3);
+        assert_eq!(subs.of("c1").map(|c| c.lites.clone()), Some(set(&["b"])));
+        let outcome = add(&mut subs, SyncAction::CompleteAdd, &["c", "d"], 4);
+        assert_eq!(outcome.added, ["c", "d"]);
+        assert_eq!(
+            subs.of("c1").map(|c| c.lites.clone()),
+            Some(set(&["c", "d"]))
+        );
+        assert_eq!(subs.of("c1").map(|c| c.refreshed_ms), Some(4));
+        add(&mut subs, SyncAction::CompleteRemove, &[], 5);
+        assert_eq!(subs.of("c1"), None);
+    }
+
+    #[test]
+    fn an_exclusive_add_takes_the_lite_topic_from_the_groups_other_clients() {
+        let mut subs = LiteSubscriptions::default();
+        subs.apply(
+            &change("c1", "g", SyncAction::PartialAdd, &set(&["a", "b"]), true),
+            1,
+        );
+        subs.apply(
+            &change("c9", "other", SyncAction::PartialAdd, &set(&["a"]), true),
+            1,
+        );
+        let outcome = subs.apply(
+            &change("c2", "g", SyncAction::PartialAdd, &set(&["a"]), true),
+            2,
+        );
+        assert_eq!(outcome.evicted, [("c1".to_owned(), "a".to_owned())]);
+        assert_eq!(subs.of("c1").map(|c| c.lites.clone()), Some(set(&["b"])));
+        assert_eq!(
+            subs.of("c9").map(|c| c.lites.clone()),
+            Some(set(&["a"])),
+            "another group keeps its own"
+        );
+        let shared = subs.apply(
+            &change("c3", "g", SyncAction::PartialAdd, &set(&["b"]), false),
+            2,
+        );
+        assert!(shared.evicted.is_empty(), "a Shared group evicts nobody");
+    }
+
+    #[test]
+    fn subscriptions_not_refreshed_expire() {
+        let mut subs = LiteSubscriptions::default();
+        subs.apply(
+            &change("old", "g", SyncAction::PartialAdd, &set(&["a"]), false),
+            1_000,
+        );
+        subs.apply(
+            &change("new", "g", SyncAction::CompleteAdd, &set(&["a"]), false),
+            5_000,
+        );
+        assert_eq!(subs.expire(2_000), ["old"]);
+        assert_eq!(subs.clients(), 1);
+        subs.forget_lite("P", "a");
+        assert_eq!(subs.of("new").map(|c| c.lites.len()), Some(0));
+    }
+}

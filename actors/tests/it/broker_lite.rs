@@ -1,0 +1,261 @@
+//! Lite topics (RocketMQ 5.5) on the broker: a lite message is stored in its lite topic's
+//! queue; a client receives only the lite topics it subscribes, each in order (the next batch
+//! after the ack); a new subscription may start at the end; a subscription nobody refreshes
+//! expires; an Exclusive group's second subscriber takes the lite topic from the first.
+
+use skiff_actors::broker::{
+    AckRequest, BrokerConfig, BrokerHandle, ClientSend, ExpiredReceipt, LitePop, LiteSync,
+    PopAnswer,
+};
+use skiff_actors::broker_api::BrokerError;
+use skiff_actors::logic::lite::{lmq_name, LiteRefusal, StartFrom, SyncAction, SyncOutcome};
+use skiff_actors::logic::sends::QueueChoice;
+use skiff_actors::refused::Refused;
+use skiff_actors::testsuite::*;
+use skiff_storage::message::decode_records;
+use skiff_storage::message::property::LITE_TOPIC;
+use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, TopicMessageType};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const PARENT: &str = "Chats";
+const GROUP: &str = "chat-readers";
+const EXPIRY: Duration = Duration::from_secs(60);
+
+fn lite_broker(dir: &std::path::Path, model: &str) -> BrokerHandle {
+    let config = BrokerConfig {
+        lite_subscription_expiry: EXPIRY,
+        ..BrokerConfig::default()
+    };
+    let broker = start_broker(dir, config);
+    broker
+        .put_topic(&TopicConfig {
+            message_type: Some(TopicMessageType::Lite),
+            ..TopicConfig::new(PARENT, 4)
+        })
+        .unwrap();
+    let mut group = SubscriptionGroupConfig::new(GROUP);
+    group
+        .attributes
+        .insert("lite.bind.topic".to_owned(), PARENT.to_owned());
+    group
+        .attributes
+        .insert("lite.sub.model".to_owned(), model.to_owned());
+    broker.put_group(&group).unwrap();
+    broker
+}
+
+async fn send(broker: &BrokerHandle, lite: &str, body: &str) -> u32 {
+    let message = with_property(message(PARENT, 0, body, None), LITE_TOPIC, lite);
+    let sent = broker
+        .send(ClientSend {
+            messages: vec![message],
+            queue: QueueChoice::Random,
+            batch: false,
+            auto_create_queue_nums: None,
+        })
+        .await
+        .unwrap();
+    sent[0].queue_id
+}
+
+async fn subscribe(
+    broker: &BrokerHandle,
+    client: &str,
+    action: SyncAction,
+    lites: &[&str],
+    start: Option<StartFrom>,
+) -> Result<SyncOutcome, BrokerError> {
+    broker
+        .sync_lite_subscription(LiteSync {
+            client_id: client.to_owned(),
+            group: GROUP.to_owned(),
+            topic: PARENT.to_owned(),
+            action,
+            lites: lites
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect::<BTreeSet<_>>(),
+            start,
+        })
+        .await
+}
+
+async fn receive(broker: &BrokerHandle, client: &str) -> Vec<PopAnswer> {
+    broker
+        .pop_lite(LitePop {
+            client_id: client.to_owned(),
+            group: GROUP.to_owned(),
+            topic: PARENT.to_owned(),
+            max_messages: 32,
+            invisible_ms: 30_000,
+            poll: Duration::ZERO,
+        })
+        .await
+        .unwrap()
+}
+
+/// `lite:body` of every message received, acknowledging each when `ack`.
+async fn taken(broker: &BrokerHandle, answers: &[PopAnswer], ack: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for answer in answers {
+        for message in decode_records(answer.records.clone()).unwrap() {
+            let lite = message.property(LITE_TOPIC).unwrap_or("?").to_owned();
+            out.push(format!("{lite}:{}", String::from_utf8_lossy(&message.body)));
+            if ack {
+                let receipt = answer.receipt(&message, "skiff").unwrap();
+                broker
+                    .ack(AckRequest {
+                        group: GROUP.to_owned(),
+                        topic: message.topic.clone(),
+                        queue_id: 0,
+                        offset: message.queue_offset as i64,
+                        receipt,
+                        expired: ExpiredReceipt::Refuse,
+                    })
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_client_receives_only_its_lite_topics_each_in_order_one_batch_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Shared");
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &["s1"], None)
+            .await
+            .unwrap();
+        assert_eq!(
+            send(&broker, "s1", "a").await,
+            0,
+            "a lite topic is one queue"
+        );
+        send(&broker, "s1", "b").await;
+        send(&broker, "s2", "other").await;
+        assert_eq!(
+            broker
+                .topic(&lmq_name(PARENT, "s1"))
+                .unwrap()
+                .map(|t| t.read_queue_nums),
+            Some(1)
+        );
+        let first = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &first, false).await, ["s1:a", "s1:b"]);
+        send(&broker, "s1", "c").await;
+        assert!(
+            receive(&broker, "c1").await.is_empty(),
+            "the lite topic's next batch waits for the ack of the one out"
+        );
+        taken(&broker, &first, true).await;
+        let next = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &next, true).await, ["s1:c"]);
+        assert!(receive(&broker, "c1").await.is_empty());
+        // The unsubscribed lite topic arrives once subscribed, from its start.
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &["s2"], None)
+            .await
+            .unwrap();
+        let late = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &late, true).await, ["s2:other"]);
+        subscribe(&broker, "c1", SyncAction::PartialRemove, &["s1"], None)
+            .await
+            .unwrap();
+        send(&broker, "s1", "d").await;
+        assert!(
+            receive(&broker, "c1").await.is_empty(),
+            "s1 was unsubscribed"
+        );
+    });
+}
+
+#[test]
+fn a_subscription_from_the_end_skips_the_backlog_and_an_unrefreshed_one_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Shared");
+        send(&broker, "s1", "old").await;
+        subscribe(
+            &broker,
+            "c1",
+            SyncAction::PartialAdd,
+            &["s1"],
+            Some(StartFrom::Max),
+        )
+        .await
+        .unwrap();
+        send(&broker, "s1", "new").await;
+        let got = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &got, true).await, ["s1:new"]);
+        tokio::time::advance(EXPIRY / 2).await;
+        subscribe(&broker, "c1", SyncAction::CompleteAdd, &["s1"], None)
+            .await
+            .unwrap();
+        tokio::time::advance(EXPIRY / 2 + Duration::from_secs(1)).await;
+        send(&broker, "s1", "refreshed").await;
+        let got = receive(&broker, "c1").await;
+        assert_eq!(
+            taken(&broker, &got, true).await,
+            ["s1:refreshed"],
+            "refreshed half-way, still subscribed"
+        );
+        tokio::time::advance(EXPIRY + Duration::from_secs(1)).await;
+        send(&broker, "s1", "after-expiry").await;
+        assert!(receive(&broker, "c1").await.is_empty(), "expired");
+    });
+}
+
+#[test]
+fn an_exclusive_subscriber_takes_the_lite_topic_and_bad_requests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Exclusive");
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &["solo"], None)
+            .await
+            .unwrap();
+        let outcome = subscribe(&broker, "c2", SyncAction::PartialAdd, &["solo"], None)
+            .await
+            .unwrap();
+        assert_eq!(outcome.evicted, [("c1".to_owned(), "solo".to_owned())]);
+        send(&broker, "solo", "x").await;
+        assert!(receive(&broker, "c1").await.is_empty());
+        let got = receive(&broker, "c2").await;
+        assert_eq!(taken(&broker, &got, true).await, ["solo:x"]);
+
+        let refusal = |r: Result<SyncOutcome, BrokerError>| match r {
+            Err(BrokerError::Refused(Refused::Lite(refusal))) => refusal,
+            other => panic!("expected a lite refusal, got {other:?}"),
+        };
+        let long = "x".repeat(65);
+        assert_eq!(
+            refusal(subscribe(&broker, "c1", SyncAction::PartialAdd, &[&long], None).await),
+            LiteRefusal::NameTooLong
+        );
+        let many: Vec<String> = (0..2301).map(|i| format!("t{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            refusal(subscribe(&broker, "c1", SyncAction::CompleteAdd, &many, None).await),
+            LiteRefusal::SubscriptionQuota { quota: 2000 }
+        );
+        let wrong_parent = broker
+            .sync_lite_subscription(LiteSync {
+                client_id: "c1".to_owned(),
+                group: GROUP.to_owned(),
+                topic: "Other".to_owned(),
+                action: SyncAction::PartialAdd,
+                lites: BTreeSet::from(["a".to_owned()]),
+                start: None,
+            })
+            .await;
+        assert_eq!(
+            refusal(wrong_parent),
+            LiteRefusal::BindTopicMismatch {
+                group: GROUP.to_owned(),
+                expected: PARENT.to_owned(),
+                actual: "Other".to_owned()
+            }
+        );
+    });
+}

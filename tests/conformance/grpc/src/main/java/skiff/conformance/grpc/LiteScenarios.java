@@ -1,0 +1,161 @@
+package skiff.conformance.grpc;
+
+import static skiff.conformance.grpc.Util.PROVIDER;
+import static skiff.conformance.grpc.Util.await;
+import static skiff.conformance.grpc.Util.code;
+import static skiff.conformance.grpc.Util.msg;
+import static skiff.conformance.grpc.Util.producer;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.apache.rocketmq.client.apis.ClientException;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.LitePushConsumer;
+import org.apache.rocketmq.client.apis.consumer.OffsetOption;
+import org.apache.rocketmq.client.apis.producer.Producer;
+
+/**
+ * Lite topics (RocketMQ 5.5): a LITE parent topic, a group bound to it (lite.bind.topic), lite push
+ * consumers subscribing lite topics one by one. Apache serves them in cluster mode only (a broker
+ * with enableLmq and enableMultiDispatch behind a proxy in cluster mode).
+ */
+final class LiteScenarios {
+    private LiteScenarios() {
+    }
+
+    /** What one lite consumer received: "liteTopic:body", in arrival order. */
+    static final class Received {
+        final List<String> all = new CopyOnWriteArrayList<>();
+
+        List<String> of(String lite) {
+            List<String> out = new ArrayList<>();
+            for (String s : all) {
+                if (s.startsWith(lite + ":")) {
+                    out.add(s.substring(lite.length() + 1));
+                }
+            }
+            return out;
+        }
+    }
+
+    static String parent(Ctx ctx) throws Exception {
+        String topic = ctx.name("lt");
+        ctx.admin.createTopic(topic, "LITE");
+        return topic;
+    }
+
+    static String liteGroup(Ctx ctx, String parent, String model) throws Exception {
+        String group = ctx.name("lg");
+        ctx.admin.createLiteGroup(group, parent, model);
+        return group;
+    }
+
+    static LitePushConsumer consumer(Ctx ctx, String group, String parent, Received got) throws ClientException {
+        LitePushConsumer c = PROVIDER.newLitePushConsumerBuilder()
+            .setClientConfiguration(ctx.config())
+            .setConsumerGroup(group)
+            .bindTopic(parent)
+            .setMessageListener(v -> {
+                got.all.add(v.getLiteTopic().orElse("?") + ":" + Util.body(v));
+                return ConsumeResult.SUCCESS;
+            })
+            .build();
+        ctx.closeLater(c);
+        return c;
+    }
+
+    static List<String> sorted(List<String> in) {
+        List<String> out = new ArrayList<>(in);
+        java.util.Collections.sort(out);
+        return out;
+    }
+
+    static void send(Producer p, String parent, String lite, String body) throws ClientException {
+        p.send(msg(parent, "Lite", body).setLiteTopic(lite).build());
+    }
+
+    /**
+     * Subscribe, receive, unsubscribe: a subscribed lite topic's messages arrive (each once; the
+     * listener runs on several threads, so not necessarily in send order), a lite topic nobody
+     * subscribes is not delivered until it is subscribed (then from its start), and nothing sent
+     * after unsubscribing arrives.
+     */
+    static void liteSubscribeReceive(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = liteGroup(ctx, parent, "Shared");
+        Received got = new Received();
+        LitePushConsumer c = consumer(ctx, group, parent, got);
+        c.subscribeLite("chat-1");
+        Producer p = producer(ctx, parent);
+        for (int i = 0; i < 3; i++) {
+            send(p, parent, "chat-1", "one-" + i);
+        }
+        send(p, parent, "chat-2", "two-0");
+        await(20_000, () -> got.of("chat-1").size() >= 3);
+        // Two seconds more: a message of chat-2 would have come with them.
+        Thread.sleep(2000);
+        ctx.eq("chat-1", List.of("one-0", "one-1", "one-2"), sorted(got.of("chat-1")));
+        ctx.note("chat-1 consumed in the order " + got.of("chat-1"));
+        ctx.eq("chat-2 before it is subscribed", List.of(), got.of("chat-2"));
+        c.unsubscribeLite("chat-1");
+        send(p, parent, "chat-1", "one-late");
+        c.subscribeLite("chat-2");
+        await(20_000, () -> got.of("chat-2").size() >= 1);
+        Thread.sleep(2000);
+        ctx.eq("chat-2 after it is subscribed", List.of("two-0"), got.of("chat-2"));
+        ctx.eq("chat-1 after it is unsubscribed", List.of("one-0", "one-1", "one-2"), sorted(got.of("chat-1")));
+    }
+
+    /** subscribeLite with MAX_OFFSET skips what the lite topic already holds. */
+    static void liteOffsetMax(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = liteGroup(ctx, parent, "Shared");
+        Producer p = producer(ctx, parent);
+        send(p, parent, "late-joiner", "before");
+        Received got = new Received();
+        LitePushConsumer c = consumer(ctx, group, parent, got);
+        c.subscribeLite("late-joiner", OffsetOption.MAX_OFFSET);
+        send(p, parent, "late-joiner", "after");
+        await(20_000, () -> !got.of("late-joiner").isEmpty());
+        Thread.sleep(2000);
+        ctx.eq("received after a MAX_OFFSET subscription", List.of("after"), got.of("late-joiner"));
+    }
+
+    /** A lite topic name of 65 characters, or with a dot, is refused with ILLEGAL_LITE_TOPIC. */
+    static void liteIllegalName(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        Producer p = producer(ctx, parent);
+        for (String bad : new String[] {"x".repeat(65), "bad.name"}) {
+            try {
+                send(p, parent, bad, "never");
+                ctx.fail("a send to lite topic " + bad + " succeeded");
+            } catch (ClientException e) {
+                ctx.eq("send to lite topic " + bad + ": status code", 40020, code(e));
+            }
+        }
+    }
+
+    /**
+     * Exclusive: the second client of the group to subscribe a lite topic takes it, the first is
+     * told to drop it (NotifyUnsubscribeLiteCommand), and the lite topic's messages go to the second.
+     */
+    static void liteExclusive(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = liteGroup(ctx, parent, "Exclusive");
+        Received first = new Received();
+        Received second = new Received();
+        LitePushConsumer a = consumer(ctx, group, parent, first);
+        LitePushConsumer b = consumer(ctx, group, parent, second);
+        a.subscribeLite("solo");
+        b.subscribeLite("solo");
+        boolean dropped = await(10_000, () -> !a.getLiteTopicSet().contains("solo"));
+        ctx.check(dropped, "the first client still holds the lite topic: " + a.getLiteTopicSet());
+        Producer p = producer(ctx, parent);
+        send(p, parent, "solo", "only-b");
+        await(20_000, () -> !second.of("solo").isEmpty());
+        Thread.sleep(2000);
+        ctx.eq("the second client's", List.of("only-b"), second.of("solo"));
+        ctx.eq("the first client's", List.of(), first.of("solo"));
+    }
+}
