@@ -116,6 +116,11 @@ pub struct NodeConfig {
     /// `popCkStayBufferTime`); 0 writes each within a second.
     #[serde(rename = "pop_checkpoint_window_ms", with = "millis")]
     pub pop_checkpoint_window: Duration,
+    /// A lite consumer's subscription not refreshed this long is dropped (key
+    /// `lite_subscription_expiry_ms`, in ms; RocketMQ's `liteSubscriptionCheckTimeoutMills`, 3
+    /// minutes; its clients refresh every 30 s).
+    #[serde(rename = "lite_subscription_expiry_ms", with = "millis")]
+    pub lite_subscription_expiry: Duration,
     /// `skiff serve`'s HTTP listener: the web console at `/` and Prometheus's `GET /metrics`;
     /// an address, or `off` (also accepted as `http_listen`).
     #[serde(alias = "http_listen")]
@@ -207,6 +212,7 @@ impl Default for NodeConfig {
             channel_expiry: Duration::from_secs(120),
             lock_expiry: Duration::from_secs(60),
             pop_checkpoint_window: skiff_actors::logic::pop_buffer::DEFAULT_WINDOW,
+            lite_subscription_expiry: Duration::from_secs(180),
             metrics_listen: "127.0.0.1:5557".to_string(),
             console_sample_interval: crate::console::DEFAULT_SAMPLE_INTERVAL,
             grpc_listen: "127.0.0.1:8081".to_string(),

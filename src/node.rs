@@ -116,6 +116,7 @@ impl Node {
                 flush_consumer_offset_interval: config.flush_consumer_offset_interval,
                 key_index: config.key_index,
                 recall: config.recall_message_enable,
+                lite_subscription_expiry: config.lite_subscription_expiry,
                 retention: RetentionConfig {
                     max_age: config.retention,
                     cleanup_interval: config.cleanup_interval,

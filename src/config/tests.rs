@@ -107,7 +107,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("skiff.toml");
     type Field = fn(&NodeConfig) -> Duration;
-    let cases: [(&str, Field); 9] = [
+    let cases: [(&str, Field); 10] = [
         ("flush_interval_ms", |c| c.flush_interval),
         ("sync_flush_timeout_ms", |c| c.sync_flush_timeout),
         ("flush_consumer_offset_interval_ms", |c| {
@@ -116,6 +116,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
         ("channel_expiry_ms", |c| c.channel_expiry),
         ("lock_expiry_ms", |c| c.lock_expiry),
         ("pop_checkpoint_window_ms", |c| c.pop_checkpoint_window),
+        ("lite_subscription_expiry_ms", |c| c.lite_subscription_expiry),
         ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
         ("transaction_timeout_ms", |c| c.transaction_timeout),
         ("transaction_check_interval_ms", |c| {
