@@ -96,13 +96,16 @@ final class Admin implements AutoCloseable {
         ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
     }
 
-    /** A lite group: bound to its LITE parent topic, Shared or Exclusive. */
-    void createLiteGroup(String group, String parent, String model) throws Exception {
+    /** A lite group: bound to its LITE parent topic, Shared or Exclusive, with more attributes. */
+    void createLiteGroup(String group, String parent, String model, String... more) throws Exception {
         SubscriptionGroupConfig g = new SubscriptionGroupConfig();
         g.setGroupName(group);
         Map<String, String> attrs = new HashMap<>();
         attrs.put("+lite.bind.topic", parent);
         attrs.put("+lite.sub.model", model);
+        for (int i = 0; i + 1 < more.length; i += 2) {
+            attrs.put("+" + more[i], more[i + 1]);
+        }
         g.setAttributes(attrs);
         ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
     }

@@ -45,9 +45,9 @@ final class LiteScenarios {
         return topic;
     }
 
-    static String liteGroup(Ctx ctx, String parent, String model) throws Exception {
+    static String liteGroup(Ctx ctx, String parent, String model, String... more) throws Exception {
         String group = ctx.name("lg");
-        ctx.admin.createLiteGroup(group, parent, model);
+        ctx.admin.createLiteGroup(group, parent, model, more);
         return group;
     }
 
@@ -134,6 +134,24 @@ final class LiteScenarios {
                 ctx.eq("send to lite topic " + bad + ": status code", 40020, code(e));
             }
         }
+    }
+
+    /**
+     * The group's lite.sub.client.quota reaches the client in its settings: with a quota of 1 the
+     * client refuses a second subscribeLite itself (LiteSubscriptionQuotaExceededException).
+     */
+    static void liteQuota(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = liteGroup(ctx, parent, "Shared", "lite.sub.client.quota", "1");
+        LitePushConsumer c = consumer(ctx, group, parent, new Received());
+        c.subscribeLite("first");
+        try {
+            c.subscribeLite("second");
+            ctx.fail("a second lite subscription within a quota of 1 succeeded");
+        } catch (ClientException e) {
+            ctx.eq("refusal", "LiteSubscriptionQuotaExceededException", e.getClass().getSimpleName());
+        }
+        ctx.eq("lite topics held", java.util.Set.of("first"), c.getLiteTopicSet());
     }
 
     /**
