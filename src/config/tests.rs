@@ -116,7 +116,9 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
         ("channel_expiry_ms", |c| c.channel_expiry),
         ("lock_expiry_ms", |c| c.lock_expiry),
         ("pop_checkpoint_window_ms", |c| c.pop_checkpoint_window),
-        ("lite_subscription_expiry_ms", |c| c.lite_subscription_expiry),
+        ("lite_subscription_expiry_ms", |c| {
+            c.lite_subscription_expiry
+        }),
         ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
         ("transaction_timeout_ms", |c| c.transaction_timeout),
         ("transaction_check_interval_ms", |c| {

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::handle::{mailbox, BrokerHandle};
-use super::long_poll::ParkPull;
+use super::handle::BrokerHandle;
 use super::pop::{PopAnswer, PopRequest};
 use crate::broker_api::{BrokerError, ExpressionType};
 use crate::logic::lite::{
@@ -241,24 +240,8 @@ impl BrokerHandle {
             } else {
                 deadline - now
             };
-            let mut waits = Vec::with_capacity(lites.len());
-            for lite in &lites {
-                let topic = lmq_name(&pop.topic, lite);
-                let offset = self.inner.reader.max_offset(&topic, 0);
-                let park = ParkPull {
-                    topic,
-                    queue_id: 0,
-                    offset,
-                };
-                waits.push(
-                    self.inner
-                        .addrs
-                        .long_poll
-                        .send(park)
-                        .await
-                        .map_err(mailbox("long poll"))?,
-                );
-            }
+            let queues = lites.iter().map(|l| (lmq_name(&pop.topic, l), 0)).collect();
+            let waits = self.park_on(queues).await?;
             let changed = wake.notified();
             let _ = tokio::time::timeout(hold, async {
                 tokio::select! {

@@ -275,13 +275,23 @@ impl BrokerHandle {
         topic: &TopicConfig,
         hold: Duration,
     ) -> Result<(), BrokerError> {
-        let mut waits = Vec::new();
-        for (source, queue_id) in
-            self.pop_sources(request, topic, PopWalk::ANY_ORDER, SourcesFor::Waiting)?
-        {
-            let offset = self.inner.reader.max_offset(&source, queue_id);
+        let sources = self.pop_sources(request, topic, PopWalk::ANY_ORDER, SourcesFor::Waiting)?;
+        let waits = self.park_on(sources).await?;
+        // Woken, timed out, or the long-poll actor went away: the caller looks once more.
+        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
+        Ok(())
+    }
+
+    /// Parks a wait for the next message of each `(topic, queue)`; see [`any_woken`].
+    pub(super) async fn park_on(
+        &self,
+        queues: Vec<(String, u32)>,
+    ) -> Result<Vec<oneshot::Receiver<()>>, BrokerError> {
+        let mut waits = Vec::with_capacity(queues.len());
+        for (topic, queue_id) in queues {
+            let offset = self.inner.reader.max_offset(&topic, queue_id);
             let park = ParkPull {
-                topic: source,
+                topic,
                 queue_id,
                 offset,
             };
@@ -294,9 +304,7 @@ impl BrokerHandle {
                     .map_err(mailbox("long poll"))?,
             );
         }
-        // Woken, timed out, or the long-poll actor went away: the caller looks once more.
-        let _ = tokio::time::timeout(hold, any_woken(waits)).await;
-        Ok(())
+        Ok(waits)
     }
 
     /// One [`Self::pop_once`] that runs to its end even when the caller goes away (a client
