@@ -18,8 +18,13 @@
 //! comes from `skiff.toml`'s `[acl]` table or from the YAML file `acl_file` names, in
 //! `plain_acl.yml`'s own format; [`AclHandle`] swaps a reloaded one in without touching
 //! connections.
+//!
+//! [`policy`] holds RocketMQ 5's ACL 2.0 model (users, policy entries) and Apache's decision on
+//! one request over it, with its precedence rules; no request consults it yet: the ACL 2.0 admin
+//! requests that would fill it are not served.
 
 pub mod address;
+pub mod policy;
 pub mod rules;
 pub mod signature;
 

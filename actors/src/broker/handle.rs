@@ -83,7 +83,7 @@ pub(super) struct Inner {
     /// Unordered pops so far: the round robin of the revive queue ids they report.
     pub(super) pop_rounds: Cell<u64>,
     /// Clients' lite subscriptions (kept in memory, as Java's broker keeps them).
-    pub(super) lite: super::lite::LiteState,
+    pub(super) lite: super::lite::state::LiteState,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the

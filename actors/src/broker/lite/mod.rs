@@ -6,19 +6,17 @@
 //! derives from the parent; a lite receive is an orderly pop of those queues, so acks, invisible
 //! times, redeliveries and the dead-letter topic are the pop's.
 
-use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
-use std::rc::Rc;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+pub(super) mod state;
 
 use super::handle::BrokerHandle;
 use super::pop::{PopAnswer, PopRequest};
 use crate::broker_api::{BrokerError, ExpressionType};
 use crate::logic::lite::{
-    check_name, client_quota, lmq_name, start_offset, Change, LiteRefusal, LiteSubscriptions,
-    StartFrom, SyncAction, SyncOutcome, BIND_TOPIC, QUOTA_SLACK, SUB_MODEL,
+    check_name, client_quota, lmq_name, start_offset, Change, LiteRefusal, StartFrom, SyncAction,
+    SyncOutcome, BIND_TOPIC, QUOTA_SLACK, SUB_MODEL,
 };
 use crate::refused::Refused;
 use skiff_storage::metadata::SubscriptionGroupConfig;
@@ -51,32 +49,6 @@ pub struct LitePop {
     pub invisible_ms: i64,
     /// How long to wait for a message when none is there.
     pub poll: Duration,
-}
-
-/// The broker's lite state: every client's subscription, and a wake-up per client for a receive
-/// waiting while its subscription changes.
-#[derive(Default)]
-pub(crate) struct LiteState {
-    subscriptions: RefCell<LiteSubscriptions>,
-    wakes: RefCell<HashMap<String, Rc<Notify>>>,
-}
-
-impl LiteState {
-    /// Whether `wake` is still the client's (a client that ended its session has none).
-    fn is_waking(&self, client_id: &str, wake: &Rc<Notify>) -> bool {
-        self.wakes
-            .borrow()
-            .get(client_id)
-            .is_some_and(|w| Rc::ptr_eq(w, wake))
-    }
-
-    fn wake(&self, client_id: &str) -> Rc<Notify> {
-        self.wakes
-            .borrow_mut()
-            .entry(client_id.to_owned())
-            .or_default()
-            .clone()
-    }
 }
 
 impl BrokerHandle {
