@@ -10,7 +10,9 @@
 # create call), a SimpleConsumer and a Producer of that client; 10 messages with a tag, two keys
 # and a user property are sent, received with receive + ack and checked (message id, topic,
 # body, tag, keys, property, delivery attempt 1), then nothing may come back for 13 s after the
-# last receive (the invisible duration is 10 s). One line per smoke, NAME.tls / NAME.plain, then
+# last receive (the invisible duration is 10 s). The Python smoke also sends priority messages to
+# a PRIORITY topic of 8 queues and receives them highest first (python/smoke.py). One line per
+# smoke, NAME.tls / NAME.plain, then
 # `N passed, M failed` last; exit 0 iff none failed. The smokes run at once, each with its own
 # topic and group.
 #
@@ -269,6 +271,8 @@ for c in "${CLIENTS[@]}"; do
         else
             RUNS+=("$n")
             ADMIN_ARGS+=("topic=gcs_${c}_${m}_$RUN:NORMAL" "group=gcs_${c}_${m}_g_$RUN")
+            # The Python client (5.1.1+) also sends priority messages.
+            [[ $c == python ]] && ADMIN_ARGS+=("topic=gcs_${c}_${m}_prio_$RUN:PRIORITY:8")
         fi
     done
 done
@@ -289,7 +293,8 @@ for n in "${RUNS[@]}"; do
     [[ $m == tls ]] && tls=on
     args=(--endpoint "$GRPC" --topic "gcs_${c}_${m}_$RUN" --group "gcs_${c}_${m}_g_$RUN" --tls "$tls")
     case $c in
-        python) cmd=("$PY_VENV/bin/python" "$GC/python/smoke.py" "${args[@]}") ;;
+        python) cmd=("$PY_VENV/bin/python" "$GC/python/smoke.py" "${args[@]}"
+            --priority-topic "gcs_${c}_${m}_prio_$RUN") ;;
         node) cmd=(env NODE_PATH="$NODE_DIR/node_modules" node "$GC/node/smoke.js" "${args[@]}") ;;
         rust) cmd=(env SSL_CERT_FILE="$WORK/server-cert.pem" "$RUST_BIN" "${args[@]}") ;;
     esac

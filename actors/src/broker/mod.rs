@@ -27,8 +27,9 @@
 //! [`BrokerHandle`], split over `handle.rs` (the handle, shutdown, its one `BrokerApi` impl),
 //! `sends.rs` (routes, sends, send-backs, END_TRANSACTION, producers), `offsets.rs` (consumer
 //! and queue offsets), `members.rs` (heartbeats, member lists, queue locks), `pull.rs`
-//! (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT) and `admin.rs`
-//! (progress, offset resets).
+//! (PULL_MESSAGE), [`pop`] (POP_MESSAGE, acks, NOTIFICATION, QUERY_ASSIGNMENT), [`lite`]
+//! (SyncLiteSubscription and lite receives; the clients' lite subscriptions in `lite/state.rs`)
+//! and `admin.rs` (progress, offset resets).
 
 mod admin;
 pub mod connections;

@@ -11,16 +11,17 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * (rocketmq-tools' DefaultMQAdminExt through the name server): the gRPC protocol has no call that
  * creates either. Same calls as tests/conformance/grpc/.../Admin.java.
  *
- *   java -cp TOOLS_CP:CLASSES SmokeAdmin NAMESRV topic=NAME[:TYPE] ... group=NAME ...
+ *   java -cp TOOLS_CP:CLASSES SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME ...
  *
- * A topic gets 4 read and 4 write queues and the attribute +message.type=TYPE (default NORMAL)
+ * A topic gets QUEUES (default 4) read and write queues and the attribute +message.type=TYPE
+ * (default NORMAL)
  * (UPDATE_AND_CREATE_TOPIC, 17); a group is created with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
  * (200). Then it waits until the name server routes every topic. Prints "OK" and exits 0.
  */
 public final class SmokeAdmin {
     public static void main(String[] args) throws Exception {
         if (args.length < 1) {
-            System.err.println("usage: SmokeAdmin NAMESRV topic=NAME[:TYPE] ... group=NAME ...");
+            System.err.println("usage: SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME ...");
             System.exit(2);
         }
         String id = "smoke_admin_" + System.nanoTime();
@@ -44,8 +45,9 @@ public final class SmokeAdmin {
             for (int i = 1; i < args.length; i++) {
                 String a = args[i];
                 if (a.startsWith("topic=")) {
-                    String[] nt = a.substring(6).split(":", 2);
-                    TopicConfig tc = new TopicConfig(nt[0], 4, 4, 6);
+                    String[] nt = a.substring(6).split(":", 3);
+                    int queues = nt.length > 2 ? Integer.parseInt(nt[2]) : 4;
+                    TopicConfig tc = new TopicConfig(nt[0], queues, queues, 6);
                     Map<String, String> attrs = new HashMap<>();
                     attrs.put("+message.type", nt.length > 1 ? nt[1] : "NORMAL");
                     tc.setAttributes(attrs);

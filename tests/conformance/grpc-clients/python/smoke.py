@@ -2,13 +2,18 @@
 """gRPC smoke with the official RocketMQ 5 Python client (PyPI rocketmq-python-client 5.1.2).
 
     python smoke.py --endpoint HOST:PORT --topic T --group G [--tls on|off] [--count 10]
+                    [--priority-topic P]
 
 The topic (NORMAL, 4 queues) and the group must exist: grpc-clients.sh creates them over
 remoting first. Starts a SimpleConsumer (tag filter), then a Producer, sends COUNT messages
 (tag, two keys, a user property), receives them with receive + ack (10 s invisible duration) and
 checks message id, topic, body, tag, keys and the user property of each; then keeps receiving
 until 13 s after the last message came in (past the invisible duration, so an ack that did not
-take would show) and expects nothing. Prints PASS/FAIL lines; exit 0 iff it passed.
+take would show) and expects nothing. With --priority-topic (a PRIORITY topic of 8 queues, same
+group): priorities 3, 0, 7, 5, 1, 99, 6, 2, 4 sent before the first receive come back one
+receive at a time as 7, 99, 6, 5, 4, 3, 2, 1, 0 (RocketMQ 5.4's priority messages; the client has
+`Message.priority` since 5.1.1), each with its priority. Prints PASS/FAIL lines; exit 0 iff it
+passed.
 
 TLS: tls_enable=True makes the client open grpc.aio.secure_channel with
 grpc.ssl_channel_credentials() (the default roots), i.e. it verifies the server's certificate and
@@ -72,6 +77,7 @@ def main():
     ap.add_argument("--group", required=True)
     ap.add_argument("--tls", choices=["on", "off"], default="off")
     ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--priority-topic")
     a = ap.parse_args()
     tls = a.tls == "on"
     run = f"{int(time.time() * 1000)}"
@@ -82,7 +88,8 @@ def main():
     conf = ClientConfiguration(a.endpoint, Credentials(), request_timeout=10)
     consumer = SimpleConsumer(conf, a.group, {a.topic: FilterExpression(TAG)},
                               await_duration=5, tls_enable=tls)
-    producer = Producer(conf, (a.topic,), tls_enable=tls)
+    topics = (a.topic, a.priority_topic) if a.priority_topic else (a.topic,)
+    producer = Producer(conf, topics, tls_enable=tls)
     consumer.startup()
     log(f"consumer started ({a.endpoint}, tls {a.tls})")
     producer.startup()
@@ -146,6 +153,8 @@ def main():
                                 f"(attempt {msg.delivery_attempt}, body {msg.body!r})")
                 consumer.ack(msg)
         log("quiet window over")
+        if a.priority_topic:
+            problems.extend(check_priority(conf, a, tls, producer))
     except Exception as e:  # noqa: BLE001 - any client error fails the smoke
         problems.append(f"{type(e).__name__}: {e}")
     finally:
@@ -161,8 +170,41 @@ def main():
             print(f"  {p}")
         print(f"FAIL {name}: {len(problems)} problem(s), first: {problems[0]}")
         return 1
-    print(f"PASS {name}: {a.count} sent, received with tag/keys/property, acked, none back in {QUIET_AFTER_S} s")
+    priority = ", priorities received highest first" if a.priority_topic else ""
+    print(f"PASS {name}: {a.count} sent, received with tag/keys/property, acked, none back in {QUIET_AFTER_S} s{priority}")
     return 0
+
+
+PRIORITIES = [3, 0, 7, 5, 1, 99, 6, 2, 4]
+PRIORITY_ORDER = [7, 99, 6, 5, 4, 3, 2, 1, 0]
+
+
+def check_priority(conf, a, tls, producer):
+    """A backlog of priority messages comes back highest queue first; the problems found."""
+    problems = []
+    consumer = SimpleConsumer(conf, a.group, {a.priority_topic: FilterExpression()},
+                              await_duration=5, tls_enable=tls)
+    consumer.startup()
+    try:
+        for p in PRIORITIES:
+            m = Message()
+            m.topic = a.priority_topic
+            m.body = f"p{p}".encode()
+            m.priority = p
+            producer.send(m)
+        got = []
+        deadline = time.time() + 60
+        while len(got) < len(PRIORITIES) and time.time() < deadline:
+            for msg in consumer.receive(1, INVISIBLE_S) or []:
+                got.append((msg.body.decode(), msg.priority))
+                consumer.ack(msg)
+        want = [(f"p{p}", p) for p in PRIORITY_ORDER]
+        if got != want:
+            problems.append(f"priority: received {got}, want {want}")
+        log(f"priority messages received in order: {[b for b, _ in got]}")
+    finally:
+        consumer.shutdown()
+    return problems
 
 
 if __name__ == "__main__":
