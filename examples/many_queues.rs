@@ -15,9 +15,15 @@
 //! Printed: the most descriptors the child held (sampled from /proc every 10 ms), its peak RSS,
 //! the send cost per message into a new queue and into an existing one, and the restart time. Exits non-zero when any step fails.
 //!
+//! `--mode lite` does the same with RocketMQ 5.5's lite topics: every queue is a lite topic of one
+//! LITE parent topic (created first), sent to one message at a time (SEND_MESSAGE_V2 carrying
+//! `__LITE_TOPIC`, as Apache's proxy forwards a lite send) and read back from its lite queue
+//! (`%LMQ%$parent$lite`, queue 0).
+//!
 //! ```sh
 //! cargo build --release --bin skiff --example many_queues
 //! target/release/examples/many_queues --skiff-bin target/release/skiff --topics 25000
+//! target/release/examples/many_queues --skiff-bin target/release/skiff --topics 25000 --mode lite
 //! ```
 
 use std::os::unix::process::CommandExt;
@@ -40,6 +46,17 @@ use child::{proc_kib, request, Server};
 
 const GROUP: &str = "many-queues-pg";
 const QUEUES: u32 = 4;
+/// The parent of every lite topic in `--mode lite`.
+const LITE_PARENT: &str = "ScaleLite";
+
+/// What each queue of the run is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A queue of an auto-created topic.
+    Queues,
+    /// A lite topic of one LITE parent.
+    Lite,
+}
 
 struct Args {
     skiff_bin: String,
@@ -47,6 +64,7 @@ struct Args {
     open_files: u64,
     senders: usize,
     idle_connections: usize,
+    mode: Mode,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -56,6 +74,7 @@ fn parse_args() -> anyhow::Result<Args> {
         open_files: 256,
         senders: 16,
         idle_connections: 400,
+        mode: Mode::Queues,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -66,6 +85,13 @@ fn parse_args() -> anyhow::Result<Args> {
             "--open-files" => args.open_files = value.parse()?,
             "--senders" => args.senders = value.parse()?,
             "--idle-connections" => args.idle_connections = value.parse()?,
+            "--mode" => {
+                args.mode = match value.as_str() {
+                    "queues" => Mode::Queues,
+                    "lite" => Mode::Lite,
+                    other => anyhow::bail!("--mode is queues or lite, not {other}"),
+                }
+            }
             other => anyhow::bail!("unknown flag {other}"),
         }
     }
@@ -118,14 +144,71 @@ fn body(topic: &str, queue_id: u32, round: u32) -> String {
     format!("{topic}/{queue_id}/{round}")
 }
 
-/// Sends one message to `topic`/`queue_id`; answers its queue offset.
+/// The lite topic standing for `topic`/`queue_id` in `--mode lite`.
+fn lite_topic(topic: &str, queue_id: u32) -> String {
+    format!("{topic}-{queue_id}")
+}
+
+/// Creates the LITE parent of `--mode lite`.
+async fn create_lite_parent(client: &RemotingClient, addr: &str) -> anyhow::Result<()> {
+    let create = request(
+        rc::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", LITE_PARENT),
+            ("defaultTopic", AUTO_CREATE_TOPIC_KEY),
+            ("readQueueNums", "4"),
+            ("writeQueueNums", "4"),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("topicSysFlag", "0"),
+            ("order", "false"),
+            ("attributes", "+message.type=LITE"),
+        ],
+    );
+    let answer = client.invoke(addr, create, Duration::from_secs(30)).await?;
+    ensure!(
+        answer.code == code::SUCCESS,
+        "creating the lite parent refused: {} {:?}",
+        answer.code,
+        answer.remark
+    );
+    Ok(())
+}
+
+/// Sends one message to `topic`/`queue_id` (in `--mode lite`, to its lite topic); answers its
+/// queue offset.
 async fn send(
     client: &RemotingClient,
     addr: &str,
+    mode: Mode,
     topic: &str,
     queue_id: u32,
     round: u32,
 ) -> anyhow::Result<u64> {
+    if mode == Mode::Lite {
+        let born = epoch_millis().to_string();
+        let properties = format!(
+            "__LITE_TOPIC\u{1}{}\u{2}WAIT\u{1}true\u{2}",
+            lite_topic(topic, queue_id)
+        );
+        let send = request(
+            rc::SEND_MESSAGE_V2,
+            &[
+                ("a", GROUP),
+                ("b", LITE_PARENT),
+                ("c", AUTO_CREATE_TOPIC_KEY),
+                ("d", "4"),
+                ("e", "0"),
+                ("f", "0"),
+                ("g", &born),
+                ("h", "0"),
+                ("i", &properties),
+                ("m", "false"),
+            ],
+        )
+        .with_body(body(topic, queue_id, round).into_bytes());
+        return send_answer(client, addr, send, topic, queue_id).await;
+    }
     let entry = BatchEntry {
         flag: 0,
         body: Bytes::from(body(topic, queue_id, round)),
@@ -149,6 +232,17 @@ async fn send(
         ],
     )
     .with_body(encode_batch(&[entry]));
+    send_answer(client, addr, send, topic, queue_id).await
+}
+
+/// The queue offset a send's answer reports.
+async fn send_answer(
+    client: &RemotingClient,
+    addr: &str,
+    send: skiff::remoting::RemotingCommand,
+    topic: &str,
+    queue_id: u32,
+) -> anyhow::Result<u64> {
     let answer = client.invoke(addr, send, Duration::from_secs(30)).await?;
     ensure!(
         answer.code == code::SUCCESS,
@@ -163,13 +257,23 @@ async fn send(
         .context("send answer without queueOffset")
 }
 
-/// The bodies `topic`/`queue_id` serves from offset 0.
+/// The bodies `topic`/`queue_id` (in `--mode lite`, its lite topic's queue) serves from
+/// offset 0.
 async fn pull(
     client: &RemotingClient,
     addr: &str,
+    mode: Mode,
     topic: &str,
     queue_id: u32,
 ) -> anyhow::Result<Vec<String>> {
+    let (topic, queue_id) = match mode {
+        Mode::Queues => (topic.to_owned(), queue_id),
+        Mode::Lite => (
+            format!("%LMQ%${LITE_PARENT}${}", lite_topic(topic, queue_id)),
+            0,
+        ),
+    };
+    let topic = topic.as_str();
     let queue = queue_id.to_string();
     let ask = request(
         rc::PULL_MESSAGE,
@@ -305,6 +409,10 @@ async fn main() -> anyhow::Result<()> {
     let sampler = FdSampler::start(pid);
     let client = Arc::new(RemotingClient::new(ClientConfig::default()));
     wait_ready(&client, &addr).await?;
+    let mode = args.mode;
+    if mode == Mode::Lite {
+        create_lite_parent(&client, &addr).await?;
+    }
 
     // 1. One message per queue, with idle connections held from outside.
     let idle: Vec<std::net::TcpStream> = (0..args.idle_connections)
@@ -317,7 +425,7 @@ async fn main() -> anyhow::Result<()> {
         every_queue(args.topics, args.senders, move |t, q| {
             let (client, addr) = (client.clone(), addr.clone());
             async move {
-                let offset = send(&client, &addr, &t, q, 0).await?;
+                let offset = send(&client, &addr, mode, &t, q, 0).await?;
                 ensure!(offset == 0, "{t}/{q}: first message at offset {offset}");
                 Ok(())
             }
@@ -333,7 +441,7 @@ async fn main() -> anyhow::Result<()> {
         every_queue(args.topics, args.senders, move |t, q| {
             let (client, addr) = (client.clone(), addr.clone());
             async move {
-                let bodies = pull(&client, &addr, &t, q).await?;
+                let bodies = pull(&client, &addr, mode, &t, q).await?;
                 ensure!(bodies == [body(&t, q, 0)], "{t}/{q} served {bodies:?}");
                 Ok(())
             }
@@ -351,7 +459,7 @@ async fn main() -> anyhow::Result<()> {
     let server = Server::start(&args, &addr, &data)?;
     let sampler = FdSampler::start(server.0.id());
     wait_ready(&client, &addr).await?;
-    let offset = send(&client, &addr, &topic(0), 0, 1).await?;
+    let offset = send(&client, &addr, mode, &topic(0), 0, 1).await?;
     let restart_ms = restarted.elapsed().as_secs_f64() * 1e3;
     ensure!(
         offset == 1,
@@ -370,7 +478,7 @@ async fn main() -> anyhow::Result<()> {
                 if t == topic(0) && q == 0 {
                     return Ok(());
                 }
-                let offset = send(&client, &addr, &t, q, 1).await?;
+                let offset = send(&client, &addr, mode, &t, q, 1).await?;
                 ensure!(offset == 1, "{t}/{q}: second message at offset {offset}");
                 Ok(())
             }
@@ -382,9 +490,13 @@ async fn main() -> anyhow::Result<()> {
     let peak_fds_after_restart = sampler.peak();
     server.stop()?;
 
+    let unit = match mode {
+        Mode::Queues => format!("{queues} queues ({} topics x {QUEUES})", args.topics),
+        Mode::Lite => format!("{queues} lite topics of {LITE_PARENT}"),
+    };
     println!(
-        "many_queues: {queues} queues ({} topics x {QUEUES}), open-file limit {}, {} idle connections held",
-        args.topics, args.open_files, args.idle_connections
+        "many_queues: {unit}, open-file limit {}, {} idle connections held",
+        args.open_files, args.idle_connections
     );
     println!("  most descriptors held: {peak_fds} (after the restart: {peak_fds_after_restart})");
     println!(

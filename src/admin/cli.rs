@@ -22,7 +22,7 @@ fn parse_message_type(name: &str) -> Result<TopicMessageType, String> {
                 .to_owned(),
         ),
         Some(t) => Ok(t),
-        None => Err("expected one of NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY".to_owned()),
+        None => Err("expected one of NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, LITE".to_owned()),
     }
 }
 
@@ -139,7 +139,7 @@ pub enum TopicCommand {
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
         queues: u32,
         /// The topic's message type (`message.type` attribute): NORMAL, FIFO, DELAY,
-        /// TRANSACTION or PRIORITY, in any case. Without it an existing topic keeps its type.
+        /// TRANSACTION, PRIORITY or LITE, in any case. Without it an existing topic keeps its type.
         #[arg(long, value_parser = parse_message_type)]
         message_type: Option<TopicMessageType>,
     },

@@ -87,7 +87,7 @@ function setBrokerFoot(o) {
 
 // ---- topics ----------------------------------------------------------------------------------------
 
-const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION', 'PRIORITY'];
+const MESSAGE_TYPES = ['NORMAL', 'FIFO', 'DELAY', 'TRANSACTION', 'PRIORITY', 'LITE'];
 let showSystemTopics = false;
 
 async function topicsView() {
