@@ -99,9 +99,12 @@ pub(super) async fn create_topic(
     let message_type = match new.message_type.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) => match TopicMessageType::from_name(text) {
-            Some(TopicMessageType::Mixed) | None => return Err(ApiError::bad_request(format!(
-                "message type {text:?} is not NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY or LITE"
-            ))),
+            Some(TopicMessageType::Mixed) | None => {
+                let known = "NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY or LITE";
+                return Err(ApiError::bad_request(format!(
+                    "message type {text:?} is not {known}"
+                )));
+            }
             found => found,
         },
     };
