@@ -288,7 +288,8 @@ impl LiteSubscriptions {
         self.clients.len()
     }
 
-    fn remove_client(&mut self, client_id: &str) {
+    /// Drops the client's whole subscription (it ended its session).
+    pub fn remove_client(&mut self, client_id: &str) {
         if let Some(client) = self.clients.remove(client_id) {
             for lite in &client.lites {
                 self.drop_holder(client_id, &client.group, &client.parent, lite);

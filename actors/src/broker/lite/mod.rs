@@ -12,7 +12,7 @@ use std::time::Duration;
 pub(super) mod state;
 
 use super::handle::BrokerHandle;
-use super::pop::{PopAnswer, PopRequest};
+use super::pop::{PopAnswer, PopRequest, BUSY_RETRY};
 use crate::broker_api::{BrokerError, ExpressionType};
 use crate::logic::lite::{
     check_name, client_quota, lmq_name, start_offset, Change, LiteRefusal, StartFrom, SyncAction,
@@ -20,10 +20,6 @@ use crate::logic::lite::{
 };
 use crate::refused::Refused;
 use skiff_storage::metadata::SubscriptionGroupConfig;
-
-/// How long a lite receive waits before it looks again when a lite topic holds messages it could
-/// not hand out (a batch of the group still out): the ack that frees them wakes nobody.
-const BUSY_RETRY: Duration = Duration::from_millis(50);
 
 /// One `SyncLiteSubscription`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,23 +54,23 @@ impl BrokerHandle {
         group: &str,
         topic: &str,
     ) -> Result<SubscriptionGroupConfig, BrokerError> {
-        let refused = |r: LiteRefusal| BrokerError::Refused(Refused::Lite(r));
         let config = self.inner.registry.group(group)?.ok_or_else(|| {
-            refused(LiteRefusal::GroupNotFound {
+            Refused::Lite(LiteRefusal::GroupNotFound {
                 group: group.to_owned(),
             })
         })?;
         let bound = config.attributes.get(BIND_TOPIC).ok_or_else(|| {
-            refused(LiteRefusal::NotALiteGroup {
+            Refused::Lite(LiteRefusal::NotALiteGroup {
                 group: group.to_owned(),
             })
         })?;
         if bound != topic {
-            return Err(refused(LiteRefusal::BindTopicMismatch {
+            return Err(Refused::Lite(LiteRefusal::BindTopicMismatch {
                 group: group.to_owned(),
                 expected: bound.clone(),
                 actual: topic.to_owned(),
-            }));
+            })
+            .into());
         }
         Ok(config)
     }
@@ -82,17 +78,11 @@ impl BrokerHandle {
     /// Forgets a client's lite subscription (it ended its session), and ends its waiting
     /// receive.
     pub fn forget_lite_client(&self, client_id: &str) {
-        self.inner.lite.subscriptions.borrow_mut().apply(
-            &Change {
-                client_id,
-                group: "",
-                parent: "",
-                action: SyncAction::CompleteRemove,
-                lites: &BTreeSet::new(),
-                exclusive: false,
-            },
-            self.inner.clock.now_ms(),
-        );
+        self.inner
+            .lite
+            .subscriptions
+            .borrow_mut()
+            .remove_client(client_id);
         if let Some(wake) = self.inner.lite.wakes.borrow_mut().remove(client_id) {
             wake.notify_one();
         }
@@ -111,18 +101,17 @@ impl BrokerHandle {
     /// the group in newly added lite topics as the request's start says, and wakes the client's
     /// waiting receive. Answers what changed, with the clients an Exclusive group evicted.
     pub async fn sync_lite_subscription(&self, sync: LiteSync) -> Result<SyncOutcome, BrokerError> {
-        let refused = |r: LiteRefusal| BrokerError::Refused(Refused::Lite(r));
         let group = self.lite_group(&sync.group, &sync.topic)?;
         let quota = client_quota(&group.attributes);
         if !sync.lites.is_empty()
             && quota >= 0
             && sync.lites.len() as u64 > quota as u64 + QUOTA_SLACK as u64
         {
-            return Err(refused(LiteRefusal::SubscriptionQuota { quota }));
+            return Err(Refused::Lite(LiteRefusal::SubscriptionQuota { quota }).into());
         }
         if sync.action == SyncAction::PartialAdd {
             for lite in &sync.lites {
-                check_name(lite).map_err(refused)?;
+                check_name(lite).map_err(Refused::Lite)?;
             }
         }
         self.expire_lite_subscriptions();
@@ -228,8 +217,8 @@ impl BrokerHandle {
         }
     }
 
-    /// One look at every lite topic of the client: the answers that carry messages, and how
-    /// many messages were left unread.
+    /// One look at the client's lite topics until the batch is full: the answers that carry
+    /// messages, and how many messages the lite topics read left unread.
     async fn pop_lite_once(
         &self,
         pop: &LitePop,
@@ -252,8 +241,7 @@ impl BrokerHandle {
                 continue;
             }
             if left == 0 {
-                rest += 1;
-                continue;
+                break;
             }
             let answer = self
                 .pop(PopRequest {

@@ -119,8 +119,9 @@ impl PopAnswer {
     }
 }
 
-/// How long a pop that saw unread messages (a busy queue) waits before it looks again.
-const BUSY_RETRY: Duration = Duration::from_millis(50);
+/// How long a pop that saw unread messages (a busy queue) waits before it looks again: the ack
+/// that frees them wakes nobody.
+pub(super) const BUSY_RETRY: Duration = Duration::from_millis(50);
 
 /// What QUERY_ASSIGNMENT answers for one topic of this broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
