@@ -56,6 +56,9 @@ pub enum NodeError {
 pub struct Node {
     config: NodeConfig,
     broker: BrokerHandle,
+    /// The metadata database's trees, for what the node keeps beside the broker (ACL 2.0
+    /// users and ACLs).
+    metadata: MetadataStore,
     shut_down: bool,
 }
 
@@ -133,14 +136,20 @@ impl Node {
             },
             store,
             Box::new(offsets),
-            metadata,
+            metadata.clone(),
         )?;
         tracing::info!(data_dir = %config.data_dir.display(), flush = ?config.flush, "node opened");
         Ok(Node {
             config,
             broker,
+            metadata,
             shut_down: false,
         })
+    }
+
+    /// The node's metadata database (topics, groups, ACL 2.0 users and ACLs).
+    pub fn metadata(&self) -> &MetadataStore {
+        &self.metadata
     }
 
     pub fn config(&self) -> &NodeConfig {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
+use crate::acl::admin::AuthAdmin;
 use crate::acl::{Acl, AclHandle};
 use crate::config::{ConfigError, NodeConfig};
 use crate::console::ConsoleInfo;
@@ -53,6 +54,8 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error("cannot set up TLS")]
     Tls(#[source] crate::tls::TlsError),
+    #[error("cannot read the stored ACL 2.0 users and ACLs")]
+    Users(#[source] crate::acl::admin::AuthAdminError),
 }
 
 /// Raises the open-file limit and shares it out (see [`crate::descriptors`]): the connection
@@ -216,7 +219,30 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
             return Err(ServeError::Open { data_dir, source });
         }
     };
-    let processor = processor::spawn(Processor::new(node.broker().clone()), inbox);
+    let auth = match AuthAdmin::open(
+        node.metadata().clone(),
+        acl.clone(),
+        &node.config().cluster_name,
+    ) {
+        Ok(auth) => Arc::new(auth),
+        Err(e) => {
+            server.shutdown().await;
+            if let Some(port) = grpc_port {
+                port.shutdown().await;
+            }
+            return Err(ServeError::Users(e));
+        }
+    };
+    if acl.current().is_on() && !acl.current().users().is_empty() {
+        info!(
+            users = acl.current().users().len(),
+            "acl 2.0 users in force: every request must be signed"
+        );
+    }
+    let processor = processor::spawn(
+        Processor::new(node.broker().clone()).with_auth(auth.clone()),
+        inbox,
+    );
     let grpc_config = GrpcConfig {
         service: ServiceConfig {
             broker_name: node.config().broker_name.clone(),

@@ -19,14 +19,19 @@
 //! `plain_acl.yml`'s own format; [`AclHandle`] swaps a reloaded one in without touching
 //! connections.
 //!
-//! [`policy`] holds RocketMQ 5's ACL 2.0 model (users, policy entries) and Apache's decision on
-//! one request over it, with its precedence rules; no request consults it yet: the ACL 2.0 admin
-//! requests that would fill it are not served.
+//! RocketMQ 5's ACL 2.0 lives beside it: users and their ACLs made by the admin requests
+//! (`mqadmin createUser`, `createAcl`, ...; [`admin`], the bodies in `admin_bodies`), kept in the
+//! node's store and put in force as a [`users::UserBook`]; [`policy`] decides one request of such
+//! a user with Apache's precedence rules. A request signed by a file account is decided by the
+//! file, one signed by a stored user by its policies; ACL is on as soon as either exists.
 
 pub mod address;
+pub mod admin;
+mod admin_bodies;
 pub mod policy;
 pub mod rules;
 pub mod signature;
+pub mod users;
 
 use address::AddressSet;
 use serde::{Deserialize, Serialize};
@@ -257,8 +262,18 @@ pub enum Need {
     Nothing,
     /// A valid signature and these permissions (none: any user).
     Access(Vec<Check>),
-    /// A valid signature of an admin account.
-    Admin,
+    /// A valid signature of an admin account of the ACL file, or an ACL 2.0 user allowed these
+    /// (none: any user).
+    Admin(Vec<AdminCheck>),
+}
+
+/// One thing an admin request needs of an ACL 2.0 user: an action on a resource, which may be
+/// the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminCheck {
+    pub kind: policy::ResourceType,
+    pub name: String,
+    pub action: policy::Action,
 }
 
 /// Why a request was refused. The remark the client reads is this type's `Display`; it names
@@ -269,6 +284,8 @@ pub enum Refusal {
     Unsigned,
     #[error("User:{0} is not found.")]
     UnknownUser(String),
+    #[error("User:{0} is disabled.")]
+    DisabledUser(String),
     #[error("check signature failed.")]
     BadSignature,
     #[error("{0}")]
@@ -285,6 +302,9 @@ pub enum Refusal {
     },
     #[error("User:{user} is not an admin; request code {code} needs an admin account.")]
     AdminRequired { user: String, code: i32 },
+    /// An ACL 2.0 user's policies refused it.
+    #[error("{0}")]
+    Policy(policy::Refusal),
 }
 
 /// Who a request comes from, once its signature checked out.
@@ -295,14 +315,29 @@ pub enum Identity {
     User(Arc<Account>),
 }
 
-/// One configured account, ready to check requests against.
+/// One account, ready to check requests against: written in the ACL file (RocketMQ 4's ACL
+/// 1.0) or an ACL 2.0 user kept in the node's store ([`users`]).
 pub struct Account {
     pub access_key: String,
     secret_key: String,
+    /// An ACL file's `admin = true`, or an ACL 2.0 super user: may do anything.
     admin: bool,
-    allowed_from: Option<AddressSet>,
-    topics: ResourcePerms,
-    groups: ResourcePerms,
+    rights: Rights,
+}
+
+/// What an account may do beyond what `admin` grants.
+enum Rights {
+    /// ACL 1.0: permissions per topic and group, and where the account may be used from.
+    File {
+        allowed_from: Option<AddressSet>,
+        topics: ResourcePerms,
+        groups: ResourcePerms,
+    },
+    /// ACL 2.0: the user's status and policies, decided by [`policy::decide`].
+    Policies {
+        status: policy::UserStatus,
+        acl: Option<policy::Acl>,
+    },
 }
 
 impl fmt::Debug for Account {
@@ -321,6 +356,11 @@ impl Account {
 
     pub fn is_admin(&self) -> bool {
         self.admin
+    }
+
+    /// Whether the account was written in the ACL file (read-only for the admin requests).
+    pub fn is_from_file(&self) -> bool {
+        matches!(self.rights, Rights::File { .. })
     }
 }
 
@@ -397,11 +437,13 @@ impl ResourcePerms {
     }
 }
 
-/// The ACL a node checks requests against.
+/// The ACL a node checks requests against: the ACL file's accounts and the ACL 2.0 users of
+/// the node's store. A name in both is the file's account.
 #[derive(Debug, Default)]
 pub struct Acl {
     accounts: HashMap<String, Arc<Account>>,
     global_white: AddressSet,
+    users: users::UserBook,
 }
 
 impl Acl {
@@ -435,19 +477,21 @@ impl Acl {
                 access_key: access_key.to_owned(),
                 secret_key: written.secret_key.clone(),
                 admin: written.admin,
-                allowed_from,
-                topics: ResourcePerms::parse(
-                    &written.topic_perms,
-                    written.default_topic_perm.as_deref(),
-                    "topic",
-                    access_key,
-                )?,
-                groups: ResourcePerms::parse(
-                    &written.group_perms,
-                    written.default_group_perm.as_deref(),
-                    "group",
-                    access_key,
-                )?,
+                rights: Rights::File {
+                    allowed_from,
+                    topics: ResourcePerms::parse(
+                        &written.topic_perms,
+                        written.default_topic_perm.as_deref(),
+                        "topic",
+                        access_key,
+                    )?,
+                    groups: ResourcePerms::parse(
+                        &written.group_perms,
+                        written.default_group_perm.as_deref(),
+                        "group",
+                        access_key,
+                    )?,
+                },
             };
             if accounts
                 .insert(access_key.to_owned(), Arc::new(account))
@@ -459,16 +503,40 @@ impl Acl {
         Ok(Acl {
             accounts,
             global_white,
+            users: users::UserBook::default(),
         })
     }
 
-    /// Whether requests must be signed: at least one account is configured.
+    /// This ACL with `users` as its ACL 2.0 users (the file's accounts unchanged).
+    pub fn with_users(self, users: users::UserBook) -> Acl {
+        Acl { users, ..self }
+    }
+
+    /// The ACL 2.0 users and ACLs in force.
+    pub fn users(&self) -> &users::UserBook {
+        &self.users
+    }
+
+    /// Whether requests must be signed: at least one account is configured or one user stored.
     pub fn is_on(&self) -> bool {
-        !self.accounts.is_empty()
+        !self.accounts.is_empty() || !self.users.is_empty()
     }
 
     pub fn account_count(&self) -> usize {
-        self.accounts.len()
+        self.accounts.len() + self.users.len()
+    }
+
+    /// The account `access_key` names: the ACL file's, else the stored user's.
+    pub fn account(&self, access_key: &str) -> Option<Arc<Account>> {
+        self.accounts
+            .get(access_key)
+            .cloned()
+            .or_else(|| self.users.account(access_key))
+    }
+
+    /// The file's accounts, by access key.
+    pub fn file_accounts(&self) -> impl Iterator<Item = &Arc<Account>> {
+        self.accounts.values()
     }
 
     /// Who `access_key` is, from `peer`; `verify` checks the request's signature with the
@@ -485,21 +553,29 @@ impl Acl {
             }
             return Err(Refusal::Unsigned);
         };
-        let Some(account) = self.accounts.get(access_key) else {
+        let Some(account) = self.account(access_key) else {
             return Err(Refusal::UnknownUser(access_key.to_owned()));
         };
-        if let Some(allowed) = &account.allowed_from {
-            if !allowed.contains(peer) {
+        match &account.rights {
+            Rights::File {
+                allowed_from: Some(allowed),
+                ..
+            } if !allowed.contains(peer) => {
                 return Err(Refusal::AddressNotAllowed {
                     user: account.access_key.clone(),
                     peer,
                 });
             }
+            Rights::Policies {
+                status: policy::UserStatus::Disable,
+                ..
+            } => return Err(Refusal::DisabledUser(account.access_key.clone())),
+            _ => {}
         }
         if !verify(&account.secret_key) {
             return Err(Refusal::BadSignature);
         }
-        Ok(Identity::User(account.clone()))
+        Ok(Identity::User(account))
     }
 
     /// Whether `identity` may do what `need` asks; `code` names the request in a refusal.
@@ -514,31 +590,36 @@ impl Acl {
             Identity::User(account) if account.admin => return Ok(()),
             Identity::User(account) => account,
         };
-        match need {
-            Need::Nothing => Ok(()),
-            Need::Admin => Err(Refusal::AdminRequired {
+        match (&account.rights, need) {
+            (_, Need::Nothing) => Ok(()),
+            (Rights::File { .. }, Need::Admin(_)) => Err(Refusal::AdminRequired {
                 user: account.access_key.clone(),
                 code,
             }),
-            Need::Access(checks) => checks.iter().try_for_each(|check| {
-                let perm = match &check.resource {
-                    Resource::Topic(name) => account.topics.perm_for(name),
-                    Resource::Group(name) => account.groups.perm_for(name),
-                };
-                let allowed = match check.action {
-                    Action::PubOrSub => perm.allows(Action::Pub) || perm.allows(Action::Sub),
-                    action => perm.allows(action),
-                };
-                if allowed {
-                    Ok(())
-                } else {
-                    Err(Refusal::Denied {
-                        user: account.access_key.clone(),
-                        resource: check.resource.clone(),
-                        peer,
-                    })
-                }
-            }),
+            (Rights::File { topics, groups, .. }, Need::Access(checks)) => {
+                checks.iter().try_for_each(|check| {
+                    let perm = match &check.resource {
+                        Resource::Topic(name) => topics.perm_for(name),
+                        Resource::Group(name) => groups.perm_for(name),
+                    };
+                    let allowed = match check.action {
+                        Action::PubOrSub => perm.allows(Action::Pub) || perm.allows(Action::Sub),
+                        action => perm.allows(action),
+                    };
+                    if allowed {
+                        Ok(())
+                    } else {
+                        Err(Refusal::Denied {
+                            user: account.access_key.clone(),
+                            resource: check.resource.clone(),
+                            peer,
+                        })
+                    }
+                })
+            }
+            (Rights::Policies { status, acl }, need) => {
+                users::authorize(account, *status, acl.as_ref(), need, peer)
+            }
         }
     }
 }
@@ -550,7 +631,7 @@ impl Acl {
         request: &crate::remoting::RemotingCommand,
         peer: IpAddr,
     ) -> Result<(), Refusal> {
-        let need = rules::remoting_need(request);
+        let need = rules::remoting_need(request, self.users.cluster());
         if need == Need::Nothing {
             return Ok(());
         }
@@ -579,12 +660,27 @@ impl AclHandle {
         }
     }
 
+    /// Puts `acl`'s file accounts in force, keeping the stored users in force now.
     pub fn replace(&self, acl: Acl) {
-        let acl = Arc::new(acl);
-        match self.0.write() {
-            Ok(mut current) => *current = acl,
-            Err(poisoned) => *poisoned.into_inner() = acl,
-        }
+        self.update(|current| acl.with_users(current.users.clone()));
+    }
+
+    /// Puts `users` in force as the ACL 2.0 users, keeping the file's accounts.
+    pub fn replace_users(&self, users: users::UserBook) {
+        self.update(|current| Acl {
+            accounts: current.accounts.clone(),
+            global_white: current.global_white.clone(),
+            users,
+        });
+    }
+
+    fn update(&self, change: impl FnOnce(&Acl) -> Acl) {
+        // A writer that panicked left a whole Acl behind: the lock only ever holds whole ones.
+        let mut current = match self.0.write() {
+            Ok(current) => current,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *current = Arc::new(change(&current));
     }
 }
 
@@ -675,14 +771,14 @@ mod tests {
         let acl = acl(vec![alice(), root]);
         let peer = ip("127.0.0.1");
         assert_eq!(
-            Acl::authorize(&user(&acl, "alice"), &Need::Admin, 17, peer),
+            Acl::authorize(&user(&acl, "alice"), &Need::Admin(Vec::new()), 17, peer),
             Err(Refusal::AdminRequired {
                 user: "alice".into(),
                 code: 17
             })
         );
         let root = user(&acl, "root");
-        assert!(Acl::authorize(&root, &Need::Admin, 17, peer).is_ok());
+        assert!(Acl::authorize(&root, &Need::Admin(Vec::new()), 17, peer).is_ok());
         let anything = Need::Access(vec![Check::topic("audit", Action::Pub)]);
         assert!(Acl::authorize(&root, &anything, 10, peer).is_ok());
     }

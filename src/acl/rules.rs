@@ -5,9 +5,10 @@
 //! service asks [`send_checks`], [`consume_checks`] and [`route_checks`] once it has read a
 //! call's topic and group. Name-server lookups need nothing, as RocketMQ's name server checks no
 //! signature; every remoting request not listed here changes or reveals the broker as a whole
-//! and needs an admin account.
+//! and needs an admin account of the ACL file, or of an ACL 2.0 user what [`admin_checks`]
+//! says (Apache 5.5's `DefaultAuthorizationContextBuilder` and its header annotations).
 
-use super::{Action, Check, Need};
+use super::{Action, AdminCheck, Check, Need};
 use crate::remoting::body::{
     BatchAckBody, HeartbeatData, JsonBody, LockBatchRequestBody, QueryAssignmentBody,
     SetMessageRequestModeBody, UnlockBatchRequestBody,
@@ -16,8 +17,9 @@ use crate::remoting::codes::request as code;
 use crate::remoting::RemotingCommand;
 use skiff_actors::logic::delay::is_retry_topic;
 
-/// What serving `request` takes.
-pub fn remoting_need(request: &RemotingCommand) -> Need {
+/// What serving `request` takes; `cluster` is the node's cluster, which the ACL 2.0 rule of
+/// some admin requests names.
+pub fn remoting_need(request: &RemotingCommand, cluster: &str) -> Need {
     let field = |name: &str| request.ext(name).unwrap_or("");
     let checks = match request.code {
         code::GET_ROUTEINFO_BY_TOPIC
@@ -108,9 +110,48 @@ pub fn remoting_need(request: &RemotingCommand) -> Need {
                 .collect(),
             Err(_) => Vec::new(),
         },
-        _ => return Need::Admin,
+        _ => return Need::Admin(admin_checks(request, cluster)),
     };
     Need::Access(checks)
+}
+
+/// What an admin request needs of an ACL 2.0 user who is not a super user, as Apache 5.5
+/// decides it: users and ACLs need `Update` (changes) or `Get` (reads) on `Cluster:<cluster>`,
+/// a topic's creation `Create` on the topic, and so on. Empty: any signed user, as Apache checks
+/// nothing for the broker-wide reads clients and dashboards make and for group creation. Where
+/// Apache checks nothing but the request changes the broker (its config), skiff asks `Update`
+/// on the cluster.
+pub fn admin_checks(request: &RemotingCommand, cluster: &str) -> Vec<AdminCheck> {
+    use super::policy::{Action as A, ResourceType as T};
+    let field = |name: &str| request.ext(name).unwrap_or("");
+    let on = |kind, name: &str, action| AdminCheck {
+        kind,
+        name: name.to_owned(),
+        action,
+    };
+    match request.code {
+        code::AUTH_GET_USER
+        | code::AUTH_LIST_USER
+        | code::AUTH_GET_ACL
+        | code::AUTH_LIST_ACL
+        | code::GET_PRODUCER_CONNECTION_LIST => vec![on(T::Cluster, cluster, A::Get)],
+        code::UPDATE_AND_CREATE_TOPIC => vec![on(T::Topic, field("topic"), A::Create)],
+        code::DELETE_TOPIC_IN_BROKER => vec![on(T::Topic, field("topic"), A::Delete)],
+        code::DELETE_SUBSCRIPTIONGROUP => vec![on(T::Group, field("groupName"), A::Delete)],
+        code::GET_CONSUMER_RUNNING_INFO => {
+            vec![on(T::Group, field("consumerGroup"), A::Get)]
+        }
+        code::INVOKE_BROKER_TO_RESET_OFFSET => vec![
+            on(T::Group, field("group"), A::Update),
+            on(T::Topic, field("topic"), A::Update),
+        ],
+        code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+        | code::GET_ALL_TOPIC_CONFIG
+        | code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+        | code::GET_BROKER_RUNTIME_INFO
+        | code::GET_BROKER_CONFIG => Vec::new(),
+        _ => vec![on(T::Cluster, cluster, A::Update)],
+    }
 }
 
 /// Looking a topic's route up: PUB or SUB on it, or for a retry topic SUB on its group.
@@ -183,17 +224,20 @@ mod tests {
     #[test]
     fn sends_need_pub_on_their_topic_and_retry_sends_sub_on_the_group() {
         assert_eq!(
-            remoting_need(&request(
-                code::SEND_MESSAGE_V2,
-                &[("a", "PG"), ("b", "orders")]
-            )),
+            remoting_need(
+                &request(code::SEND_MESSAGE_V2, &[("a", "PG"), ("b", "orders")]),
+                "DefaultCluster"
+            ),
             Need::Access(vec![Check::topic("orders", Action::Pub)])
         );
         assert_eq!(
-            remoting_need(&request(
-                code::SEND_MESSAGE,
-                &[("topic", "%RETRY%GID_a"), ("producerGroup", "")]
-            )),
+            remoting_need(
+                &request(
+                    code::SEND_MESSAGE,
+                    &[("topic", "%RETRY%GID_a"), ("producerGroup", "")]
+                ),
+                "DefaultCluster"
+            ),
             Need::Access(vec![Check::group("GID_a", Action::Sub)])
         );
     }
@@ -201,20 +245,26 @@ mod tests {
     #[test]
     fn reads_need_sub_on_topic_and_group_but_a_retry_topic_only_its_group() {
         assert_eq!(
-            remoting_need(&request(
-                code::PULL_MESSAGE,
-                &[("topic", "orders"), ("consumerGroup", "GID_a")]
-            )),
+            remoting_need(
+                &request(
+                    code::PULL_MESSAGE,
+                    &[("topic", "orders"), ("consumerGroup", "GID_a")]
+                ),
+                "DefaultCluster"
+            ),
             Need::Access(vec![
                 Check::topic("orders", Action::Sub),
                 Check::group("GID_a", Action::Sub)
             ])
         );
         assert_eq!(
-            remoting_need(&request(
-                code::PULL_MESSAGE,
-                &[("topic", "%RETRY%GID_a"), ("consumerGroup", "GID_a")]
-            )),
+            remoting_need(
+                &request(
+                    code::PULL_MESSAGE,
+                    &[("topic", "%RETRY%GID_a"), ("consumerGroup", "GID_a")]
+                ),
+                "DefaultCluster"
+            ),
             Need::Access(vec![Check::group("GID_a", Action::Sub)])
         );
     }
@@ -226,7 +276,7 @@ mod tests {
             br#"{"clientID":"c1","consumerDataSet":[{"groupName":"GID_a","subscriptionDataSet":[{"topic":"orders","subString":"*"},{"topic":"%RETRY%GID_a","subString":"*"}]}],"producerDataSet":[{"groupName":"PG"}]}"#,
         );
         assert_eq!(
-            remoting_need(&r),
+            remoting_need(&r, "DefaultCluster"),
             Need::Access(vec![
                 Check::group("GID_a", Action::Sub),
                 Check::topic("orders", Action::Sub)
@@ -237,10 +287,10 @@ mod tests {
     #[test]
     fn name_server_lookups_need_nothing_and_admin_requests_an_admin() {
         assert_eq!(
-            remoting_need(&request(
-                code::GET_ROUTEINFO_BY_TOPIC,
-                &[("topic", "orders")]
-            )),
+            remoting_need(
+                &request(code::GET_ROUTEINFO_BY_TOPIC, &[("topic", "orders")]),
+                "DefaultCluster"
+            ),
             Need::Nothing
         );
         for admin in [
@@ -251,13 +301,41 @@ mod tests {
             code::INVOKE_BROKER_TO_RESET_OFFSET,
             code::GET_BROKER_CONFIG,
             code::REGISTER_BROKER,
+            code::AUTH_CREATE_USER,
             99_999,
         ] {
-            assert_eq!(
-                remoting_need(&request(admin, &[])),
-                Need::Admin,
+            assert!(
+                matches!(remoting_need(&request(admin, &[]), "C"), Need::Admin(_)),
                 "code {admin}"
             );
         }
+    }
+
+    #[test]
+    fn an_acl_2_user_needs_apaches_action_for_each_admin_request() {
+        use crate::acl::policy::{Action as A, ResourceType as T};
+        let checks = |code: i32, fields: &[(&str, &str)]| -> Vec<(T, String, A)> {
+            admin_checks(&request(code, fields), "DefaultCluster")
+                .into_iter()
+                .map(|c| (c.kind, c.name, c.action))
+                .collect()
+        };
+        let cluster = |action| vec![(T::Cluster, "DefaultCluster".to_owned(), action)];
+        assert_eq!(checks(code::AUTH_CREATE_USER, &[]), cluster(A::Update));
+        assert_eq!(checks(code::AUTH_DELETE_ACL, &[]), cluster(A::Update));
+        assert_eq!(checks(code::AUTH_LIST_USER, &[]), cluster(A::Get));
+        assert_eq!(checks(code::AUTH_GET_ACL, &[]), cluster(A::Get));
+        assert_eq!(
+            checks(code::UPDATE_AND_CREATE_TOPIC, &[("topic", "orders")]),
+            vec![(T::Topic, "orders".to_owned(), A::Create)]
+        );
+        assert_eq!(
+            checks(code::DELETE_SUBSCRIPTIONGROUP, &[("groupName", "G")]),
+            vec![(T::Group, "G".to_owned(), A::Delete)]
+        );
+        // Apache checks nothing for these; a config change still needs the cluster.
+        assert!(checks(code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).is_empty());
+        assert!(checks(code::GET_ALL_TOPIC_CONFIG, &[]).is_empty());
+        assert_eq!(checks(25, &[]), cluster(A::Update));
     }
 }

@@ -64,6 +64,18 @@ pub mod request {
     pub const GET_TOPIC_CONFIG: i32 = 351;
     /// Cancels a pending timer message by its send's recall handle (RocketMQ 5.3.2).
     pub const RECALL_MESSAGE: i32 = 370;
+    /// ACL 2.0 administration (RocketMQ 5.3+): users, then ACLs; create, update, delete, get,
+    /// list each.
+    pub const AUTH_CREATE_USER: i32 = 3001;
+    pub const AUTH_UPDATE_USER: i32 = 3002;
+    pub const AUTH_DELETE_USER: i32 = 3003;
+    pub const AUTH_GET_USER: i32 = 3004;
+    pub const AUTH_LIST_USER: i32 = 3005;
+    pub const AUTH_CREATE_ACL: i32 = 3006;
+    pub const AUTH_UPDATE_ACL: i32 = 3007;
+    pub const AUTH_DELETE_ACL: i32 = 3008;
+    pub const AUTH_GET_ACL: i32 = 3009;
+    pub const AUTH_LIST_ACL: i32 = 3010;
     pub const QUERY_ASSIGNMENT: i32 = 400;
     pub const SET_MESSAGE_REQUEST_MODE: i32 = 401;
     pub const POP_MESSAGE: i32 = 200_050;

@@ -20,6 +20,7 @@
 //! - [`record`]: the versioned, checksummed bincode codec every sled value goes through.
 //! - [`offset_table`]: the durable consumer-offset table (`topic@group` -> queue -> offset).
 //! - [`metadata`]: topic and subscription-group configuration.
+//! - [`auth`]: ACL 2.0 users and ACLs, in two more trees of the metadata database.
 //! - [`key_index`]: message key -> commit-log offsets, for QUERY_MESSAGE; built off the send
 //!   path and caught up from its watermark at open.
 //! - [`pop_state`]: pop checkpoints (popped, not yet acknowledged messages) and each group's
@@ -31,6 +32,7 @@
 //! - `testsuite` (feature `testsuite`, and this crate's unit tests): set-up shared by tests,
 //!   such as store configurations and ready-to-append messages.
 
+pub mod auth;
 pub mod clock;
 pub mod commit_log;
 pub mod consume_queue;

@@ -305,7 +305,7 @@ pub enum MetadataError {
 }
 
 /// A config stored by name in one tree.
-trait Named: Serialize + DeserializeOwned {
+pub(crate) trait Named: Serialize + DeserializeOwned {
     const TREE: &'static str;
     const VERSION: u8;
     fn name(&self) -> &str;
@@ -382,6 +382,13 @@ impl MetadataStore {
     /// The database path named in errors.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The tree of `T` records, opened on first use (for records only some nodes keep).
+    pub(crate) fn tree_of<T: Named>(&self) -> Result<sled::Tree, MetadataError> {
+        self.db
+            .open_tree(T::TREE)
+            .map_err(|e| self.sled_error::<T>(e))
     }
 
     /// Stores `config` under its name, replacing any previous one, durably (flushed before it
@@ -472,7 +479,7 @@ impl MetadataStore {
         }
     }
 
-    fn put<T: Named>(&self, tree: &sled::Tree, config: &T) -> Result<(), MetadataError> {
+    pub(crate) fn put<T: Named>(&self, tree: &sled::Tree, config: &T) -> Result<(), MetadataError> {
         let name = config.name();
         if name.is_empty() {
             return Err(MetadataError::MalformedKey {
@@ -495,14 +502,22 @@ impl MetadataStore {
         Ok(())
     }
 
-    fn get<T: Named>(&self, tree: &sled::Tree, name: &str) -> Result<Option<T>, MetadataError> {
+    pub(crate) fn get<T: Named>(
+        &self,
+        tree: &sled::Tree,
+        name: &str,
+    ) -> Result<Option<T>, MetadataError> {
         let raw = tree
             .get(name.as_bytes())
             .map_err(|e| self.sled_error::<T>(e))?;
         raw.map(|raw| self.decode(name, &raw)).transpose()
     }
 
-    fn remove<T: Named>(&self, tree: &sled::Tree, name: &str) -> Result<bool, MetadataError> {
+    pub(crate) fn remove<T: Named>(
+        &self,
+        tree: &sled::Tree,
+        name: &str,
+    ) -> Result<bool, MetadataError> {
         let removed = tree
             .remove(name.as_bytes())
             .map_err(|e| self.sled_error::<T>(e))?;
@@ -512,7 +527,7 @@ impl MetadataStore {
         Ok(removed.is_some())
     }
 
-    fn list<T: Named>(&self, tree: &sled::Tree) -> Result<Vec<T>, MetadataError> {
+    pub(crate) fn list<T: Named>(&self, tree: &sled::Tree) -> Result<Vec<T>, MetadataError> {
         let mut out = Vec::new();
         for item in tree.iter() {
             let (raw_key, raw_value) = item.map_err(|e| self.sled_error::<T>(e))?;

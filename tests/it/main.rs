@@ -33,6 +33,7 @@ mod remote_request_reply;
 mod remote_transactions;
 mod remoting_codec;
 mod serve_acl;
+mod serve_acl_users;
 mod serve_console;
 mod serve_flood;
 mod serve_grpc;

@@ -16,6 +16,7 @@
 //! * `admin`: GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET.
 //! * `admin_config`: topic and subscription-group configs and topic stats (17, 215, 21, 351,
 //!   202, 200, 201, 207).
+//! * `auth`: ACL 2.0 users and ACLs (AUTH_CREATE_USER 3001 ... AUTH_LIST_ACL 3010).
 //! * `admin_clients`: connected clients (203, 204, 300), runtime info and config (28, 26), and
 //!   the requests forwarded to a client on its own connection (307, 309).
 //! * `clients`: the table of clients by group and connection that those read.
@@ -73,6 +74,7 @@ use refusal::{broker_failure, failure_to};
 mod admin;
 mod admin_clients;
 mod admin_config;
+mod auth;
 pub mod bridge;
 mod clients;
 mod consume;
@@ -113,6 +115,8 @@ pub struct Processor {
     clients: RefCell<ClientHandles<ConnectionHandle>>,
     /// When this processor started (epoch ms): the broker's boot time in runtime info.
     started_ms: i64,
+    /// ACL 2.0 users and ACLs, for the AUTH_* admin requests.
+    auth: Option<std::sync::Arc<crate::acl::admin::AuthAdmin>>,
 }
 
 /// An error answer: code and remark.
@@ -164,6 +168,15 @@ impl Processor {
             clients: RefCell::new(ClientHandles::default()),
             started_ms: broker.now_ms(),
             broker,
+            auth: None,
+        }
+    }
+
+    /// This processor, serving the ACL 2.0 admin requests over `auth`.
+    pub fn with_auth(self, auth: std::sync::Arc<crate::acl::admin::AuthAdmin>) -> Self {
+        Processor {
+            auth: Some(auth),
+            ..self
         }
     }
 
@@ -218,6 +231,7 @@ impl Processor {
             rc::QUERY_MESSAGE => self.query_message(&request).await,
             rc::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
             rc::DELETE_TOPIC_IN_BROKER => self.delete_topic(&request).await,
+            rc::AUTH_CREATE_USER..=rc::AUTH_LIST_ACL => self.auth_admin(&request),
             rc::DELETE_TOPIC_IN_NAMESRV => name_server::delete_topic_route(&request),
             rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(&request),
             rc::GET_TOPIC_CONFIG => self.topic_config(&request),
