@@ -35,6 +35,7 @@
 //! remark, and a topic or group that does not exist is an error naming it; `skiff admin` then
 //! exits with code 1. [`run`] returns the text to print.
 
+mod auth;
 mod cli;
 mod groups;
 mod lookup;
@@ -237,6 +238,8 @@ impl Admin {
             AdminCommand::Cluster => self.cluster().await,
             AdminCommand::Message { id, topic } => self.message(&id, topic.as_deref()).await,
             AdminCommand::Query { topic, key } => self.query(&topic, &key).await,
+            AdminCommand::User(command) => self.user(command).await,
+            AdminCommand::Acl(command) => self.acl(command).await,
         }
     }
 }

@@ -127,6 +127,85 @@ pub enum AdminCommand {
     },
     /// The stored messages of a topic carrying a key (`KEYS`), newest first.
     Query { topic: String, key: String },
+    /// ACL 2.0 users (RocketMQ 5's `mqadmin createUser` ... `listUser`), on every master.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// ACL 2.0 policies (RocketMQ 5's `mqadmin createAcl` ... `listAcl`), on every master.
+    #[command(subcommand)]
+    Acl(AclCommand),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
+pub enum UserCommand {
+    /// Create a user; it signs requests with its name and password as access and secret key.
+    Create {
+        name: String,
+        /// The user's password (secret key).
+        #[arg(long, env = "SKIFF_USER_PASSWORD", hide_env_values = true)]
+        password: String,
+        /// A super user, who may do anything (only a super user may create one).
+        #[arg(long = "super")]
+        super_user: bool,
+    },
+    /// Change a user's password, type or status; what is not given stays.
+    Update {
+        name: String,
+        #[arg(long, env = "SKIFF_USER_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// `super` or `normal`.
+        #[arg(long = "type", value_parser = ["super", "normal"])]
+        user_type: Option<String>,
+        /// Refuse every request of the user from now on.
+        #[arg(long, conflicts_with = "enable")]
+        disable: bool,
+        /// Serve the user's requests again.
+        #[arg(long)]
+        enable: bool,
+    },
+    /// Delete a user and its ACL.
+    Delete { name: String },
+    /// Every user (never a password), those whose name contains --filter with it.
+    List {
+        #[arg(long)]
+        filter: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
+pub enum AclCommand {
+    /// Allow or deny a user actions on resources: each resource's entry is added, or replaced
+    /// when the user's ACL has one for it.
+    Set {
+        /// The user.
+        user: String,
+        /// Resources, comma-separated: `Topic:orders`, `Topic:order*`, `Group:GID_a`, `Topic:*`,
+        /// `Cluster:DefaultCluster`, `*`.
+        #[arg(long, required = true, value_delimiter = ',')]
+        resource: Vec<String>,
+        /// Actions, comma-separated: Pub, Sub, Create, Update, Delete, Get, List, All.
+        #[arg(long, required = true, value_delimiter = ',')]
+        action: Vec<String>,
+        /// allow or deny.
+        #[arg(long, value_parser = ["allow", "deny"])]
+        decision: String,
+        /// Source addresses or CIDR blocks the entries apply to, comma-separated (none: any).
+        #[arg(long, value_delimiter = ',')]
+        source_ip: Vec<String>,
+    },
+    /// Delete one resource's entry of a user's ACL, or without --resource the whole ACL.
+    Delete {
+        user: String,
+        #[arg(long)]
+        resource: Option<String>,
+    },
+    /// Every ACL entry, those of users whose subject contains --user and of resources that
+    /// contain --resource.
+    List {
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        resource: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]

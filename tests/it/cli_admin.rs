@@ -426,3 +426,96 @@ fn cli_missing_topics_refusals_and_hiding_changes_exit_1() -> anyhow::Result<()>
     ensure!(text(&out.stdout).contains("read queues 4 -> 2"));
     Ok(())
 }
+
+#[test]
+fn cli_users_and_acls_are_made_listed_and_enforced_and_a_bad_entry_exits_1() -> anyhow::Result<()> {
+    let s = Setup::start(Some(
+        "[acl]\n[[acl.accounts]]\naccess_key = \"root\"\nsecret_key = \"root-secret\"\nadmin = true\n",
+    ))?;
+    let as_user = |user: &str, secret: &str, args: &[&str]| {
+        let mut all = vec!["--access-key", user, "--secret-key", secret];
+        all.extend_from_slice(args);
+        s.run(&all)
+    };
+    let root = |args: &[&str]| as_user("root", "root-secret", args);
+    let out = root(&["user", "create", "carol", "--password", "carol-pw"])?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let out = root(&[
+        "acl",
+        "set",
+        "carol",
+        "--resource",
+        "Topic:Carol*",
+        "--action",
+        "Create",
+        "--decision",
+        "allow",
+    ])?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Value = serde_json::from_slice(&root(&["--json", "user", "list"])?.stdout)?;
+    let carol = find(&listed, "username", "carol")?;
+    ensure!(
+        carol["userType"] == "Normal" && carol.get("password").is_none(),
+        "{listed}"
+    );
+    let out = root(&["acl", "list", "--user", "carol"])?;
+    ensure!(
+        text(&out.stdout).contains("Topic:Carol*") && text(&out.stdout).contains("Allow"),
+        "{}",
+        text(&out.stdout)
+    );
+    // carol may create what her entry allows and nothing else.
+    let out = as_user(
+        "carol",
+        "carol-pw",
+        &["topic", "create", "CarolTopic", "--queues", "1"],
+    )?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let out = as_user(
+        "carol",
+        "carol-pw",
+        &["topic", "create", "Other", "--queues", "1"],
+    )?;
+    ensure!(
+        out.status.code() == Some(1) && text(&out.stderr).contains("no matched policies"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = root(&[
+        "acl",
+        "set",
+        "carol",
+        "--resource",
+        "Topic:x",
+        "--action",
+        "Any",
+        "--decision",
+        "allow",
+    ])?;
+    ensure!(
+        out.status.code() == Some(1) && text(&out.stderr).contains("The actions can not be Any."),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = root(&["user", "update", "carol", "--disable"])?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let out = as_user(
+        "carol",
+        "carol-pw",
+        &["topic", "create", "CarolTwo", "--queues", "1"],
+    )?;
+    ensure!(
+        text(&out.stderr).contains("User:carol is disabled."),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = root(&["user", "delete", "carol"])?;
+    ensure!(out.status.success(), "{}", text(&out.stderr));
+    let out = root(&["acl", "list"])?;
+    ensure!(
+        !text(&out.stdout).contains("carol"),
+        "{}",
+        text(&out.stdout)
+    );
+    Ok(())
+}
