@@ -41,6 +41,8 @@ pub struct HttpConfig {
     pub console: Option<ConsoleInfo>,
     /// How often the console samples rates and lag.
     pub sample_interval: Duration,
+    /// ACL 2.0 users and policies, for the console's users page; `None` hides it.
+    pub auth: Option<std::sync::Arc<crate::acl::admin::AuthAdmin>>,
 }
 
 /// The running server; [`HttpEndpoint::shutdown`] stops it.
@@ -66,6 +68,10 @@ impl HttpEndpoint {
         if let Some(info) = config.console {
             let (console, task) =
                 console::start(broker, info, config.acl.clone(), config.sample_interval);
+            let console = match config.auth {
+                Some(auth) => console.with_auth(auth),
+                None => console,
+            };
             router = router.merge(console.router());
             console_task = Some(task);
         }

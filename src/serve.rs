@@ -276,6 +276,7 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
                         }),
                     }),
                     sample_interval: config.console_sample_interval,
+                    auth: Some(auth.clone()),
                 };
                 let (handoff, inbox) = listener::handoff("http");
                 let endpoint = HttpEndpoint::start(inbox, node.broker().clone(), http_config);

@@ -71,6 +71,8 @@ pub struct Console {
     pub(crate) info: Arc<ConsoleInfo>,
     pub(crate) started: Instant,
     pub(crate) acl: AclHandle,
+    /// ACL 2.0 users and policies, for the users page.
+    pub(crate) auth: Option<Arc<crate::acl::admin::AuthAdmin>>,
 }
 
 /// The console's tasks on the arbiter; [`ConsoleTask::shutdown`] stops them.
@@ -103,12 +105,23 @@ pub fn start(
             info: Arc::new(info),
             started: Instant::now(),
             acl,
+            auth: None,
         },
         ConsoleTask {
             link: link_task,
             sampler,
         },
     )
+}
+
+impl Console {
+    /// This console with a users page over `auth`.
+    pub fn with_auth(self, auth: Arc<crate::acl::admin::AuthAdmin>) -> Console {
+        Console {
+            auth: Some(auth),
+            ..self
+        }
+    }
 }
 
 impl ConsoleTask {
@@ -181,12 +194,13 @@ impl Console {
 const INDEX_HTML: &str = include_str!("assets/index.html");
 /// The page's scripts and stylesheet, served under `/console/`: `app.js` (what every page
 /// shares) first, then one file per group of pages.
-static FILES: [(&str, &str); 6] = [
+static FILES: [(&str, &str); 7] = [
     ("app.js", include_str!("assets/app.js")),
     ("topics.js", include_str!("assets/topics.js")),
     ("groups.js", include_str!("assets/groups.js")),
     ("messages.js", include_str!("assets/messages.js")),
     ("pages.js", include_str!("assets/pages.js")),
+    ("users.js", include_str!("assets/users.js")),
     ("style.css", include_str!("assets/style.css")),
 ];
 

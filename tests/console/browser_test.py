@@ -23,8 +23,10 @@ Run by tests/console/run.sh, which starts `skiff serve`. Steps:
 * every page is checked at 1024 and 1440 px wide (nothing wider than its card, no clipped cell,
   no stray null/undefined); with --screenshots, each is saved whole as console-PAGE-WIDTH.png.
 * page_checks.py holds the checks of the later items (find by the producer's id, refreshes,
-  zones, group settings, members, producers, cluster, time search); the browser runs in
-  TZ=Asia/Kolkata so a time without its zone is caught.
+  zones, group settings, members, producers, cluster, time search, and last the users page,
+  whose first user turns ACL on until its last one is deleted: the browser then signs in with a
+  header set over the DevTools protocol); the browser runs in TZ=Asia/Kolkata so a time without
+  its zone is caught.
 
 Output: one ``PASS name: note`` or ``FAIL name: why`` line per check, then ``N passed, M failed``.
 Exit status 0 iff nothing failed.
@@ -1273,6 +1275,8 @@ def main(argv):
                  ("trace", "#/traces/" + SEEN.get("trace", ""))]
         pages += page_checks.MORE_PAGES
         check("ui_page_layout", page_checks.page_layout, browser, api, admin, pages, a.screenshots)
+        # Last: its first user turns ACL on until its last one is deleted.
+        check("ui_users", page_checks.ui_users, browser, api, admin, a.screenshots)
         errors = browser.console_errors()
         record("ui_no_script_errors", not errors, "; ".join(errors[:5]) if errors else "no errors in the browser console")
     finally:

@@ -369,3 +369,127 @@ def ui_time_search(b, api, admin):
     st, _, err = api.call("GET", "/api/v1/messages?topic=%s&begin_ms=%d&end_ms=%d" % (TOPIC, end_s, begin_s))
     expect(st == 400 and error_body(err), "a reversed range: %s %s" % (st, short(err)))
     return "%d messages from %d queues between %s and %s, oldest first" % (len(got), len(want_queues), fmt(begin_s), fmt(end_s))
+
+
+# ---- users (ACL 2.0), last: the first user turns ACL on until the last one is deleted --------------
+
+def users_api(api, credentials):
+    """GET /api/v1/users signed in as credentials (user, password)."""
+    import base64
+    import urllib.request
+    token = base64.b64encode(("%s:%s" % credentials).encode()).decode()
+    request = urllib.request.Request(api.base + "/api/v1/users", headers={"Authorization": "Basic " + token})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+def users_delete(api, name, credentials):
+    """DELETE /api/v1/users/NAME signed in as credentials; errors ignored (a cleanup)."""
+    import base64
+    import urllib.request
+    token = base64.b64encode(("%s:%s" % credentials).encode()).decode()
+    request = urllib.request.Request(api.base + "/api/v1/users/" + urllib.parse.quote(name), method="DELETE",
+                                     headers={"Authorization": "Basic " + token, "X-Skiff-Console": "1"})
+    try:
+        urllib.request.urlopen(request, timeout=10).read()
+    except Exception:
+        pass
+
+
+def click_live(b, css):
+    """Clicks what css finds, found again if the page drew itself anew meanwhile (after each
+    change the page reloads its view, and its tables are redrawn at every refresh)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    for _ in range(25):
+        try:
+            b.el(css).click()
+            return
+        except (NoSuchElementException, StaleElementReferenceException):
+            time.sleep(0.2)
+    raise Check("%s: not found, or replaced at every try, for 5 s" % css)
+
+
+def ui_users(b, api, admin, shots):
+    """The users page: ACL off at first; the first user, a super user, turns it on (the browser
+    then signs in as it); a normal user and its policy entries made with the forms show in the
+    tables as the API lists them, a password never; disabling, removing an entry and deleting
+    (after a dismissed then an accepted confirmation) change what the API lists; deleting the last
+    user turns ACL off again."""
+    import base64
+    b.open("#/users")
+    expect("ACL off" in b.text("#users-acl"), "ACL state: %r" % b.text("#users-acl"))
+    # Sign every later request in as the super user made next (ignored while ACL is off).
+    b.d.execute_cdp_cmd("Network.enable", {})
+    token = base64.b64encode(b"ops:ops-password-1").decode()
+    b.d.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Basic " + token}})
+    taken = []
+    try:
+        b.fill("#user-create-name", "orders-app")
+        b.fill("#user-create-password", "orders-secret-1")
+        b.el("#user-create-submit").click()
+        wait_for(lambda: "must be a Super user" in b.error(), 10, "the first user refused unless super")
+        b.fill("#user-create-name", "ops")
+        b.fill("#user-create-password", "ops-password-1")
+        b.el("#user-create-super").click()
+        b.el("#user-create-submit").click()
+        wait_for(lambda: "ops" in b.notice(), 10, "ops created")
+        expect("ACL on" in b.text("#users-acl"), "ACL state after the first user: %r" % b.text("#users-acl"))
+        b.fill("#user-create-name", "orders-app")
+        b.fill("#user-create-password", "orders-secret-1")
+        b.el("#user-create-submit").click()
+        wait_for(lambda: "orders-app" in b.notice(), 10, "orders-app created")
+        b.select("#acl-set-user", "orders-app")
+        b.fill("#acl-set-resources", "Topic:orders, Group:GID_orders")
+        b.fill("#acl-set-actions", "Pub,Sub")
+        b.el("#acl-set-submit").click()
+        wait_for(lambda: "orders-app" in b.notice(), 10, "the allow entries set")
+        b.select("#acl-set-user", "orders-app")
+        b.fill("#acl-set-resources", "Topic:orders-audit*")
+        b.fill("#acl-set-actions", "All")
+        b.select("#acl-set-decision", "Deny")
+        b.fill("#acl-set-ips", "10.0.0.0/8")
+        b.el("#acl-set-submit").click()
+        wait_for(lambda: len(b.rows("acl-table")) == 3, 10, "three entries in the table")
+        listed = users_api(api, ("ops", "ops-password-1"))
+        shown = {(r["user"], r["resource"], r["decision"]) for r in b.rows("acl-table")}
+        theirs = {(e["user"], e["resource"], e["decision"]) for e in listed["entries"]}
+        expect(shown == theirs, "table %s, API %s" % (sorted(shown), sorted(theirs)))
+        expect({r["user"] for r in b.rows("users-table")} == {"ops", "orders-app"}, "users %s" % b.rows("users-table"))
+        page = b.js("return document.body.innerText")
+        expect("orders-secret-1" not in page and "ops-password-1" not in page and "password" not in json.dumps(listed),
+               "a password is shown")
+        for p in b.js(LAYOUT_PROBE):
+            raise Check("users page layout: %s" % p)
+        if shots:
+            for width in WIDTHS:
+                taken.append(b.full_screenshot("console-users-%d.png" % width, width))
+            b.size(1280, 900)
+        # Disable, then remove the deny entry, then delete the user: each as the API then lists it.
+        click_live(b, '#users-table tr[data-user="orders-app"] button[data-action="toggle"]')
+        wait_for(lambda: any(u["name"] == "orders-app" and u["status"] == "disable"
+                             for u in users_api(api, ("ops", "ops-password-1"))["users"]), 10, "orders-app disabled")
+        click_live(b, '#acl-table tr[data-resource="Topic:orders-audit*"] button[data-action="delete"]')
+        b.alert(accept=True)
+        wait_for(lambda: len(users_api(api, ("ops", "ops-password-1"))["entries"]) == 2, 10, "the deny entry removed")
+        click_live(b, '#users-table tr[data-user="orders-app"] button[data-action="delete"]')
+        text = b.alert(accept=False)
+        expect("orders-app" in text, "confirm %r" % text)
+        time.sleep(0.5)
+        expect(any(u["name"] == "orders-app" for u in users_api(api, ("ops", "ops-password-1"))["users"]),
+               "a dismissed dialog deleted orders-app")
+        click_live(b, '#users-table tr[data-user="orders-app"] button[data-action="delete"]')
+        b.alert(accept=True)
+        wait_for(lambda: not users_api(api, ("ops", "ops-password-1"))["entries"], 10, "orders-app and its entries gone")
+        click_live(b, '#users-table tr[data-user="ops"] button[data-action="delete"]')
+        b.alert(accept=True)
+        wait_for(lambda: "ACL off" in b.text("#users-acl"), 10, "ACL off again once the last user is deleted")
+    finally:
+        b.d.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
+        # Whatever failed above, the users go (the last one with ACL), so the suite goes on.
+        for name in ("orders-app", "ops"):
+            users_delete(api, name, ("ops", "ops-password-1"))
+    st, _, body = api.call("GET", "/api/v1/users")
+    expect(st == 200 and body["acl_on"] is False and body["users"] == [], "after: %s %s" % (st, short(body)))
+    return "first user refused unless super; ops (super) and orders-app made, 3 entries as the API lists, no password shown; " \
+        "disabled, an entry removed, deleted after a dismissed dialog; ACL off again%s" % (
+            (", screenshots " + ", ".join(taken)) if taken else "")

@@ -8,7 +8,8 @@
 //! [`topics`], [`groups`], [`group_admin`] (create, change and delete a group's configuration),
 //! [`members`] (a group's clients and their queues), [`messages`] (browse, one message,
 //! traces), [`time_search`] (a topic's messages by time), [`tail`] (the live stream),
-//! [`dead_letters`] (resending them) and [`sends`] (the test message); [`lookup`] holds the
+//! [`dead_letters`] (resending them), [`sends`] (the test message) and [`users`] (ACL 2.0
+//! users and their policies); [`lookup`] holds the
 //! lookups they share. This file holds the routes, the error type and what every handler
 //! shares: the JSON and query extractors, the hop onto the broker and the read check.
 
@@ -24,6 +25,7 @@ mod sends;
 mod tail;
 mod time_search;
 mod topics;
+mod users;
 
 use axum::extract::Query;
 use axum::http::StatusCode;
@@ -73,6 +75,15 @@ pub(super) fn routes() -> Router<Console> {
         .route(
             "/groups/{name}/dlq/resend",
             post(dead_letters::resend_dead_letters),
+        )
+        .route("/users", get(users::users).post(users::create_user))
+        .route(
+            "/users/{name}",
+            axum::routing::put(users::update_user).delete(users::delete_user),
+        )
+        .route(
+            "/users/{name}/acl",
+            post(users::set_acl).delete(users::delete_acl),
         )
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
