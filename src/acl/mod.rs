@@ -192,13 +192,24 @@ impl Perm {
     }
 }
 
-/// What a request does with a resource.
+/// What a request does with a resource. The ACL file (RocketMQ 4's ACL 1.0) knows PUB and SUB
+/// only; ACL 2.0 tells reading a topic's or group's state (`Get`) and changing a group's offsets
+/// (`Update`) from consuming, so those reads and changes name both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Pub,
     Sub,
     /// Looks a topic's route up: either permission is enough.
     PubOrSub,
+    /// Reads state a consumer also reads (its offsets, its group's members): SUB in the file,
+    /// `Sub` or `Get` for an ACL 2.0 user.
+    SubOrGet,
+    /// Changes a group's committed offsets: SUB in the file, `Sub` or `Update` for an ACL 2.0
+    /// user.
+    SubOrUpdate,
+    /// Reads a topic's or group's state (offsets, stats, config): SUB in the file, `Get` for an
+    /// ACL 2.0 user.
+    Get,
 }
 
 impl fmt::Display for Action {
@@ -207,6 +218,7 @@ impl fmt::Display for Action {
             Action::Pub => "PUB",
             Action::Sub => "SUB",
             Action::PubOrSub => "PUB|SUB",
+            Action::SubOrGet | Action::SubOrUpdate | Action::Get => "SUB",
         })
     }
 }
@@ -603,8 +615,11 @@ impl Acl {
                         Resource::Group(name) => groups.perm_for(name),
                     };
                     let allowed = match check.action {
+                        Action::Pub => perm.allows(Action::Pub),
                         Action::PubOrSub => perm.allows(Action::Pub) || perm.allows(Action::Sub),
-                        action => perm.allows(action),
+                        Action::Sub | Action::SubOrGet | Action::SubOrUpdate | Action::Get => {
+                            perm.allows(Action::Sub)
+                        }
                     };
                     if allowed {
                         Ok(())

@@ -1,6 +1,7 @@
 //! What each request needs, as RocketMQ's broker decides it: a send needs PUB on its topic, a
-//! read SUB on its topic and its group, and so on; a retry topic (`%RETRY%group`) stands for
-//! its group. [`remoting_need`] reads it from a remoting request's header fields and, for the
+//! read SUB on its topic and its group (an offset or stats read ACL 2.0's Get, an offset
+//! commit its Update, which the ACL file knows as SUB), and so on; a retry topic
+//! (`%RETRY%group`) stands for its group. [`remoting_need`] reads it from a remoting request's header fields and, for the
 //! few requests that name their groups and topics only in the body, from the body; the gRPC
 //! service asks [`send_checks`], [`consume_checks`] and [`route_checks`] once it has read a
 //! call's topic and group. Name-server lookups need nothing, as RocketMQ's name server checks no
@@ -38,27 +39,34 @@ pub fn remoting_need(request: &RemotingCommand, cluster: &str) -> Need {
         code::CONSUMER_SEND_MSG_BACK => vec![Check::group(field("group"), Action::Sub)],
         code::PULL_MESSAGE
         | code::LITE_PULL_MESSAGE
-        | code::QUERY_CONSUMER_OFFSET
-        | code::UPDATE_CONSUMER_OFFSET
         | code::POP_MESSAGE
         | code::ACK_MESSAGE
         | code::CHANGE_MESSAGE_INVISIBLETIME
         | code::NOTIFICATION => consume_checks(field("topic"), field("consumerGroup")),
-        code::QUERY_MESSAGE
-        | code::SEARCH_OFFSET_BY_TIMESTAMP
+        code::QUERY_CONSUMER_OFFSET => {
+            group_reads(field("topic"), field("consumerGroup"), Action::SubOrGet)
+        }
+        code::UPDATE_CONSUMER_OFFSET => {
+            group_reads(field("topic"), field("consumerGroup"), Action::SubOrUpdate)
+        }
+        code::QUERY_MESSAGE => vec![Check::topic(field("topic"), Action::SubOrGet)],
+        code::SEARCH_OFFSET_BY_TIMESTAMP
         | code::GET_MAX_OFFSET
         | code::GET_MIN_OFFSET
         | code::GET_EARLIEST_MSG_STORETIME
         | code::GET_TOPIC_STATS_INFO
         | code::GET_TOPIC_CONFIG
-        | code::QUERY_TOPIC_CONSUME_BY_WHO => vec![Check::topic(field("topic"), Action::Sub)],
-        code::VIEW_MESSAGE_BY_ID => optional_topic(field("topic"), Action::Sub),
-        code::GET_CONSUMER_LIST_BY_GROUP | code::GET_CONSUMER_CONNECTION_LIST => {
-            vec![Check::group(field("consumerGroup"), Action::Sub)]
+        | code::QUERY_TOPIC_CONSUME_BY_WHO => vec![Check::topic(field("topic"), Action::Get)],
+        code::VIEW_MESSAGE_BY_ID => optional_topic(field("topic"), Action::Get),
+        code::GET_CONSUMER_LIST_BY_GROUP => {
+            vec![Check::group(field("consumerGroup"), Action::SubOrGet)]
+        }
+        code::GET_CONSUMER_CONNECTION_LIST => {
+            vec![Check::group(field("consumerGroup"), Action::Get)]
         }
         code::GET_CONSUME_STATS => {
-            let mut checks = optional_topic(field("topic"), Action::Sub);
-            checks.push(Check::group(field("consumerGroup"), Action::Sub));
+            let mut checks = optional_topic(field("topic"), Action::Get);
+            checks.push(Check::group(field("consumerGroup"), Action::Get));
             checks
         }
         code::UNREGISTER_CLIENT => optional_group(field("consumerGroup")),
@@ -175,11 +183,17 @@ pub fn send_checks(topic: &str, group: &str) -> Vec<Check> {
 
 /// A read by a group: SUB on the group and on the topic, unless it is the group's retry topic.
 pub fn consume_checks(topic: &str, group: &str) -> Vec<Check> {
+    group_reads(topic, group, Action::Sub)
+}
+
+/// `action` on the group and on the topic, unless it is the group's retry topic: a group's
+/// offsets read (SUB, or ACL 2.0's Get) or committed (SUB, or Update).
+fn group_reads(topic: &str, group: &str, action: Action) -> Vec<Check> {
     let mut checks = Vec::with_capacity(2);
     if !is_retry_topic(topic) {
-        checks.push(Check::topic(topic, Action::Sub));
+        checks.push(Check::topic(topic, action));
     }
-    checks.push(Check::group(group, Action::Sub));
+    checks.push(Check::group(group, action));
     checks
 }
 

@@ -157,10 +157,14 @@ pub(super) fn authorize(
     match need {
         Need::Nothing => Ok(()),
         Need::Access(checks) => checks.iter().try_for_each(|check| {
+            use policy::Action as A;
             let actions: &[policy::Action] = match check.action {
-                Action::Pub => &[policy::Action::Pub],
-                Action::Sub => &[policy::Action::Sub],
-                Action::PubOrSub => &[policy::Action::Pub, policy::Action::Sub],
+                Action::Pub => &[A::Pub],
+                Action::Sub => &[A::Sub],
+                Action::PubOrSub => &[A::Pub, A::Sub],
+                Action::SubOrGet => &[A::Sub, A::Get],
+                Action::SubOrUpdate => &[A::Sub, A::Update],
+                Action::Get => &[A::Get],
             };
             match &check.resource {
                 Resource::Topic(name) => decide(policy::ResourceType::Topic, name, actions),
@@ -284,6 +288,43 @@ mod tests {
         assert!(
             Acl::authorize(&root, &cluster(policy::Action::Update), 3001, ip("1.2.3.4")).is_ok()
         );
+    }
+
+    #[test]
+    fn reading_a_topics_state_needs_get_where_consuming_needs_sub() {
+        let acls = [AuthAcl {
+            subject: "User:reader".into(),
+            policies: vec![AuthPolicy {
+                default: false,
+                entries: vec![
+                    entry("Topic:orders", &["Sub"], &[], true),
+                    entry("Group:G", &["Sub"], &[], true),
+                    entry("Topic:stats", &["Get"], &[], true),
+                ],
+            }],
+        }];
+        let acl = acl_with(&[user("reader", false, true)], &acls);
+        let reader = login(&acl, "reader").expect("reader");
+        let need = |code: i32, fields: &[(&str, &str)]| {
+            let mut r = crate::remoting::RemotingCommand::new_request(code);
+            for (k, v) in fields {
+                r = r.with_ext(*k, *v);
+            }
+            crate::acl::rules::remoting_need(&r, DEFAULT_CLUSTER)
+        };
+        let allowed = |need: Need| Acl::authorize(&reader, &need, 0, ip("127.0.0.1")).is_ok();
+        use crate::remoting::codes::request as rc;
+        let offsets = [("topic", "orders"), ("consumerGroup", "G")];
+        assert!(allowed(need(rc::QUERY_CONSUMER_OFFSET, &offsets)));
+        assert!(allowed(need(rc::UPDATE_CONSUMER_OFFSET, &offsets)));
+        assert!(allowed(need(rc::PULL_MESSAGE, &offsets)));
+        // Apache asks Get for these: Sub on the topic is not enough.
+        assert!(!allowed(need(rc::GET_MAX_OFFSET, &[("topic", "orders")])));
+        assert!(allowed(need(rc::GET_MAX_OFFSET, &[("topic", "stats")])));
+        assert!(!allowed(need(
+            rc::PULL_MESSAGE,
+            &[("topic", "stats"), ("consumerGroup", "G")]
+        )));
     }
 
     #[test]
