@@ -201,6 +201,15 @@ impl Disk {
         }
     }
 
+    /// Removes an empty directory.
+    pub fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        match self {
+            Disk::Os => std::fs::remove_dir(path),
+            #[cfg(any(test, feature = "testsuite"))]
+            Disk::Simulated(d) => d.remove_dir(path),
+        }
+    }
+
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         match self {
             Disk::Os => std::fs::rename(from, to),

@@ -41,10 +41,12 @@
 //! - `recovery`: validating the commit log on open and re-indexing what the queues lack;
 //! - `settle`: settling a queue that was on disk when it is first opened (recovery and the
 //!   queue map both call it; it calls neither);
-//! - `retention`: deleting old segments with their queue entries ([`MessageStore::delete_expired`]).
+//! - `retention`: deleting old segments with their queue entries ([`MessageStore::delete_expired`]);
+//! - `delete`: deleting whole queues ([`MessageStore::delete_queues`]), for expired lite topics.
 
 mod append;
 mod checkpoint;
+mod delete;
 mod durability;
 mod prepare;
 mod queues;

@@ -49,6 +49,12 @@ impl TopicQueues {
     pub(super) fn len(&self) -> usize {
         self.0.len()
     }
+
+    pub(super) fn remove(&mut self, queue_id: u32) {
+        if let Ok(at) = self.0.binary_search_by_key(&queue_id, |q| q.queue_id()) {
+            self.0.remove(at);
+        }
+    }
 }
 
 /// Opens consume queues from disk on first use: the open itself (creating a new queue's
@@ -301,6 +307,6 @@ pub(super) fn queue_dir(dir: &Path) -> PathBuf {
 }
 
 /// A queue's directory: its id under its topic's directory (`<queue root>/<topic>/<queue id>`).
-fn queue_path(topic_dir: &Path, queue_id: u32) -> PathBuf {
+pub(super) fn queue_path(topic_dir: &Path, queue_id: u32) -> PathBuf {
     topic_dir.join(queue_id.to_string())
 }

@@ -13,6 +13,7 @@ mod offset_table_corruption;
 mod offset_table_proptest;
 mod store_basic;
 mod store_crash;
+mod store_delete_queues;
 mod store_group_commit;
 mod store_many_queues;
 mod store_power_loss;

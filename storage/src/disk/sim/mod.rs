@@ -520,6 +520,28 @@ impl SimDisk {
         Ok(())
     }
 
+    /// Removes an empty directory (`rmdir`); durable once its parent is fsynced.
+    pub(super) fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.state();
+        st.operate(true)?;
+        let (parent, name) = st.parent(path)?;
+        let ino = st
+            .dir(parent)
+            .and_then(|d| d.entries.get(&name).copied())
+            .ok_or_else(|| not_found(path))?;
+        match st.dir(ino) {
+            None => return Err(io::Error::from(io::ErrorKind::NotADirectory)),
+            Some(d) if !d.entries.is_empty() => {
+                return Err(io::Error::from(io::ErrorKind::DirectoryNotEmpty))
+            }
+            Some(_) => {}
+        }
+        if let Some(d) = st.dir_mut(parent) {
+            d.entries.remove(&name);
+        }
+        Ok(())
+    }
+
     pub(super) fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state();
         st.operate(true)?;
