@@ -121,6 +121,15 @@ pub struct NodeConfig {
     /// minutes; its clients refresh every 30 s).
     #[serde(rename = "lite_subscription_expiry_ms", with = "millis")]
     pub lite_subscription_expiry: Duration,
+    /// How often idle lite topics are looked for (key `lite_ttl_check_interval_ms`, in ms;
+    /// RocketMQ's `liteTtlCheckInterval`, 2 minutes).
+    #[serde(rename = "lite_ttl_check_interval_ms", with = "millis")]
+    pub lite_ttl_check_interval: Duration,
+    /// The least idle time that expires a lite topic, whatever its parent's
+    /// `lite.topic.expiration`, and the time after a start before any expires (key
+    /// `lite_min_ttl_ms`, in ms; RocketMQ's fixed 15 minutes).
+    #[serde(rename = "lite_min_ttl_ms", with = "millis")]
+    pub lite_min_ttl: Duration,
     /// `skiff serve`'s HTTP listener: the web console at `/` and Prometheus's `GET /metrics`;
     /// an address, or `off` (also accepted as `http_listen`).
     #[serde(alias = "http_listen")]
@@ -213,6 +222,8 @@ impl Default for NodeConfig {
             lock_expiry: Duration::from_secs(60),
             pop_checkpoint_window: skiff_actors::logic::pop_buffer::DEFAULT_WINDOW,
             lite_subscription_expiry: Duration::from_secs(180),
+            lite_ttl_check_interval: Duration::from_secs(120),
+            lite_min_ttl: Duration::from_secs(15 * 60),
             metrics_listen: "127.0.0.1:5557".to_string(),
             console_sample_interval: crate::console::DEFAULT_SAMPLE_INTERVAL,
             grpc_listen: "127.0.0.1:8081".to_string(),

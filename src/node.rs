@@ -7,6 +7,7 @@ use skiff_actors::broker::transaction::TransactionConfig;
 use skiff_actors::broker::{Broker, BrokerConfig, BrokerHandle, QueueProgress, RetentionConfig};
 use skiff_actors::broker_api::{BrokerApi, BrokerError};
 use skiff_actors::consumer::push_consumer::{ConsumerError, PushConsumer, PushConsumerBuilder};
+use skiff_actors::logic::lite::LiteExpiry;
 use skiff_actors::metrics::MetricsSnapshot;
 use skiff_actors::producer::Producer;
 use skiff_storage::metadata::{open_db, MetadataError, MetadataStore, OpenDbError};
@@ -120,6 +121,10 @@ impl Node {
                 key_index: config.key_index,
                 recall: config.recall_message_enable,
                 lite_subscription_expiry: config.lite_subscription_expiry,
+                lite_expiry: LiteExpiry {
+                    check_interval: config.lite_ttl_check_interval,
+                    min_ttl: config.lite_min_ttl,
+                },
                 retention: RetentionConfig {
                     max_age: config.retention,
                     cleanup_interval: config.cleanup_interval,

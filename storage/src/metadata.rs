@@ -5,10 +5,10 @@
 //! A record that fails its checksum, does not decode, has an unknown version or names another
 //! key is a [`MetadataError`] naming the tree, key and database path.
 //!
-//! Record versions: [`TOPIC_RECORD_VERSION`] is 2, [`SUBSCRIPTION_GROUP_RECORD_VERSION`] 3.
-//! Older records (written before topics had a message type, before groups had an orderly flag
-//! (1) or attributes (2)) still decode, upgraded on read: no message type, not orderly, no
-//! attributes. They are rewritten in the current version the next time the config is stored.
+//! Record versions: [`TOPIC_RECORD_VERSION`] is 3, [`SUBSCRIPTION_GROUP_RECORD_VERSION`] 3.
+//! Older records (written before topics had a message type (1) or other attributes (2), before
+//! groups had an orderly flag (1) or attributes (2)) still decode, upgraded on read: no message
+//! type, not orderly, no attributes. They are rewritten in the current version the next time the config is stored.
 //!
 //! [`open_db`] opens the one sled database (`<data_dir>/meta`) that holds these trees and the
 //! offset table ([`crate::offset_table::SledOffsetTable`]).
@@ -28,8 +28,9 @@ pub const PERM_WRITE: u32 = 2;
 pub const TOPICS_TREE: &str = "topics";
 /// Name of the sled tree holding [`SubscriptionGroupConfig`]s.
 pub const SUBSCRIPTION_GROUPS_TREE: &str = "subscription_groups";
-/// Record version of [`TopicConfig`] values (version 1 is still read, see the module docs).
-pub const TOPIC_RECORD_VERSION: u8 = 2;
+/// Record version of [`TopicConfig`] values (versions 1 and 2 are still read, see the module
+/// docs).
+pub const TOPIC_RECORD_VERSION: u8 = 3;
 /// Record version of [`SubscriptionGroupConfig`] values (versions 1 and 2 are still read, see
 /// the module docs).
 pub const SUBSCRIPTION_GROUP_RECORD_VERSION: u8 = 3;
@@ -107,6 +108,9 @@ pub struct TopicConfig {
     /// The topic's `message.type` attribute. `None` is unspecified: the topic takes every type
     /// (what skiff's auto-created topics are).
     pub message_type: Option<TopicMessageType>,
+    /// Its other RocketMQ 5 attributes (`lite.topic.expiration`), by name, as
+    /// `mqadmin updateTopic -a` sets them.
+    pub attributes: BTreeMap<String, String>,
 }
 
 impl TopicConfig {
@@ -118,6 +122,7 @@ impl TopicConfig {
             write_queue_nums: queues,
             perm: PERM_READ | PERM_WRITE,
             message_type: None,
+            attributes: BTreeMap::new(),
         }
     }
 
@@ -179,6 +184,30 @@ impl From<TopicConfigV1> for TopicConfig {
             write_queue_nums: v1.write_queue_nums,
             perm: v1.perm,
             message_type: None,
+            attributes: BTreeMap::new(),
+        }
+    }
+}
+
+/// A [`TopicConfig`] record of version 2, before its other attributes.
+#[derive(serde::Deserialize)]
+struct TopicConfigV2 {
+    name: String,
+    read_queue_nums: u32,
+    write_queue_nums: u32,
+    perm: u32,
+    message_type: Option<TopicMessageType>,
+}
+
+impl From<TopicConfigV2> for TopicConfig {
+    fn from(v2: TopicConfigV2) -> Self {
+        TopicConfig {
+            name: v2.name,
+            read_queue_nums: v2.read_queue_nums,
+            write_queue_nums: v2.write_queue_nums,
+            perm: v2.perm,
+            message_type: v2.message_type,
+            attributes: BTreeMap::new(),
         }
     }
 }
@@ -321,7 +350,11 @@ impl Named for TopicConfig {
         &self.name
     }
     fn decode_older(version: u8, raw: &[u8]) -> Option<Decoded<Self>> {
-        (version == 1).then(|| record::decode::<TopicConfigV1>(raw, 1).map(TopicConfig::from))
+        match version {
+            1 => Some(record::decode::<TopicConfigV1>(raw, 1).map(TopicConfig::from)),
+            2 => Some(record::decode::<TopicConfigV2>(raw, 2).map(TopicConfig::from)),
+            _ => None,
+        }
     }
 }
 

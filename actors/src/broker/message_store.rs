@@ -7,12 +7,15 @@
 //! thread, so every sender whose batch was appended while an fsync was pending shares the next
 //! one (group commit).
 
+use crate::broker::consumer_offsets::RemoveTopicOffsets;
+use crate::broker::lite::expiry::expire_idle;
 use crate::broker::long_poll::{NotifyArrivals, QueueArrival};
 use crate::broker::registry::Registry;
 use crate::broker::retention::{DiskState, RetentionConfig};
 use crate::broker::BrokerClock;
 use crate::broker_api::BrokerError;
 use crate::logic::delay::route_delayed;
+use crate::logic::lite::LiteExpiry;
 use crate::logic::timer::{recallable, route_timer, StoredTimer, TIMER_TOPIC};
 use crate::logic::transaction::route_half;
 use crate::metrics::Metrics;
@@ -125,6 +128,10 @@ pub struct MessageStoreActor {
     pending: Vec<PendingAppend>,
     /// Key entries of recent writes not yet handed to the key index.
     keys: Option<KeyBatch>,
+    /// Idle lite topics expire ([`crate::broker::lite::expiry`]); their offsets go there.
+    lite: Option<(LiteExpiry, Recipient<RemoveTopicOffsets>)>,
+    /// When the actor started (broker clock), as the lite expiry's uptime.
+    started_ms: i64,
 }
 
 const MAILBOX_CAPACITY: usize = 1024;
@@ -153,6 +160,36 @@ impl MessageStoreActor {
             snapshot: MessageStoreSnapshot::default(),
             pending: Vec::new(),
             keys: None,
+            lite: None,
+            started_ms: clock.now_ms(),
+        }
+    }
+
+    /// Expires idle lite topics every `expiry.check_interval`, their group offsets removed by
+    /// `offsets`.
+    pub(crate) fn with_lite_expiry(
+        self,
+        expiry: LiteExpiry,
+        offsets: Recipient<RemoveTopicOffsets>,
+    ) -> Self {
+        MessageStoreActor {
+            lite: Some((expiry, offsets)),
+            ..self
+        }
+    }
+
+    fn expire_lite_topics(&mut self) {
+        let (Some(store), Some((expiry, offsets))) = (self.store.as_mut(), &self.lite) else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        match expire_idle(store, &self.registry, expiry, now, self.started_ms) {
+            Ok(topics) => {
+                for topic in topics {
+                    offsets.do_send(RemoveTopicOffsets { topic });
+                }
+            }
+            Err(e) => tracing::warn!(error = &e as &dyn Error, "lite topic expiry failed"),
         }
     }
 
@@ -352,6 +389,9 @@ impl Actor for MessageStoreActor {
         // Measured once now, so a node started on a full disk refuses sends from the first.
         self.clean_up();
         ctx.run_interval(self.retention.cleanup_interval, |actor, _| actor.clean_up());
+        if let Some((expiry, _)) = &self.lite {
+            ctx.run_interval(expiry.check_interval, |actor, _| actor.expire_lite_topics());
+        }
     }
 }
 

@@ -114,6 +114,8 @@ pub struct BrokerConfig {
     /// A client's lite subscription not refreshed this long is dropped (Java's
     /// `liteSubscriptionCheckTimeoutMills`, 3 minutes; clients refresh every 30 seconds).
     pub lite_subscription_expiry: Duration,
+    /// How often idle lite topics are looked for, and the least idle time that expires one.
+    pub lite_expiry: crate::logic::lite::LiteExpiry,
 }
 
 impl Default for BrokerConfig {
@@ -143,6 +145,7 @@ impl Default for BrokerConfig {
             },
             recall: true,
             lite_subscription_expiry: Duration::from_secs(180),
+            lite_expiry: crate::logic::lite::LiteExpiry::default(),
         }
     }
 }
@@ -247,6 +250,9 @@ impl Broker {
             config.transactions.timeout,
         )?;
 
+        let offsets_actor = consumer_offsets::ConsumerOffsetsActor::new(offsets);
+        let pending_resets = offsets_actor.pending_resets();
+        let offsets_addr = offsets_actor.start();
         let store_addr = message_store::MessageStoreActor::new(
             store,
             flush_policy,
@@ -255,10 +261,8 @@ impl Broker {
             clock,
             config.retention.clone(),
         )
+        .with_lite_expiry(config.lite_expiry, offsets_addr.clone().recipient())
         .start();
-        let offsets_actor = consumer_offsets::ConsumerOffsetsActor::new(offsets);
-        let pending_resets = offsets_actor.pending_resets();
-        let offsets_addr = offsets_actor.start();
         let persister = Persister::new(
             "broker offsets",
             config.flush_consumer_offset_interval,

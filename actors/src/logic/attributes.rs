@@ -18,7 +18,8 @@
 //!   a range of numbers, `true`/`false`, any text).
 //! - Keys not named keep their values.
 //!
-//! skiff keeps one topic attribute, `message.type` ([`MESSAGE_TYPE_ATTRIBUTE`]), as the topic's
+//! skiff keeps two topic attributes: `lite.topic.expiration` ([`LITE_TOPIC_EXPIRATION`], minutes,
+//! -1 to 43,200) and `message.type` ([`MESSAGE_TYPE_ATTRIBUTE`]), as the topic's
 //! [`TopicMessageType`]: `UNSPECIFIED` is stored as no message type, `+message.type=MIXED` is
 //! refused ([`AttributeRefusal::MixedNotSupported`]) as Java's broker refuses it unless
 //! `enableMixedMessageType` is set (off by default). Java also knows `queue.type`, `cleanup.policy` and `reserve.time`;
@@ -127,23 +128,37 @@ impl AttributeSpec {
     }
 }
 
+/// A lite parent's lite topics expire this many minutes after their last message (-1: never;
+/// Java's `TopicAttributes.LITE_EXPIRATION_ATTRIBUTE`).
+pub const LITE_TOPIC_EXPIRATION: &str = "lite.topic.expiration";
+
 /// The topic attributes skiff keeps.
-const TOPIC_ATTRIBUTES: &[AttributeSpec] = &[AttributeSpec::new(
-    MESSAGE_TYPE_ATTRIBUTE,
-    AttributeKind::Names {
-        values: &[
-            UNSPECIFIED,
-            "NORMAL",
-            "FIFO",
-            "DELAY",
-            "TRANSACTION",
-            "PRIORITY",
-            "LITE",
-            "MIXED",
-        ],
-        printed: "[UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]",
-    },
-)];
+const TOPIC_ATTRIBUTES: &[AttributeSpec] = &[
+    AttributeSpec::new(
+        MESSAGE_TYPE_ATTRIBUTE,
+        AttributeKind::Names {
+            values: &[
+                UNSPECIFIED,
+                "NORMAL",
+                "FIFO",
+                "DELAY",
+                "TRANSACTION",
+                "PRIORITY",
+                "LITE",
+                "MIXED",
+            ],
+            printed: "[UNSPECIFIED, MIXED, TRANSACTION, PRIORITY, FIFO, DELAY, LITE, NORMAL]",
+        },
+    ),
+    // Java's bound: 30 days in minutes.
+    AttributeSpec::new(
+        LITE_TOPIC_EXPIRATION,
+        AttributeKind::Range {
+            min: -1,
+            max: 43_200,
+        },
+    ),
+];
 
 /// Java 5.5's `SubscriptionGroupAttributes.ALL`, every one changeable.
 pub const GROUP_ATTRIBUTES: &[AttributeSpec] = &[
@@ -307,29 +322,64 @@ fn alter(
     Ok(result)
 }
 
-/// The topic's message type after `modification` (the `attributes` header of
+/// A topic's attributes: its message type, and the others by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicAttributes {
+    pub message_type: Option<TopicMessageType>,
+    pub others: BTreeMap<String, String>,
+}
+
+/// The topic's attributes after `modification` (the `attributes` header of
 /// UPDATE_AND_CREATE_TOPIC; empty for none) is applied to `current`. `creating` is true when
 /// the topic does not exist yet. An empty modification keeps `current`.
-pub fn alter_message_type(
+pub fn alter_topic_attributes(
     modification: &str,
     creating: bool,
-    current: Option<TopicMessageType>,
-) -> Result<Option<TopicMessageType>, AttributeRefusal> {
+    current: &TopicAttributes,
+) -> Result<TopicAttributes, AttributeRefusal> {
     let entries = parse(modification)?;
     let set_key = format!("+{MESSAGE_TYPE_ATTRIBUTE}");
     let sets = |name: &str| entries.iter().any(|(k, v)| *k == set_key && *v == name);
     if sets(TopicMessageType::Mixed.as_str()) {
         return Err(AttributeRefusal::MixedNotSupported);
     }
-    let current: BTreeMap<String, String> = current
-        .map(|t| (MESSAGE_TYPE_ATTRIBUTE.to_owned(), t.as_str().to_owned()))
-        .into_iter()
-        .collect();
-    let altered = alter(&entries, creating, &current, TOPIC_ATTRIBUTES)?;
-    Ok(altered
-        .get(MESSAGE_TYPE_ATTRIBUTE)
+    let mut all = current.others.clone();
+    if let Some(t) = current.message_type {
+        all.insert(MESSAGE_TYPE_ATTRIBUTE.to_owned(), t.as_str().to_owned());
+    }
+    let mut altered = alter(&entries, creating, &all, TOPIC_ATTRIBUTES)?;
+    let message_type = altered
+        .remove(MESSAGE_TYPE_ATTRIBUTE)
         .filter(|name| name.as_str() != UNSPECIFIED)
-        .and_then(|name| TopicMessageType::from_name(name)))
+        .and_then(|name| TopicMessageType::from_name(&name));
+    Ok(TopicAttributes {
+        message_type,
+        others: altered,
+    })
+}
+
+/// The topic's message type after `modification` is applied to `current` (other attributes
+/// left out; see [`alter_topic_attributes`]).
+pub fn alter_message_type(
+    modification: &str,
+    creating: bool,
+    current: Option<TopicMessageType>,
+) -> Result<Option<TopicMessageType>, AttributeRefusal> {
+    let current = TopicAttributes {
+        message_type: current,
+        others: BTreeMap::new(),
+    };
+    Ok(alter_topic_attributes(modification, creating, &current)?.message_type)
+}
+
+/// How long a lite parent's lite topics live after their last message: `None` for never
+/// (unset, -1 or 0, as Java reads `lite.topic.expiration`).
+pub fn lite_topic_expiration(attributes: &BTreeMap<String, String>) -> Option<std::time::Duration> {
+    let minutes = attributes
+        .get(LITE_TOPIC_EXPIRATION)
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|m| *m > 0)?;
+    Some(std::time::Duration::from_secs(minutes * 60))
 }
 
 /// A group's attributes after `modification` (the `attributes` map of an
@@ -358,6 +408,32 @@ pub fn priority_factor(attributes: &BTreeMap<String, String>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lite_parents_expiration_is_kept_beside_its_type_within_javas_range() {
+        let lite = alter_topic_attributes(
+            "+message.type=LITE,+lite.topic.expiration=30",
+            true,
+            &TopicAttributes::default(),
+        )
+        .unwrap();
+        assert_eq!(lite.message_type, Some(TopicMessageType::Lite));
+        assert_eq!(
+            lite_topic_expiration(&lite.others),
+            Some(std::time::Duration::from_secs(30 * 60))
+        );
+        // A change naming only the type keeps the expiration, and -1 means never.
+        let changed = alter_topic_attributes("+message.type=LITE", false, &lite).unwrap();
+        assert_eq!(changed.others, lite.others);
+        let never = alter_topic_attributes("+lite.topic.expiration=-1", false, &lite).unwrap();
+        assert_eq!(lite_topic_expiration(&never.others), None);
+        assert_eq!(
+            alter_topic_attributes("+lite.topic.expiration=43201", false, &lite),
+            Err(AttributeRefusal::Invalid(
+                "value is not in range(-1, 43200)".to_owned()
+            ))
+        );
+    }
     use TopicMessageType::*;
 
     fn invalid(remark: &str) -> Result<Option<TopicMessageType>, AttributeRefusal> {

@@ -51,6 +51,51 @@ pub fn split_lmq(name: &str) -> Option<(&str, &str)> {
     (!parent.is_empty() && !lite.is_empty() && !lite.contains('$')).then_some((parent, lite))
 }
 
+/// When idle lite topics expire (Java's `AbstractLiteLifecycleManager`): a lite topic whose
+/// parent sets `lite.topic.expiration` goes once its newest message is older than that and
+/// than `min_ttl` (Java's fixed 15 minutes); subscriptions and backlog keep none alive. Nothing
+/// expires in the broker's first `min_ttl`, so clients have time to come back after a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiteExpiry {
+    /// How often idle lite topics are looked for (Java's `liteTtlCheckInterval`, 2 minutes).
+    pub check_interval: std::time::Duration,
+    pub min_ttl: std::time::Duration,
+}
+
+impl Default for LiteExpiry {
+    fn default() -> Self {
+        LiteExpiry {
+            check_interval: std::time::Duration::from_secs(120),
+            min_ttl: std::time::Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+impl LiteExpiry {
+    /// Whether a lite topic whose newest message was stored at `newest_ms` (`None`: it holds
+    /// none) has expired at `now_ms` under its parent's `ttl`, the broker up since `up_since_ms`.
+    pub fn expired(
+        &self,
+        ttl: std::time::Duration,
+        newest_ms: Option<i64>,
+        now_ms: i64,
+        up_since_ms: i64,
+    ) -> bool {
+        let min_ttl = i64::try_from(self.min_ttl.as_millis()).unwrap_or(i64::MAX);
+        let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        if now_ms.saturating_sub(up_since_ms) < min_ttl {
+            return false;
+        }
+        match newest_ms {
+            None => true,
+            Some(newest) => {
+                let idle = now_ms.saturating_sub(newest);
+                idle >= min_ttl && idle > ttl
+            }
+        }
+    }
+}
+
 /// A refusal of a lite request, with the Java proxy's and broker's messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LiteRefusal {
@@ -332,6 +377,28 @@ pub struct SyncOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lite_topic_expires_once_idle_past_its_ttl_and_the_minimum_not_while_the_broker_is_young() {
+        use std::time::Duration;
+        let expiry = LiteExpiry {
+            check_interval: Duration::from_secs(10),
+            min_ttl: Duration::from_secs(60),
+        };
+        let minute = Duration::from_secs(60);
+        let up = 0;
+        let now = 10 * 60_000;
+        // Idle 3 minutes against a TTL of 2: gone; of 5: kept.
+        assert!(expiry.expired(2 * minute, Some(now - 180_000), now, up));
+        assert!(!expiry.expired(5 * minute, Some(now - 180_000), now, up));
+        // A TTL below the minimum is the minimum.
+        assert!(!expiry.expired(Duration::from_secs(1), Some(now - 30_000), now, up));
+        assert!(expiry.expired(Duration::from_secs(1), Some(now - 61_000), now, up));
+        // An empty lite topic goes; nothing goes in the broker's first minimum.
+        assert!(expiry.expired(minute, None, now, up));
+        assert!(!expiry.expired(minute, None, now, now - 30_000));
+        assert!(!expiry.expired(minute, Some(0), now, now - 30_000));
+    }
 
     fn change<'a>(
         client_id: &'a str,

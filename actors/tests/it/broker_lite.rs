@@ -259,3 +259,79 @@ fn an_exclusive_subscriber_takes_the_lite_topic_and_bad_requests_are_refused() {
         );
     });
 }
+
+/// A lite topic idle past its parent's `lite.topic.expiration` (and the broker's minimum)
+/// expires: its queue is deleted (the next message starts it again at offset 0) and its group's
+/// offset is forgotten; one written to within the time stays, and so does what it holds.
+#[test]
+fn an_idle_lite_topic_expires_with_its_offsets_and_a_busy_one_stays() {
+    use skiff_actors::broker_api::QueryOffsetRequest;
+    use skiff_actors::logic::lite::LiteExpiry;
+    use skiff_actors::logic::queue::MessageQueue;
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let config = BrokerConfig {
+            lite_expiry: LiteExpiry {
+                check_interval: Duration::from_secs(10),
+                min_ttl: Duration::from_secs(60),
+            },
+            ..BrokerConfig::default()
+        };
+        let broker = start_broker(dir.path(), config);
+        let mut parent = TopicConfig {
+            message_type: Some(TopicMessageType::Lite),
+            ..TopicConfig::new(PARENT, 4)
+        };
+        parent
+            .attributes
+            .insert("lite.topic.expiration".to_owned(), "1".to_owned());
+        broker.put_topic(&parent).unwrap();
+        let mut group = SubscriptionGroupConfig::new(GROUP);
+        group
+            .attributes
+            .insert("lite.bind.topic".to_owned(), PARENT.to_owned());
+        broker.put_group(&group).unwrap();
+        subscribe(
+            &broker,
+            "c1",
+            SyncAction::PartialAdd,
+            &["idle", "busy"],
+            None,
+        )
+        .await
+        .unwrap();
+        for body in ["i0", "i1"] {
+            send(&broker, "idle", body).await;
+        }
+        send(&broker, "busy", "b0").await;
+        let got = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &got, true).await.len(), 3);
+        let offset = |lite: &str| {
+            broker.query_offset(QueryOffsetRequest {
+                group: GROUP.to_owned(),
+                queue: MessageQueue::new(lmq_name(PARENT, lite), "skiff", 0),
+                set_zero_if_not_found: false,
+            })
+        };
+        assert_eq!(offset("idle").await.unwrap(), Some(2));
+        let max = |lite: &str| broker.reader().max_offset(&lmq_name(PARENT, lite), 0);
+        // 50 s on, busy gets a message and idle is kept (idle less than a minute); 90 s on,
+        // idle has been idle longer than a minute, busy 40 s.
+        tokio::time::advance(Duration::from_secs(50)).await;
+        send(&broker, "busy", "b1").await;
+        assert_eq!(max("idle"), 2, "idle 50 s of its minute");
+        tokio::time::advance(Duration::from_secs(40)).await;
+        // A round trip through the store actor, whose checks the advance let run.
+        send(&broker, "other", "o").await;
+        assert_eq!(max("idle"), 0, "the idle lite topic's queue is deleted");
+        assert_eq!(max("busy"), 2, "the busy one stays");
+        assert_eq!(offset("idle").await.unwrap(), None, "its group offset goes");
+        assert_eq!(offset("busy").await.unwrap(), Some(1));
+        // A new message brings it back from offset 0, delivered to its subscriber.
+        send(&broker, "idle", "again").await;
+        assert_eq!(max("idle"), 1);
+        let got = receive(&broker, "c1").await;
+        let bodies = taken(&broker, &got, true).await;
+        assert!(bodies.contains(&"idle:again".to_owned()), "{bodies:?}");
+    });
+}

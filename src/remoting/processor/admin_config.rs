@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use skiff_actors::logic::attributes::{
-    alter_group_attributes, alter_message_type, AttributeRefusal,
+    alter_group_attributes, alter_topic_attributes, AttributeRefusal, TopicAttributes,
 };
 use skiff_actors::logic::names::{self, is_rocketmq_system_topic, NameProblem};
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, MESSAGE_TYPE_ATTRIBUTE};
@@ -66,6 +66,7 @@ fn topic_body(config: &TopicConfig) -> TopicConfigBody {
             .message_type
             .map(|t| (MESSAGE_TYPE_ATTRIBUTE.to_owned(), t.as_str().to_owned()))
             .into_iter()
+            .chain(config.attributes.clone())
             .collect(),
     }
 }
@@ -142,10 +143,15 @@ impl Processor {
         })?;
         // Attributes not named in the request stay as they are (Java merges them the same way).
         let current = self.broker.topic(&header.topic).map_err(broker_failure)?;
-        let message_type = alter_message_type(
+        let attributes = alter_topic_attributes(
             &header.attributes,
             current.is_none(),
-            current.and_then(|c| c.message_type),
+            &current
+                .map(|c| TopicAttributes {
+                    message_type: c.message_type,
+                    others: c.attributes,
+                })
+                .unwrap_or_default(),
         )
         .map_err(attribute_failure)?;
         let config = TopicConfig {
@@ -153,7 +159,8 @@ impl Processor {
             read_queue_nums,
             write_queue_nums,
             perm,
-            message_type,
+            message_type: attributes.message_type,
+            attributes: attributes.others,
         };
         self.broker.put_topic(&config).map_err(broker_failure)?;
         Ok(success())

@@ -318,6 +318,45 @@ struct SubscriptionGroupConfigV2<'a> {
     consume_message_orderly: bool,
 }
 
+/// A topic record as version 2 wrote it: the fields before `attributes`.
+#[derive(serde::Serialize)]
+struct TopicConfigV2<'a> {
+    name: &'a str,
+    read_queue_nums: u32,
+    write_queue_nums: u32,
+    perm: u32,
+    message_type: Option<TopicMessageType>,
+}
+
+#[test]
+fn a_version_2_topic_is_upgraded_on_read_and_rewritten_with_its_attributes() {
+    let f = fixture();
+    let topics = f.db.open_tree(TOPICS_TREE).unwrap();
+    let v2 = TopicConfigV2 {
+        name: "Chats",
+        read_queue_nums: 8,
+        write_queue_nums: 8,
+        perm: 6,
+        message_type: Some(TopicMessageType::Lite),
+    };
+    topics.insert("Chats", record::encode(2, &v2)).unwrap();
+    let topic = TopicConfig {
+        message_type: Some(TopicMessageType::Lite),
+        ..TopicConfig::new("Chats", 8)
+    };
+    assert_eq!(f.store.get_topic("Chats").unwrap(), Some(topic.clone()));
+    let mut with_attributes = topic;
+    with_attributes
+        .attributes
+        .insert("lite.topic.expiration".to_owned(), "30".to_owned());
+    f.store.put_topic(&with_attributes).unwrap();
+    assert_eq!(
+        topics.get("Chats").unwrap().unwrap()[0],
+        TOPIC_RECORD_VERSION
+    );
+    assert_eq!(f.store.get_topic("Chats").unwrap(), Some(with_attributes));
+}
+
 #[test]
 fn a_version_2_group_is_upgraded_on_read_and_rewritten_with_its_attributes() {
     let f = fixture();
@@ -363,7 +402,7 @@ fn a_version_2_group_is_upgraded_on_read_and_rewritten_with_its_attributes() {
 fn version_1_records_are_upgraded_on_read_and_rewritten_in_the_current_version() {
     assert_eq!(
         (TOPIC_RECORD_VERSION, SUBSCRIPTION_GROUP_RECORD_VERSION),
-        (2, 3)
+        (3, 3)
     );
     let f = fixture();
     let topics = f.db.open_tree(TOPICS_TREE).unwrap();
