@@ -28,10 +28,13 @@
 pub mod address;
 pub mod admin;
 mod admin_bodies;
+mod handle;
 pub mod policy;
 pub mod rules;
 pub mod signature;
 pub mod users;
+
+pub use handle::AclHandle;
 
 use address::AddressSet;
 use serde::{Deserialize, Serialize};
@@ -39,7 +42,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// Errors loading an ACL configuration.
 #[derive(Debug, thiserror::Error)]
@@ -654,48 +657,6 @@ impl Acl {
             signature::verify_remoting(secret, &request.ext_fields, &request.body, request.version)
         })?;
         Acl::authorize(&identity, &need, request.code, peer)
-    }
-}
-
-/// The node's current ACL, shared by every listener and swapped whole on reload: requests
-/// already being checked finish against the one they started with.
-#[derive(Debug, Clone, Default)]
-pub struct AclHandle(Arc<RwLock<Arc<Acl>>>);
-
-impl AclHandle {
-    pub fn new(acl: Acl) -> AclHandle {
-        AclHandle(Arc::new(RwLock::new(Arc::new(acl))))
-    }
-
-    pub fn current(&self) -> Arc<Acl> {
-        // A writer that panicked left a whole Acl behind: the lock only ever holds whole ones.
-        match self.0.read() {
-            Ok(acl) => acl.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Puts `acl`'s file accounts in force, keeping the stored users in force now.
-    pub fn replace(&self, acl: Acl) {
-        self.update(|current| acl.with_users(current.users.clone()));
-    }
-
-    /// Puts `users` in force as the ACL 2.0 users, keeping the file's accounts.
-    pub fn replace_users(&self, users: users::UserBook) {
-        self.update(|current| Acl {
-            accounts: current.accounts.clone(),
-            global_white: current.global_white.clone(),
-            users,
-        });
-    }
-
-    fn update(&self, change: impl FnOnce(&Acl) -> Acl) {
-        // A writer that panicked left a whole Acl behind: the lock only ever holds whole ones.
-        let mut current = match self.0.write() {
-            Ok(current) => current,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *current = Arc::new(change(&current));
     }
 }
 

@@ -142,7 +142,12 @@ pub fn admin_checks(request: &RemotingCommand, cluster: &str) -> Vec<AdminCheck>
         | code::AUTH_LIST_USER
         | code::AUTH_GET_ACL
         | code::AUTH_LIST_ACL
-        | code::GET_PRODUCER_CONNECTION_LIST => vec![on(T::Cluster, cluster, A::Get)],
+        | code::GET_PRODUCER_CONNECTION_LIST
+        | code::GET_BROKER_LITE_INFO
+        | code::GET_PARENT_TOPIC_INFO
+        | code::GET_LITE_TOPIC_INFO
+        | code::GET_LITE_CLIENT_INFO
+        | code::GET_LITE_GROUP_INFO => vec![on(T::Cluster, cluster, A::Get)],
         code::UPDATE_AND_CREATE_TOPIC => vec![on(T::Topic, field("topic"), A::Create)],
         code::DELETE_TOPIC_IN_BROKER => vec![on(T::Topic, field("topic"), A::Delete)],
         code::DELETE_SUBSCRIPTIONGROUP => vec![on(T::Group, field("groupName"), A::Delete)],

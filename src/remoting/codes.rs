@@ -83,6 +83,13 @@ pub mod request {
     pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200_053;
     pub const NOTIFICATION: i32 = 200_054;
     pub const BATCH_ACK_MESSAGE: i32 = 200_151;
+    /// RocketMQ 5.5's lite admin requests (`mqadmin getBrokerLiteInfo` ... `triggerLiteDispatch`).
+    pub const GET_BROKER_LITE_INFO: i32 = 200_074;
+    pub const GET_PARENT_TOPIC_INFO: i32 = 200_075;
+    pub const GET_LITE_TOPIC_INFO: i32 = 200_076;
+    pub const GET_LITE_CLIENT_INFO: i32 = 200_077;
+    pub const GET_LITE_GROUP_INFO: i32 = 200_078;
+    pub const TRIGGER_LITE_DISPATCH: i32 = 200_079;
 }
 
 /// Response codes (`RemotingSysResponseCode` + `ResponseCode`).

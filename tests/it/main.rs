@@ -37,6 +37,7 @@ mod serve_acl_users;
 mod serve_console;
 mod serve_flood;
 mod serve_grpc;
+mod serve_lite_admin;
 mod serve_pop;
 mod serve_pop_crash;
 mod serve_process;

@@ -328,6 +328,23 @@ impl LiteSubscriptions {
         }
     }
 
+    /// The clients subscribing `parent`'s lite topic `lite`, with their groups, sorted.
+    pub fn subscribers(&self, parent: &str, lite: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.parent == parent && c.lites.contains(lite))
+            .map(|(id, c)| (id.clone(), c.group.clone()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// How many (client, lite topic) subscriptions there are in all.
+    pub fn subscription_count(&self) -> usize {
+        self.clients.values().map(|c| c.lites.len()).sum()
+    }
+
     /// How many clients hold a subscription.
     pub fn clients(&self) -> usize {
         self.clients.len()

@@ -20,6 +20,7 @@
 //! * `admin_clients`: connected clients (203, 204, 300), runtime info and config (28, 26), and
 //!   the requests forwarded to a client on its own connection (307, 309).
 //! * `clients`: the table of clients by group and connection that those read.
+//! * `lite_admin`: RocketMQ 5.5's lite admin requests (200074-200079).
 //! * `lookup`: finding stored messages (VIEW_MESSAGE_BY_ID, QUERY_MESSAGE).
 //! * `transaction`: END_TRANSACTION, and the CHECK_TRANSACTION_STATE pushed to producers.
 //! * `pop`: pop consumption (POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
@@ -78,6 +79,7 @@ mod auth;
 pub mod bridge;
 mod clients;
 mod consume;
+mod lite_admin;
 mod lookup;
 mod name_server;
 mod pop;
@@ -232,6 +234,7 @@ impl Processor {
             rc::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
             rc::DELETE_TOPIC_IN_BROKER => self.delete_topic(&request).await,
             rc::AUTH_CREATE_USER..=rc::AUTH_LIST_ACL => self.auth_admin(&request),
+            rc::GET_BROKER_LITE_INFO..=rc::TRIGGER_LITE_DISPATCH => self.lite_admin(&request).await,
             rc::DELETE_TOPIC_IN_NAMESRV => name_server::delete_topic_route(&request),
             rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(&request),
             rc::GET_TOPIC_CONFIG => self.topic_config(&request),

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+pub mod admin;
 pub(crate) mod expiry;
 pub(super) mod state;
 

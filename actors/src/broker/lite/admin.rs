@@ -1,0 +1,214 @@
+//! What the lite admin requests (RocketMQ 5.5's `mqadmin getParentTopicInfo`,
+//! `getLiteTopicInfo`, `getLiteClientInfo`, `getLiteGroupInfo`) read: a parent's lite topics and
+//! groups, one lite topic's offsets and subscribers, one client's subscription, a group's lag
+//! across its lite topics. Read from the store's queues, the offsets and the in-memory
+//! subscriptions; the doors turn them into their answers.
+
+use std::collections::HashMap;
+
+use super::super::handle::mailbox;
+use super::super::handle::BrokerHandle;
+use crate::broker::consumer_offsets::ListGroup;
+use crate::broker_api::BrokerError;
+use crate::logic::attributes::lite_topic_expiration;
+use crate::logic::lite::{lmq_name, split_lmq, BIND_TOPIC, LMQ_PREFIX};
+use skiff_storage::metadata::TopicConfig;
+
+/// A lite parent: its expiration, the groups bound to it, its lite topics and every lite
+/// topic of the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentTopicInfo {
+    pub topic: String,
+    /// `lite.topic.expiration` in minutes; -1 for never.
+    pub ttl_minutes: i64,
+    pub groups: Vec<String>,
+    pub lite_topics: usize,
+    pub all_lite_topics: usize,
+}
+
+/// One lite topic: its queue's offsets and the clients subscribing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteTopicInfo {
+    pub parent: String,
+    pub lite: String,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    /// Store time of its newest message; 0 when it holds none.
+    pub last_update_ms: i64,
+    /// (client id, group).
+    pub subscribers: Vec<(String, String)>,
+}
+
+/// A group's progress in one lite topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteOffset {
+    pub broker_offset: u64,
+    pub consumer_offset: u64,
+    /// Store time of the last message consumed; 0 when none.
+    pub last_consumed_ms: i64,
+}
+
+/// A lite group's lag: in one lite topic, or over all of them with the largest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteGroupInfo {
+    pub group: String,
+    pub parent: String,
+    pub lite: Option<String>,
+    /// -1 when the lite topic asked for holds no message.
+    pub total_lag: i64,
+    /// Store time of the oldest message not consumed in the lite topic asked for; -1 otherwise.
+    pub earliest_unconsumed_ms: i64,
+    pub offset: Option<LiteOffset>,
+    /// (lite topic, lag), largest first, at most the `top` asked for.
+    pub lag_top: Vec<(String, u64)>,
+}
+
+impl BrokerHandle {
+    /// GET_PARENT_TOPIC_INFO: `config` is the parent's (a LITE topic).
+    pub fn parent_topic_info(&self, config: &TopicConfig) -> Result<ParentTopicInfo, BrokerError> {
+        let queues = self.reader().queues()?;
+        let all = queues
+            .iter()
+            .filter(|(t, _)| t.starts_with(LMQ_PREFIX))
+            .count();
+        let own = queues
+            .iter()
+            .filter(|(t, _)| split_lmq(t).is_some_and(|(p, _)| p == config.name))
+            .count();
+        let groups = self
+            .groups()?
+            .into_iter()
+            .filter(|g| g.attributes.get(BIND_TOPIC) == Some(&config.name))
+            .map(|g| g.name)
+            .collect();
+        Ok(ParentTopicInfo {
+            topic: config.name.clone(),
+            ttl_minutes: lite_topic_expiration(&config.attributes)
+                .map_or(-1, |d| (d.as_secs() / 60) as i64),
+            groups,
+            lite_topics: own,
+            all_lite_topics: all,
+        })
+    }
+
+    /// GET_LITE_TOPIC_INFO.
+    pub fn lite_topic_info(&self, parent: &str, lite: &str) -> Result<LiteTopicInfo, BrokerError> {
+        let lmq = lmq_name(parent, lite);
+        let reader = self.reader();
+        let max = reader.max_offset(&lmq, 0);
+        let (min, last) = match max {
+            0 => (0, 0),
+            _ => (
+                reader.min_offset(&lmq, 0),
+                reader.store_timestamp_at(&lmq, 0, max - 1)?.unwrap_or(0),
+            ),
+        };
+        Ok(LiteTopicInfo {
+            parent: parent.to_owned(),
+            lite: lite.to_owned(),
+            min_offset: min,
+            max_offset: max,
+            last_update_ms: last,
+            subscribers: self
+                .inner
+                .lite
+                .subscriptions
+                .borrow()
+                .subscribers(parent, lite),
+        })
+    }
+
+    /// How many (client, lite topic) subscriptions the broker holds.
+    pub fn lite_subscription_count(&self) -> usize {
+        self.inner.lite.subscriptions.borrow().subscription_count()
+    }
+
+    /// GET_LITE_CLIENT_INFO: the client's lite topics of `parent` in `group` (`None`: it holds
+    /// no subscription there), at most `max`.
+    pub fn lite_client_info(
+        &self,
+        parent: &str,
+        group: &str,
+        client_id: &str,
+        max: usize,
+    ) -> Option<Vec<String>> {
+        let subscriptions = self.inner.lite.subscriptions.borrow();
+        let client = subscriptions
+            .of(client_id)
+            .filter(|c| c.parent == parent && c.group == group)?;
+        Some(client.lites.iter().take(max).cloned().collect())
+    }
+
+    /// GET_LITE_GROUP_INFO: `group` (bound to `parent`) in `lite`, or over every lite topic it
+    /// has an offset in, the `top` largest lags first.
+    pub async fn lite_group_info(
+        &self,
+        group: &str,
+        parent: &str,
+        lite: Option<&str>,
+        top: usize,
+    ) -> Result<LiteGroupInfo, BrokerError> {
+        let offsets: HashMap<String, u64> = self
+            .inner
+            .addrs
+            .offsets
+            .send(ListGroup {
+                group: group.to_owned(),
+            })
+            .await
+            .map_err(mailbox("consumer offsets"))??
+            .into_iter()
+            .filter(|o| o.queue_id == 0)
+            .filter_map(|o| {
+                let (p, l) = split_lmq(&o.topic)?;
+                (p == parent).then(|| (l.to_owned(), o.offset))
+            })
+            .collect();
+        let reader = self.reader();
+        let mut info = LiteGroupInfo {
+            group: group.to_owned(),
+            parent: parent.to_owned(),
+            lite: lite.map(str::to_owned),
+            total_lag: 0,
+            earliest_unconsumed_ms: -1,
+            offset: None,
+            lag_top: Vec::new(),
+        };
+        if let Some(lite) = lite {
+            let lmq = lmq_name(parent, lite);
+            let max = reader.max_offset(&lmq, 0);
+            let Some(&consumed) = offsets.get(lite).filter(|_| max > 0) else {
+                info.total_lag = if max == 0 { -1 } else { max as i64 };
+                return Ok(info);
+            };
+            info.total_lag = max.saturating_sub(consumed) as i64;
+            if consumed < max {
+                info.earliest_unconsumed_ms =
+                    reader.store_timestamp_at(&lmq, 0, consumed)?.unwrap_or(-1);
+            }
+            let last_consumed_ms = match consumed {
+                0 => 0,
+                n => reader.store_timestamp_at(&lmq, 0, n - 1)?.unwrap_or(0),
+            };
+            info.offset = Some(LiteOffset {
+                broker_offset: max,
+                consumer_offset: consumed,
+                last_consumed_ms,
+            });
+            return Ok(info);
+        }
+        let mut lags: Vec<(String, u64)> = offsets
+            .into_iter()
+            .map(|(lite, consumed)| {
+                let max = reader.max_offset(&lmq_name(parent, &lite), 0);
+                (lite, max.saturating_sub(consumed))
+            })
+            .filter(|(_, lag)| *lag > 0)
+            .collect();
+        lags.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        info.total_lag = lags.iter().map(|(_, lag)| *lag as i64).sum();
+        lags.truncate(top);
+        info.lag_top = lags;
+        Ok(info)
+    }
+}
