@@ -167,21 +167,11 @@ impl AuthAdmin {
     }
 
     fn stored_user(&self, name: &str) -> Result<Option<AuthUser>, AuthAdminError> {
-        Ok(self
-            .store
-            .auth_users()
-            .map_err(AuthAdminError::Store)?
-            .into_iter()
-            .find(|u| u.username == name))
+        self.store.auth_user(name).map_err(AuthAdminError::Store)
     }
 
     fn stored_acl(&self, subject: &str) -> Result<Option<AuthAcl>, AuthAdminError> {
-        Ok(self
-            .store
-            .auth_acls()
-            .map_err(AuthAdminError::Store)?
-            .into_iter()
-            .find(|a| a.subject == subject))
+        self.store.auth_acl(subject).map_err(AuthAdminError::Store)
     }
 
     fn refuse_file_account(&self, name: &str) -> Result<(), AuthAdminError> {

@@ -35,6 +35,38 @@ pub struct AclInfo {
     pub policies: Option<Vec<PolicyInfo>>,
 }
 
+impl AclInfo {
+    /// One custom policy of `subject` with an entry per resource, each with the same actions,
+    /// source addresses (none: any) and decision: what `mqadmin createAcl -r A,B -a ... -d ...`
+    /// sends (Java's `AclInfo.of`).
+    pub fn entries(
+        subject: &str,
+        resources: &[String],
+        actions: &[String],
+        source_ips: &[String],
+        decision: &str,
+    ) -> AclInfo {
+        let trimmed = |v: &[String]| v.iter().map(|x| x.trim().to_owned()).collect::<Vec<_>>();
+        AclInfo {
+            subject: Some(subject.to_owned()),
+            policies: Some(vec![PolicyInfo {
+                policy_type: None,
+                entries: Some(
+                    resources
+                        .iter()
+                        .map(|resource| PolicyEntryInfo {
+                            resource: Some(resource.trim().to_owned()),
+                            actions: Some(trimmed(actions)),
+                            source_ips: (!source_ips.is_empty()).then(|| trimmed(source_ips)),
+                            decision: Some(decision.to_owned()),
+                        })
+                        .collect(),
+                ),
+            }]),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PolicyInfo {

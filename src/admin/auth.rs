@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::cli::{AclCommand, UserCommand};
 use super::{bad, table, Admin, AdminError, Rendered};
-use crate::acl::admin::{AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo};
+use crate::acl::admin::{AclInfo, UserInfo};
 use crate::remoting::body::decode_json;
 use crate::remoting::codes::request as rc;
 use crate::remoting::frame::RemotingCommand;
@@ -125,24 +125,13 @@ impl Admin {
                 source_ip,
             } => {
                 let subject = format!("User:{user}");
-                let entries = resource
-                    .iter()
-                    .map(|r| PolicyEntryInfo {
-                        resource: Some(r.trim().to_owned()),
-                        actions: Some(action.iter().map(|a| a.trim().to_owned()).collect()),
-                        source_ips: (!source_ip.is_empty()).then(|| source_ip.clone()),
-                        decision: Some(
-                            if decision == "deny" { "Deny" } else { "Allow" }.to_owned(),
-                        ),
-                    })
-                    .collect();
-                let body = AclInfo {
-                    subject: Some(subject.clone()),
-                    policies: Some(vec![PolicyInfo {
-                        policy_type: None,
-                        entries: Some(entries),
-                    }]),
-                };
+                let body = AclInfo::entries(
+                    &subject,
+                    &resource,
+                    &action,
+                    &source_ip,
+                    if decision == "deny" { "Deny" } else { "Allow" },
+                );
                 let mut brokers = Vec::new();
                 for addr in self.all_masters().await? {
                     let set = request(

@@ -93,6 +93,11 @@ impl MetadataStore {
         self.put(&self.tree_of::<AuthUser>()?, user)
     }
 
+    /// The user named `username`, if stored.
+    pub fn auth_user(&self, username: &str) -> Result<Option<AuthUser>, MetadataError> {
+        self.get(&self.tree_of::<AuthUser>()?, username)
+    }
+
     /// Removes the user; answers whether it was there.
     pub fn remove_auth_user(&self, username: &str) -> Result<bool, MetadataError> {
         self.remove::<AuthUser>(&self.tree_of::<AuthUser>()?, username)
@@ -106,6 +111,11 @@ impl MetadataStore {
     /// Stores `acl` under its subject, replacing any previous one, durably.
     pub fn put_auth_acl(&self, acl: &AuthAcl) -> Result<(), MetadataError> {
         self.put(&self.tree_of::<AuthAcl>()?, acl)
+    }
+
+    /// The ACL of `subject`, if stored.
+    pub fn auth_acl(&self, subject: &str) -> Result<Option<AuthAcl>, MetadataError> {
+        self.get(&self.tree_of::<AuthAcl>()?, subject)
     }
 
     /// Removes the subject's ACL; answers whether it was there.
@@ -160,6 +170,11 @@ mod tests {
         let db = open_db(dir.path()).expect("db");
         let store = MetadataStore::open(&db, dir.path().into()).expect("store");
         assert_eq!(store.auth_users().expect("users"), vec![alice()]);
+        assert_eq!(store.auth_user("alice").expect("get"), Some(alice()));
+        assert_eq!(
+            store.auth_acl("User:alice").expect("get"),
+            Some(alice_acl())
+        );
         assert_eq!(store.auth_acls().expect("acls"), vec![alice_acl()]);
         assert!(store.remove_auth_user("alice").expect("remove"));
         assert!(!store.remove_auth_user("alice").expect("remove again"));

@@ -13,9 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{ApiError, ApiJson, ApiQuery, ApiResult};
-use crate::acl::admin::{
-    AclInfo, AuthAdmin, AuthAdminError, Caller, PolicyEntryInfo, PolicyInfo, UserInfo,
-};
+use crate::acl::admin::{AclInfo, AuthAdmin, AuthAdminError, Caller, UserInfo};
 use crate::acl::Identity;
 use crate::console::{Console, ConsoleUser};
 
@@ -199,23 +197,13 @@ pub(super) async fn set_acl(
     ApiJson(set): ApiJson<AclEntries>,
 ) -> ApiResult<Value> {
     let subject = format!("User:{name}");
-    let entries = set
-        .resources
-        .iter()
-        .map(|resource| PolicyEntryInfo {
-            resource: Some(resource.trim().to_owned()),
-            actions: Some(set.actions.clone()),
-            source_ips: (!set.source_ips.is_empty()).then(|| set.source_ips.clone()),
-            decision: Some(set.decision.clone()),
-        })
-        .collect();
-    let body = AclInfo {
-        subject: Some(subject.clone()),
-        policies: Some(vec![PolicyInfo {
-            policy_type: None,
-            entries: Some(entries),
-        }]),
-    };
+    let body = AclInfo::entries(
+        &subject,
+        &set.resources,
+        &set.actions,
+        &set.source_ips,
+        &set.decision,
+    );
     admin(&console)?
         .put_acl(&subject, Some(&body))
         .map_err(refused)?;
