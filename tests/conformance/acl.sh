@@ -8,15 +8,15 @@
 #   rocketmq / 12345678        the super user (Apache: initAuthenticationUser; skiff: admin = true);
 #                              creates the topics and groups
 #   alice / alice-secret-1     Allow Pub,Sub on Topic AclTopic and Sub on Group GID_acl, nothing
-#                              else (Apache: mqadmin createUser + two createAcl signed as the super
-#                              user; skiff: an [[acl.accounts]] entry with DENY defaults)
+#                              else (on both: mqadmin createUser + two createAcl signed as the
+#                              super user)
 #   topics AclTopic, AclDenied (4 queues) and groups GID_acl, GID_acl_denied, made by the harness
 #   signed as the super user (DefaultMQAdminExt + AclClientRPCHook).
 #
 #   --broker apache   apache/start.sh --proxy --acl: name server + the Apache proxy 5.5.0 in local
 #                     mode (broker inside) with ACL 2.0 in the broker config and the proxy's JSON
-#   --broker skiff    ${SKIFF_BIN:-target/release/skiff} serve --config WORK/skiff.toml (the users
-#                     above as [acl] accounts) --listen 127.0.0.1:P --grpc-listen 127.0.0.1:G
+#   --broker skiff    ${SKIFF_BIN:-target/release/skiff} serve --config WORK/skiff.toml (the super
+#                     user as an [acl] account) --listen 127.0.0.1:P --grpc-listen 127.0.0.1:G
 #                     --metrics-listen off --data-dir WORK/data (never builds skiff)
 #   --only a,b        run only these scenarios
 #   --keep            keep the work dir (logs; Apache's auth audit log is
@@ -27,7 +27,9 @@
 # acl_unsigned (each refusal must carry response code 16, NO_PERMISSION); mqadmin
 # (rocketmq-tools 5.5.0, credentials from ROCKETMQ_HOME/conf/tools.yml) mqadmin_admin_allowed,
 # mqadmin_admin_denied; gRPC (rocketmq-client-java 5.2.0 with StaticSessionCredentialsProvider)
-# grpc_acl_allowed, grpc_acl_denied_topic, grpc_acl_wrong_secret (UnauthorizedException 40100).
+# grpc_acl_allowed, grpc_acl_denied_topic, grpc_acl_wrong_secret (UnauthorizedException 40100);
+# ACL 2.0 administration with mqadmin's ten user and ACL commands mqadmin_acl2_users,
+# mqadmin_acl2_acls, mqadmin_acl2_precedence, mqadmin_acl2_disabled.
 # Details in tests/conformance/README.md. Ends with `N passed, M failed`; exit 0 iff M = 0.
 #
 # The harness (tests/conformance/acl, Maven) is built once and rebuilt when its sources change;
