@@ -182,6 +182,24 @@ impl AuthAdmin {
         Ok(())
     }
 
+    /// The stored users as they would be with `username`'s record replaced by `user` (added
+    /// when new; `None`: removed).
+    fn users_after(
+        &self,
+        username: &str,
+        user: Option<&AuthUser>,
+    ) -> Result<Vec<AuthUser>, AuthAdminError> {
+        let mut users: Vec<AuthUser> = self
+            .store
+            .auth_users()
+            .map_err(AuthAdminError::Store)?
+            .into_iter()
+            .filter(|u| u.username != username)
+            .collect();
+        users.extend(user.cloned());
+        Ok(users)
+    }
+
     /// Whether an enabled super user would remain after `users` replaced the stored ones
     /// (file admin accounts count), or no stored user would remain at all.
     fn administrable(&self, users: &[AuthUser]) -> bool {
@@ -190,7 +208,8 @@ impl AuthAdmin {
             || self.acl.current().file_accounts().any(|a| a.is_admin())
     }
 
-    /// Stores `changed` (new when `creating`), given the stored users with the change made.
+    /// Stores `changed` (new when `creating`), given the stored users with the change made
+    /// ([`Self::users_after`]).
     fn store_user_change(
         &self,
         users: Vec<AuthUser>,
@@ -238,9 +257,7 @@ impl AuthAdmin {
             super_user,
             enabled: parse_user_status(info.user_status.as_deref()) != Some(false),
         };
-        let mut users = self.store.auth_users().map_err(AuthAdminError::Store)?;
-        users.push(user.clone());
-        self.store_user_change(users, &user, true)?;
+        self.store_user_change(self.users_after(username, Some(&user))?, &user, true)?;
         tracing::info!(user = username, super_user, "acl user created");
         Ok(())
     }
@@ -277,20 +294,7 @@ impl AuthAdmin {
         if let Some(enabled) = parse_user_status(info.user_status.as_deref()) {
             user.enabled = enabled;
         }
-        let users: Vec<AuthUser> = self
-            .store
-            .auth_users()
-            .map_err(AuthAdminError::Store)?
-            .into_iter()
-            .map(|u| {
-                if u.username == user.username {
-                    user.clone()
-                } else {
-                    u
-                }
-            })
-            .collect();
-        self.store_user_change(users, &user, false)?;
+        self.store_user_change(self.users_after(username, Some(&user))?, &user, false)?;
         tracing::info!(user = username, "acl user updated");
         Ok(())
     }
@@ -308,14 +312,7 @@ impl AuthAdmin {
         if user.super_user && caller != Caller::Super {
             return Err(AuthAdminError::SuperUserOnly { verb: "update" });
         }
-        let rest: Vec<AuthUser> = self
-            .store
-            .auth_users()
-            .map_err(AuthAdminError::Store)?
-            .into_iter()
-            .filter(|u| u.username != username)
-            .collect();
-        if !self.administrable(&rest) {
+        if !self.administrable(&self.users_after(username, None)?) {
             return Err(AuthAdminError::LastSuperUser(username.to_owned()));
         }
         self.store

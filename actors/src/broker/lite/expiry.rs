@@ -51,7 +51,7 @@ pub(crate) fn expire_idle(
         }
     }
     if expired.is_empty() {
-        return Ok(expired.into_iter().map(|(t, _)| t).collect());
+        return Ok(Vec::new());
     }
     store.delete_queues(&expired)?;
     tracing::info!(lite_topics = expired.len(), "idle lite topics expired");
