@@ -654,6 +654,18 @@ impl Scanner<'_> {
                     layout.physical_offset
                 )));
             }
+            // The body CRC (RocketMQ's) does not cover the topic and properties, which follow
+            // the body: a write torn inside them over a prepared (zero-filled) segment still
+            // adds up. Neither ever holds a zero byte when whole.
+            let record = &self.buf[off..off + size as usize];
+            if record[layout.topic.clone()].contains(&0)
+                || record[layout.properties.clone()].contains(&0)
+            {
+                return Ok(self.invalid(
+                    "record's topic or properties hold zero bytes: a write torn inside them"
+                        .to_string(),
+                ));
+            }
             let position = self.position;
             self.position += size;
             return Ok(ScanStep::Record {
