@@ -746,6 +746,82 @@ fn shutdown_persists_final_offsets_with_acknowledged_updates() -> anyhow::Result
     })
 }
 
+/// Starts a consumer of `topic` whose broker fails the next `update_offset` calls counted by
+/// `faults`, with no periodic persist, and waits until it consumed `count` messages.
+async fn consumed_through_faulty_broker(
+    node: &Node,
+    topic: &str,
+    count: usize,
+    faults: &Rc<Faults>,
+) -> anyhow::Result<PushConsumer> {
+    let broker = Rc::new(FaultyBroker {
+        inner: node.broker_api(),
+        faults: faults.clone(),
+    });
+    let seen = new_seen();
+    let consumer = node
+        .push_consumer("g")
+        .subscribe(topic, "*")
+        .consume_from(ConsumeFromWhere::FirstOffset)
+        .listener(recording_listener(&seen))
+        .configure(|config| config.persist_interval = Duration::from_secs(3600))
+        .start(broker)?;
+    advance_until("consumed", LONG, || seen.borrow().distinct() == count).await?;
+    Ok(consumer)
+}
+
+#[test]
+fn shutdown_retries_a_handoff_whose_offset_update_failed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    run_paused(|| async {
+        let node = open_node(dir.path())?;
+        produce(&node, "Retried", "m", 8, 8).await?;
+        let faults = Rc::new(Faults::default());
+        let consumer = consumed_through_faulty_broker(&node, "Retried", 8, &faults).await?;
+        // Every handoff's acknowledged update fails; the retry at shutdown persists them.
+        let handoffs = assigned_queues(&consumer).await?;
+        faults.update_offset.set(u32::try_from(handoffs)?);
+        consumer.shutdown().await?;
+        assert_eq!(
+            faults.update_offset.get(),
+            0,
+            "the injected failure happened"
+        );
+        let stored = broker_offsets(&node, "g", "Retried").await?;
+        assert_eq!(
+            stored.values().map(|o| o.unwrap_or(0)).sum::<u64>(),
+            8,
+            "{stored:?}"
+        );
+        node.shutdown().await?;
+        Ok(())
+    })
+}
+
+#[test]
+fn shutdown_reports_a_final_offset_it_could_not_persist() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    run_paused(|| async {
+        let node = open_node(dir.path())?;
+        produce_to_queue(&node, "Unpersisted", 0, "m", 3).await?;
+        let faults = Rc::new(Faults::default());
+        let consumer = consumed_through_faulty_broker(&node, "Unpersisted", 4, &faults).await?;
+        // Every acknowledged update of every queue fails twice over: handoff and retry.
+        faults.update_offset.set(u32::MAX);
+        let error = consumer
+            .shutdown()
+            .await
+            .expect_err("a lost final offset is reported");
+        let message = error.to_string();
+        assert!(
+            message.contains("could not be persisted") && message.contains("for group g"),
+            "{message}"
+        );
+        node.shutdown().await?;
+        Ok(())
+    })
+}
+
 #[test]
 fn stuck_message_is_sent_back_after_consume_timeout_and_the_offset_moves_on() -> anyhow::Result<()>
 {

@@ -11,12 +11,13 @@ use super::rebalance_coordinator::{
     self, CoordinatorConfig, CoordinatorSnapshot, ObserveQueues, RebalanceCoordinator,
 };
 use crate::broker_api::InvalidSelector;
-use crate::broker_api::{BrokerApi, MessageModel};
+use crate::broker_api::{BrokerApi, MessageModel, OffsetUpdate};
 use crate::logic::allocate::AllocateStrategy;
 use crate::logic::delay::retry_topic;
 use crate::logic::filter::{ExpressionType, Subscription};
 use crate::logic::inflight::FlowLimits;
 use crate::logic::pull_from_where::ConsumeFromWhere;
+use crate::logic::queue::MessageQueue;
 use crate::persister::{PersistError, Persister};
 use crate::quit::Quit;
 use actix::prelude::*;
@@ -55,6 +56,14 @@ pub enum ConsumerError {
         actor: &'static str,
         #[source]
         source: actix::MailboxError,
+    },
+    #[error("final offset {offset} of {queue} for group {group} could not be persisted")]
+    HandoffPersist {
+        group: String,
+        queue: MessageQueue,
+        offset: u64,
+        #[source]
+        source: Box<OffsetStoreError>,
     },
     #[error("final offset persist of group {group} failed")]
     FinalPersist {
@@ -392,13 +401,18 @@ impl PushConsumer {
     /// everything, then the consumer unregisters. Nothing consumed is re-delivered afterwards.
     pub async fn shutdown(self) -> Result<(), ConsumerError> {
         let group = self.config.group.clone();
-        self.coordinator
-            .send(Quit::new())
-            .await
-            .map_err(|source| ConsumerError::Mailbox {
-                actor: "rebalance coordinator",
-                source,
-            })?;
+        let unpersisted =
+            self.coordinator
+                .send(Quit::new())
+                .await
+                .map_err(|source| ConsumerError::Mailbox {
+                    actor: "rebalance coordinator",
+                    source,
+                })?;
+        // A handoff whose acknowledged persist failed gets one more try: at shutdown no other
+        // owner can be committing yet (this client is still registered), and without it the
+        // queue's consumption would be redelivered to whoever takes it next.
+        let retried = self.persist_handoffs_again(unpersisted).await;
         let persisted = self.persister.send(Quit::new()).await;
         // Last, as RocketMQ does (persist, then unregister): the other members rebalance when
         // this client leaves, and must find every offset it consumed already stored, including
@@ -410,6 +424,7 @@ impl PushConsumer {
         {
             tracing::warn!(%group, error = &error as &dyn Error, "unregister at shutdown failed");
         }
+        retried?;
         persisted
             .map_err(|source| ConsumerError::Mailbox {
                 actor: "persister",
@@ -419,5 +434,44 @@ impl PushConsumer {
                 group,
                 source: Box::new(source),
             })
+    }
+
+    async fn persist_handoffs_again(
+        &self,
+        unpersisted: Vec<(MessageQueue, u64)>,
+    ) -> Result<(), ConsumerError> {
+        let mut first_failure = None;
+        for (queue, offset) in unpersisted {
+            let store = &self.offset_store;
+            store.do_send(offset_store::UpdateOffset {
+                queue: queue.clone(),
+                offset,
+                increase_only: false,
+            });
+            let persisted = store
+                .send(offset_store::PersistQueue {
+                    queue: queue.clone(),
+                    update: OffsetUpdate::Acknowledged,
+                })
+                .await
+                .map_err(|source| ConsumerError::Mailbox {
+                    actor: "offset store",
+                    source,
+                })?;
+            store.do_send(offset_store::RemoveQueue {
+                queue: queue.clone(),
+            });
+            if let Err(source) = persisted {
+                tracing::error!(group = %self.config.group, %queue, offset,
+                    error = &source as &dyn Error, "final offset persist failed again at shutdown");
+                first_failure.get_or_insert(ConsumerError::HandoffPersist {
+                    group: self.config.group.clone(),
+                    queue,
+                    offset,
+                    source: Box::new(source),
+                });
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
     }
 }

@@ -316,6 +316,8 @@ impl RebalanceCoordinator {
         let release_all = self.release(releases);
         let complete = plan.complete;
         Box::pin(async move {
+            // A revoked queue whose handoff could not persist is not retried: its next owner
+            // may already be committing, and a late write of this offset would rewind it.
             release_all.await;
             RoundStep {
                 to_start: diff.to_start,
@@ -324,10 +326,12 @@ impl RebalanceCoordinator {
         })
     }
 
+    /// Awaits the handoffs and unlocks the released queues; answers the queues whose final
+    /// offset could not be persisted, with that offset.
     fn release(
         &mut self,
         releases: Vec<(MessageQueue, Request<ProcessQueue, Quit<HandoffOutcome>>)>,
-    ) -> LocalFuture<()> {
+    ) -> LocalFuture<Vec<(MessageQueue, u64)>> {
         self.snapshot.handoffs += releases.len() as u64;
         let broker = self.broker.clone();
         let group = self.config.group.clone();
@@ -335,14 +339,19 @@ impl RebalanceCoordinator {
         let locks = self.locks_queues();
         Box::pin(async move {
             let mut released = Vec::new();
+            let mut unpersisted = Vec::new();
             // `send` already queued every Quit, so the handoffs run side by side; awaiting
             // them in turn only collects the outcomes.
             for (queue, release) in releases {
                 match release.await {
-                    Ok(outcome) if outcome.timed_out => {
-                        tracing::warn!(%group, %queue, "handoff timed out with work in flight")
+                    Ok(outcome) => {
+                        if outcome.timed_out {
+                            tracing::warn!(%group, %queue, "handoff timed out with work in flight");
+                        }
+                        if let (false, Some(offset)) = (outcome.persisted, outcome.final_offset) {
+                            unpersisted.push((queue.clone(), offset));
+                        }
                     }
-                    Ok(_) => {}
                     Err(error) => {
                         tracing::warn!(%group, %queue, %error, "process queue gone before handoff")
                     }
@@ -357,6 +366,7 @@ impl RebalanceCoordinator {
                     tracing::warn!(%group, error = &error as &dyn Error, "unlock after handoff failed; the locks expire");
                 }
             }
+            unpersisted
         })
     }
 
@@ -557,21 +567,27 @@ impl Handler<Rebalance> for RebalanceCoordinator {
 }
 
 /// Stops rebalancing, hands every queue off (each persists its final offset), unlocks them and
-/// stops. Unregistering is left to the push consumer, after its last persist.
-impl Handler<Quit> for RebalanceCoordinator {
-    type Result = ResponseActFuture<Self, ()>;
+/// stops; answers the queues whose final offset could not be persisted, with that offset.
+/// Unregistering is left to the push consumer, after its last persist.
+impl Handler<Quit<Vec<(MessageQueue, u64)>>> for RebalanceCoordinator {
+    type Result = ResponseActFuture<Self, Vec<(MessageQueue, u64)>>;
 
-    fn handle(&mut self, _: Quit, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Quit<Vec<(MessageQueue, u64)>>, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
         let releases: Vec<_> = std::mem::take(&mut self.queues)
             .into_iter()
             .map(|(queue, pq)| (queue.clone(), pq.send(Quit::new())))
             .collect();
-        Box::pin(self.release(releases).into_actor(self).map(|_, act, ctx| {
-            act.snapshot.assigned.clear();
-            act.snapshot.shut_down = true;
-            ctx.stop();
-        }))
+        Box::pin(
+            self.release(releases)
+                .into_actor(self)
+                .map(|unpersisted, act, ctx| {
+                    act.snapshot.assigned.clear();
+                    act.snapshot.shut_down = true;
+                    ctx.stop();
+                    unpersisted
+                }),
+        )
     }
 }
 

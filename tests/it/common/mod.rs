@@ -156,6 +156,7 @@ pub async fn assigned_queues(consumer: &PushConsumer) -> anyhow::Result<usize> {
 pub struct Faults {
     pub send_back: std::cell::Cell<u32>,
     pub query_offset: std::cell::Cell<u32>,
+    pub update_offset: std::cell::Cell<u32>,
     pub send_back_rate: Option<(RefCell<rand::rngs::StdRng>, f64)>,
     /// Send-backs failed by injection, either way.
     pub send_backs_failed: std::cell::Cell<u64>,
@@ -215,6 +216,9 @@ impl FaultyBroker {
         match call {
             "query_offset" if take_fault(&self.faults.query_offset) => {
                 Some(injected("query offset"))
+            }
+            "update_offset" if take_fault(&self.faults.update_offset) => {
+                Some(injected("update offset"))
             }
             "send_back" if self.faults.send_back_fails() => Some(injected("send back")),
             _ => None,
