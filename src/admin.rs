@@ -38,6 +38,7 @@
 mod auth;
 mod cli;
 mod groups;
+mod lite;
 mod lookup;
 mod offsets;
 mod resources;
@@ -238,6 +239,11 @@ impl Admin {
             AdminCommand::Cluster => self.cluster().await,
             AdminCommand::Message { id, topic } => self.message(&id, topic.as_deref()).await,
             AdminCommand::Query { topic, key } => self.query(&topic, &key).await,
+            AdminCommand::Lite {
+                parent,
+                after,
+                limit,
+            } => self.lite(&parent, after.as_deref(), limit).await,
             AdminCommand::User(command) => self.user(command).await,
             AdminCommand::Acl(command) => self.acl(command).await,
         }

@@ -147,7 +147,8 @@ pub fn admin_checks(request: &RemotingCommand, cluster: &str) -> Vec<AdminCheck>
         | code::GET_PARENT_TOPIC_INFO
         | code::GET_LITE_TOPIC_INFO
         | code::GET_LITE_CLIENT_INFO
-        | code::GET_LITE_GROUP_INFO => vec![on(T::Cluster, cluster, A::Get)],
+        | code::GET_LITE_GROUP_INFO
+        | code::LIST_LITE_TOPICS => vec![on(T::Cluster, cluster, A::Get)],
         code::UPDATE_AND_CREATE_TOPIC => vec![on(T::Topic, field("topic"), A::Create)],
         code::DELETE_TOPIC_IN_BROKER => vec![on(T::Topic, field("topic"), A::Delete)],
         code::DELETE_SUBSCRIPTIONGROUP => vec![on(T::Group, field("groupName"), A::Delete)],

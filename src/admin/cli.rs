@@ -127,6 +127,18 @@ pub enum AdminCommand {
     },
     /// The stored messages of a topic carrying a key (`KEYS`), newest first.
     Query { topic: String, key: String },
+    /// A page of a LITE parent topic's lite topics, by name: offsets, last write, subscribing
+    /// clients and each bound group's lag.
+    Lite {
+        /// The parent topic (message type LITE).
+        parent: String,
+        /// Start after this lite topic (the `next page` a previous page printed).
+        #[arg(long)]
+        after: Option<String>,
+        /// Lite topics per page (at most 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
     /// ACL 2.0 users (RocketMQ 5's `mqadmin createUser` ... `listUser`), on every master.
     #[command(subcommand)]
     User(UserCommand),

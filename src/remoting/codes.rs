@@ -90,6 +90,9 @@ pub mod request {
     pub const GET_LITE_CLIENT_INFO: i32 = 200_077;
     pub const GET_LITE_GROUP_INFO: i32 = 200_078;
     pub const TRIGGER_LITE_DISPATCH: i32 = 200_079;
+    /// skiff's own requests, from 1,000,000 up (far above every RocketMQ code): what RocketMQ
+    /// has no request for but `skiff admin` shows. A page of a parent's lite topics.
+    pub const LIST_LITE_TOPICS: i32 = 1_000_001;
 }
 
 /// Response codes (`RemotingSysResponseCode` + `ResponseCode`).

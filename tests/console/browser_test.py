@@ -1268,6 +1268,7 @@ def main(argv):
         check("ui_trace", ui_trace, browser, client, producer)
         check("ui_reset_offset", ui_reset_offset, browser, api, admin)
         check("ui_dlq_resend", ui_dlq_resend, browser, api, admin)
+        check("ui_lite_topics", page_checks.ui_lite_topics, browser, api, admin, a.screenshots)
         order7 = api.get("/api/v1/messages?topic=%s&key=order-7" % TOPIC)["messages"][0]["msg_id"]
         pages = [("overview", "#/"), ("topics", "#/topics"), ("topic", "#/topics/" + TOPIC), ("groups", "#/groups"),
                  ("group", "#/groups/" + GROUP), ("messages", "#/messages?topic=%s&queue=0&from=0&count=20" % TOPIC),

@@ -493,3 +493,52 @@ def ui_users(b, api, admin, shots):
     return "first user refused unless super; ops (super) and orders-app made, 3 entries as the API lists, no password shown; " \
         "disabled, an entry removed, deleted after a dismissed dialog; ACL off again%s" % (
             (", screenshots " + ", ".join(taken)) if taken else "")
+
+
+LITE_PARENT = "ConsoleChats"
+
+
+def ui_lite_topics(b, api, admin, shots):
+    """A LITE parent's page lists its lite topics a page of 50 at a time, by name, as the API and
+    `skiff admin lite` list them: Next reaches the last page and is then disabled, Previous comes
+    back; each row's message count is what was sent to that lite topic."""
+    st, _, body = api.call("POST", "/api/v1/topics", {"name": LITE_PARENT, "queues": 1, "message_type": "LITE"})
+    expect(st == 201, "create %s: %s %s" % (LITE_PARENT, st, short(body)))
+    sent = {}
+    for i in range(60):
+        lite = "session-%03d" % i
+        for n in range(1 + i % 3):
+            st, _, r = api.call("POST", "/api/v1/topics/%s/messages" % LITE_PARENT,
+                                {"body": "%s-%d" % (lite, n), "properties": {"__LITE_TOPIC": lite}})
+            expect(st == 200, "send to %s: %s %s" % (lite, st, short(r)))
+        sent[lite] = 1 + i % 3
+    page = api.get("/api/v1/topics/%s/lite?limit=50" % LITE_PARENT)
+    expect(page["total"] == 60 and len(page["lite_topics"]) == 50 and page["next_after"] == "session-049",
+           "API first page: total %s, %d rows, next %s" % (page["total"], len(page["lite_topics"]), page["next_after"]))
+    theirs = admin.json("lite", LITE_PARENT, "--after", "session-049")
+    expect(theirs and [t["lite_topic"] for t in theirs[0]["lite_topics"]] == ["session-%03d" % i for i in range(50, 60)],
+           "skiff admin lite --after session-049: %s" % short(theirs))
+    b.open("#/topics/" + LITE_PARENT)
+    wait_for(lambda: len(b.rows("lite-topics")) == 50, 10, "the first 50 lite topics")
+    rows = b.rows("lite-topics")
+    expect([r["lite"] for r in rows] == ["session-%03d" % i for i in range(50)], "first page %s" % [r["lite"] for r in rows[:3]])
+    expect(all(int(r["messages"]) == sent[r["lite"]] for r in rows), "counts %s" % [(r["lite"], r["messages"]) for r in rows[:5]])
+    expect(b.text("#lite-summary") == "1–50 of 60", "summary %r" % b.text("#lite-summary"))
+    expect(b.js("return document.getElementById('lite-prev').disabled"), "Previous enabled on the first page")
+    for p in b.js(LAYOUT_PROBE):
+        raise Check("lite topics page layout: %s" % p)
+    taken = []
+    if shots:
+        taken.append(b.full_screenshot("console-lite-1440.png", 1440))
+        b.size(1280, 900)
+    b.el("#lite-next").click()
+    wait_for(lambda: [r["lite"] for r in b.rows("lite-topics")] == ["session-%03d" % i for i in range(50, 60)], 10,
+             "the last 10 lite topics after Next")
+    expect(b.text("#lite-summary") == "51–60 of 60", "summary %r" % b.text("#lite-summary"))
+    expect(b.js("return document.getElementById('lite-next').disabled"), "Next enabled on the last page")
+    b.el("#lite-prev").click()
+    wait_for(lambda: len(b.rows("lite-topics")) == 50, 10, "the first page again after Previous")
+    st, _, err = api.call("GET", "/api/v1/topics/%s/lite" % TOPIC)
+    expect(st == 400 and "not a LITE topic" in err.get("error", ""), "a plain topic's lite list: %s %s" % (st, short(err)))
+    return "60 lite topics in pages of 50 and 10 as the API and skiff admin list them; Next, Previous; a plain topic refused%s" % (
+        (", screenshot " + ", ".join(taken)) if taken else "")

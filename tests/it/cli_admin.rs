@@ -519,3 +519,80 @@ fn cli_users_and_acls_are_made_listed_and_enforced_and_a_bad_entry_exits_1() -> 
     );
     Ok(())
 }
+
+#[test]
+fn cli_lite_lists_a_parents_lite_topics_a_page_at_a_time_with_each_groups_lag() -> anyhow::Result<()>
+{
+    let s = Setup::start(None)?;
+    s.ok(&[
+        "topic",
+        "create",
+        "Chats",
+        "--queues",
+        "1",
+        "--message-type",
+        "lite",
+    ])?;
+    s.ok(&["topic", "create", "Plain", "--queues", "1"])?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut conn = RawConn::connect(&s.addr).await?;
+        let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).with_body(
+            br#"{"groupName":"chat-readers","attributes":{"+lite.bind.topic":"Chats"}}"#.to_vec(),
+        );
+        ensure!(conn.call(group).await?.code == code::SUCCESS, "group");
+        for (lite, count) in [("s1", 2), ("s2", 1), ("s3", 1)] {
+            for i in 0..count {
+                let send = send_v2("Chats", format!("{lite}-{i}"))
+                    .properties(format!("__LITE_TOPIC\u{1}{lite}\u{2}"))
+                    .build();
+                let answer = conn.call(send).await?;
+                ensure!(answer.code == code::SUCCESS, "send: {answer:?}");
+            }
+        }
+        let commit = request(
+            rc::UPDATE_CONSUMER_OFFSET,
+            &[
+                ("consumerGroup", "chat-readers"),
+                ("topic", "%LMQ%$Chats$s1"),
+                ("queueId", "0"),
+                ("commitOffset", "1"),
+            ],
+        );
+        ensure!(conn.call(commit).await?.code == code::SUCCESS, "commit");
+        Ok(())
+    })?;
+    let first = s.ok(&["lite", "Chats", "--limit", "2"])?;
+    let lines: Vec<&str> = first.lines().collect();
+    ensure!(
+        lines.len() == 4
+            && lines[0].starts_with("LITE TOPIC")
+            && lines[0].contains("LAG chat-readers")
+            && lines[1].starts_with("s1 ")
+            && lines[1].trim_end().ends_with(" 1")
+            && lines[2].starts_with("s2 ")
+            && lines[3] == "2 of 3 lite topics of Chats on skiff; next page: --after s2",
+        "{first}"
+    );
+    let rest = s.json(&["lite", "Chats", "--after", "s2"])?;
+    let page = &rest[0];
+    ensure!(
+        page["total"] == 3
+            && page["lite_topics"].as_array().map(Vec::len) == Some(1)
+            && page["lite_topics"][0]["lite_topic"] == "s3"
+            && page["lite_topics"][0]["max_offset"] == 1
+            && page["lite_topics"][0]["lag"]["chat-readers"] == 1
+            && page["next_after"].is_null(),
+        "{rest}"
+    );
+    let refused = s.fails(&["lite", "Plain"])?;
+    ensure!(
+        refused.contains("Topic [Plain] type not match."),
+        "{refused}"
+    );
+    let missing = s.fails(&["lite", "Nope"])?;
+    ensure!(missing.contains("Nope"), "{missing}");
+    Ok(())
+}

@@ -335,3 +335,51 @@ fn an_idle_lite_topic_expires_with_its_offsets_and_a_busy_one_stays() {
         assert!(bodies.contains(&"idle:again".to_owned()), "{bodies:?}");
     });
 }
+
+#[test]
+fn a_parents_lite_topics_are_listed_by_name_a_page_at_a_time_with_subscribers_and_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Shared");
+        for (lite, count) in [("s3", 1), ("s1", 2), ("s2", 3)] {
+            for i in 0..count {
+                send(&broker, lite, &format!("m{i}")).await;
+            }
+        }
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &["s1"], None)
+            .await
+            .unwrap();
+        let first = receive(&broker, "c1").await;
+        assert_eq!(taken(&broker, &first, true).await, ["s1:m0", "s1:m1"]);
+        let parent = broker.topic(PARENT).unwrap().unwrap();
+        let page = broker.lite_topics_page(&parent, None, 2).await.unwrap();
+        assert_eq!(
+            (page.total, page.groups.clone()),
+            (3, vec![GROUP.to_owned()])
+        );
+        let rows: Vec<_> = page
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.lite.as_str(),
+                    r.max_offset,
+                    r.subscribers.len(),
+                    r.lags.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(rows, [("s1", 2, 1, vec![0]), ("s2", 3, 0, vec![3])]);
+        assert_eq!(
+            page.rows[0].subscribers,
+            [("c1".to_owned(), GROUP.to_owned())]
+        );
+        assert_eq!(page.next_after.as_deref(), Some("s2"));
+        let last = broker
+            .lite_topics_page(&parent, Some("s2"), 2)
+            .await
+            .unwrap();
+        let names: Vec<_> = last.rows.iter().map(|r| r.lite.as_str()).collect();
+        assert_eq!((names, last.next_after), (vec!["s3"], None));
+    });
+}

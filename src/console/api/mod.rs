@@ -17,6 +17,7 @@ mod cluster;
 mod dead_letters;
 mod group_admin;
 mod groups;
+mod lite;
 mod lookup;
 mod members;
 mod messages;
@@ -57,6 +58,7 @@ pub(super) fn routes() -> Router<Console> {
         )
         .route("/topics/{name}/messages", post(sends::send_message))
         .route("/topics/{name}/tail", get(tail::tail))
+        .route("/topics/{name}/lite", get(lite::lite_topics))
         .route(
             "/groups",
             get(groups::groups).post(group_admin::create_group),

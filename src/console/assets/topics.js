@@ -190,8 +190,59 @@ async function topicView(name) {
           h('a', { id: 'topic-browse-link', 'data-testid': 'topic-browse-link', href: '#/messages?topic=' + enc(t.name) }, 'Browse messages'));
       })),
     live((t) => topicFigures(t)),
+    first.message_type === 'LITE' ? litePanel(first.name) : null,
     h('div', { class: 'cols send-tail' }, sendForm(first.name), tailPanel(first.name)),
   ];
+}
+
+const LITE_PAGE = 50;
+
+// A LITE parent's lite topics, a page at a time by name: the pages seen are kept so Previous
+// goes back without the server remembering anything.
+function litePanel(parent) {
+  const body = h('div', {});
+  const starts = [null];
+  const summary = h('span', { class: 'muted small', id: 'lite-summary', 'data-testid': 'lite-summary' }, '');
+  const prev = h('button', { type: 'button', id: 'lite-prev', class: 'small' }, 'Previous');
+  const next = h('button', { type: 'button', id: 'lite-next', class: 'small' }, 'Next');
+  let nextAfter = null;
+  const show = async () => {
+    const after = starts[starts.length - 1];
+    const query = `?limit=${LITE_PAGE}` + (after ? '&after=' + enc(after) : '');
+    let page;
+    try {
+      page = await api('GET', `/topics/${enc(parent)}/lite${query}`);
+    } catch (err) {
+      showError(describe(err));
+      return;
+    }
+    nextAfter = page.next_after;
+    prev.disabled = starts.length === 1;
+    next.disabled = !nextAfter;
+    const first = (starts.length - 1) * LITE_PAGE;
+    summary.textContent = page.lite_topics.length
+      ? `${fmtInt(first + 1)}–${fmtInt(first + page.lite_topics.length)} of ${fmtInt(page.total)}`
+      : `${fmtInt(page.total)} lite topics`;
+    summary.dataset.total = page.total;
+    const headers = [['Lite topic'], ['Messages', true], ['Max offset', true], ['Last write'], ['Subscribers']]
+      .concat(page.groups.map((g) => [`Lag ${g}`, true]));
+    body.replaceChildren(table('lite-topics', headers,
+      page.lite_topics.map((t) => h('tr', { 'data-lite': t.lite_topic },
+        h('td', { class: 'wrap mono' }, t.lite_topic),
+        num(t.max_offset - t.min_offset, { 'data-col': 'messages' }),
+        num(t.max_offset, { 'data-col': 'max_offset' }),
+        h('td', { class: 'nowrap' }, timeNode(t.last_update_ms)),
+        h('td', { class: 'wrap', 'data-col': 'subscribers' },
+          t.subscribers.length ? t.subscribers.map((s) => s.client_id).join(', ') : '–'),
+        page.groups.map((g) => num(t.lag[g], { 'data-col': 'lag', 'data-group': g })))),
+      'No lite topic yet: one is made by the first message sent to it.'));
+  };
+  prev.addEventListener('click', () => { if (starts.length > 1) { starts.pop(); show(); } });
+  next.addEventListener('click', () => { if (nextAfter) { starts.push(nextAfter); show(); } });
+  show();
+  return section(null, 'lite-panel',
+    h('div', { class: 'panel-head' }, h('h2', {}, 'Lite topics'), summary, h('span', { class: 'pager' }, prev, ' ', next)),
+    h('div', { class: 'scroll' }, body));
 }
 
 function topicFigures(t) {

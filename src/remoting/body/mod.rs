@@ -24,6 +24,7 @@ pub mod admin;
 pub mod batch;
 mod fastjson;
 mod java_enum;
+pub mod lite;
 pub mod pop;
 
 use fastjson::{

@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 
 use super::refusal::broker_failure;
 use super::{code, rc, success, Failure, Outcome, Processor};
+use crate::remoting::body::lite::{LiteSubscriber, LiteTopicEntry, LiteTopicListBody};
+use crate::remoting::body::JsonBody;
 use crate::remoting::RemotingCommand;
+use skiff_actors::broker::lite::admin::LiteTopicPage;
 use skiff_actors::logic::attributes::lite_topic_expiration;
 use skiff_actors::logic::lite::{lmq_name, BIND_TOPIC, LMQ_PREFIX};
 use skiff_storage::metadata::{SubscriptionGroupConfig, TopicConfig, TopicMessageType};
@@ -140,6 +143,18 @@ impl Processor {
                 }
                 body
             }
+            rc::LIST_LITE_TOPICS => {
+                let parent = self.lite_parent(field("parentTopic"))?;
+                let after = Some(field("after")).filter(|a| !a.is_empty());
+                let page = self
+                    .broker
+                    .lite_topics_page(&parent, after, number("limit", 100)?)
+                    .await
+                    .map_err(broker_failure)?;
+                let mut response = success();
+                response.body = Bytes::from(lite_page_body(page).encode());
+                return Ok(response);
+            }
             // skiff's lite receives wait on the store and on subscription changes, not on an
             // event set to dispatch: there is nothing to trigger, only the group to check.
             rc::TRIGGER_LITE_DISPATCH => {
@@ -240,5 +255,31 @@ impl Processor {
             "topicMeta": topic_meta,
             "groupMeta": group_meta,
         }))
+    }
+}
+
+fn lite_page_body(page: LiteTopicPage) -> LiteTopicListBody {
+    let groups = page.groups;
+    LiteTopicListBody {
+        parent_topic: page.parent,
+        total: page.total as u64,
+        lite_topics: page
+            .rows
+            .into_iter()
+            .map(|row| LiteTopicEntry {
+                lite_topic: row.lite,
+                min_offset: row.min_offset,
+                max_offset: row.max_offset,
+                last_update_timestamp: row.last_update_ms,
+                subscribers: row
+                    .subscribers
+                    .into_iter()
+                    .map(|(client_id, group)| LiteSubscriber { client_id, group })
+                    .collect(),
+                lag: groups.iter().cloned().zip(row.lags).collect(),
+            })
+            .collect(),
+        groups,
+        next_after: page.next_after,
     }
 }

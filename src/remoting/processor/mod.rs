@@ -234,7 +234,9 @@ impl Processor {
             rc::UPDATE_AND_CREATE_TOPIC => self.create_topic(&request),
             rc::DELETE_TOPIC_IN_BROKER => self.delete_topic(&request).await,
             rc::AUTH_CREATE_USER..=rc::AUTH_LIST_ACL => self.auth_admin(&request),
-            rc::GET_BROKER_LITE_INFO..=rc::TRIGGER_LITE_DISPATCH => self.lite_admin(&request).await,
+            rc::GET_BROKER_LITE_INFO..=rc::TRIGGER_LITE_DISPATCH | rc::LIST_LITE_TOPICS => {
+                self.lite_admin(&request).await
+            }
             rc::DELETE_TOPIC_IN_NAMESRV => name_server::delete_topic_route(&request),
             rc::GET_ALL_TOPIC_CONFIG => self.all_topic_config(&request),
             rc::GET_TOPIC_CONFIG => self.topic_config(&request),

@@ -272,6 +272,40 @@ impl Shared {
         Ok(out.into_iter().collect())
     }
 
+    /// The topics whose name starts with `prefix` and that have queue `queue_id`, on disk or
+    /// in memory, sorted. Lists only the queue root and looks `queue_id` up in each match: for
+    /// the many one-queue topics a prefix selects (a parent's lite topics) no topic directory
+    /// is listed, and a topic whose queue was deleted (a crash may leave its directory) is not
+    /// answered.
+    pub(super) fn topics_with_queue(
+        &self,
+        prefix: &str,
+        queue_id: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let disk = &self.config.disk;
+        let root = queue_dir(&self.config.dir);
+        let mut out: BTreeSet<String> = self
+            .queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(t, m)| t.starts_with(prefix) && m.get(&queue_id).is_some())
+            .map(|(t, _)| t.clone())
+            .collect();
+        for entry in disk.read_dir(&root).map_err(|e| io_err(&root, e))? {
+            let Some(topic) = entry.name.filter(|t| {
+                entry.is_dir && t.starts_with(prefix) && is_valid_topic(t) && !out.contains(t)
+            }) else {
+                continue;
+            };
+            let path = queue_path(&root.join(&topic), queue_id);
+            if queue_on_disk(disk, &path).map_err(|e| io_err(&path, e))? {
+                out.insert(topic);
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
     /// fsyncs the directories created since the last thorough checkpoint.
     pub(super) fn sync_new_dirs(&self) -> Result<(), StoreError> {
         let dirs = std::mem::take(&mut *lock(&self.new_dirs));

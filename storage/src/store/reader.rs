@@ -415,6 +415,16 @@ impl StoreReader {
         self.shared.known_queues()
     }
 
+    /// The topics starting with `prefix` that have queue `queue_id`, sorted; reads the queue
+    /// root and one entry per match, opens nothing (see [`Self::queues`] for every queue).
+    pub fn topics_with_queue(
+        &self,
+        prefix: &str,
+        queue_id: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.shared.topics_with_queue(prefix, queue_id)
+    }
+
     /// The consume-queue files held open now, the most held at once, and how often one was
     /// opened or closed to make room.
     pub fn queue_file_stats(&self) -> crate::file_cache::FileCacheStats {

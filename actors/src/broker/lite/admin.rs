@@ -8,10 +8,11 @@ use std::collections::HashMap;
 
 use super::super::handle::mailbox;
 use super::super::handle::BrokerHandle;
-use crate::broker::consumer_offsets::ListGroup;
+use crate::broker::consumer_offsets::{ListGroup, QueryOffsets};
 use crate::broker_api::BrokerError;
 use crate::logic::attributes::lite_topic_expiration;
 use crate::logic::lite::{lmq_name, split_lmq, BIND_TOPIC, LMQ_PREFIX};
+use crate::logic::queue::GroupQueue;
 use skiff_storage::metadata::TopicConfig;
 
 /// A lite parent: its expiration, the groups bound to it, its lite topics and every lite
@@ -63,7 +64,117 @@ pub struct LiteGroupInfo {
     pub lag_top: Vec<(String, u64)>,
 }
 
+/// The most lite topics one page lists.
+pub const MAX_LITE_PAGE: usize = 1000;
+
+/// One page of a parent's lite topics, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteTopicPage {
+    pub parent: String,
+    /// Lite topics the parent has in all.
+    pub total: usize,
+    /// The groups bound to the parent, whose lag each row gives.
+    pub groups: Vec<String>,
+    pub rows: Vec<LiteTopicRow>,
+    /// The name to ask the next page after; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+/// One lite topic of a [`LiteTopicPage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteTopicRow {
+    pub lite: String,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    /// Store time of its newest message; 0 when it holds none.
+    pub last_update_ms: i64,
+    /// (client id, group).
+    pub subscribers: Vec<(String, String)>,
+    /// Per bound group, in [`LiteTopicPage::groups`]' order: messages not consumed (all of
+    /// them when the group has no offset in it).
+    pub lags: Vec<u64>,
+}
+
 impl BrokerHandle {
+    /// A page of `parent`'s lite topics, by name, starting after `after`: at most `limit`
+    /// (capped at [`MAX_LITE_PAGE`]) with offsets, subscribers and each bound group's lag.
+    pub async fn lite_topics_page(
+        &self,
+        parent: &TopicConfig,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<LiteTopicPage, BrokerError> {
+        let reader = self.reader();
+        let prefix = lmq_name(&parent.name, "");
+        let all = reader.topics_with_queue(&prefix, 0)?;
+        let start = after.map_or(0, |after| {
+            all.partition_point(|t| split_lmq(t).is_none_or(|(_, lite)| lite <= after))
+        });
+        let limit = limit.clamp(1, MAX_LITE_PAGE);
+        let page: Vec<&str> = all[start..]
+            .iter()
+            .filter_map(|t| split_lmq(t).map(|(_, lite)| lite))
+            .take(limit)
+            .collect();
+        let groups: Vec<String> = self
+            .groups()?
+            .into_iter()
+            .filter(|g| g.attributes.get(BIND_TOPIC) == Some(&parent.name))
+            .map(|g| g.name)
+            .collect();
+        let slots = groups
+            .iter()
+            .flat_map(|g| {
+                page.iter()
+                    .map(move |lite| GroupQueue::new(g, lmq_name(&parent.name, lite), 0))
+            })
+            .collect();
+        let consumed = self
+            .inner
+            .addrs
+            .offsets
+            .send(QueryOffsets { slots })
+            .await
+            .map_err(mailbox("consumer offsets"))??;
+        let subscriptions = self.inner.lite.subscriptions.borrow();
+        let mut rows = Vec::with_capacity(page.len());
+        for (at, lite) in page.iter().enumerate() {
+            let lmq = lmq_name(&parent.name, lite);
+            let max = reader.max_offset(&lmq, 0);
+            let (min, last) = match max {
+                0 => (0, 0),
+                _ => (
+                    reader.min_offset(&lmq, 0),
+                    reader.store_timestamp_at(&lmq, 0, max - 1)?.unwrap_or(0),
+                ),
+            };
+            let lags = (0..groups.len())
+                .map(|g| {
+                    let from = consumed.get(g * page.len() + at).copied().flatten();
+                    max.saturating_sub(from.unwrap_or(min))
+                })
+                .collect();
+            rows.push(LiteTopicRow {
+                lite: (*lite).to_owned(),
+                min_offset: min,
+                max_offset: max,
+                last_update_ms: last,
+                subscribers: subscriptions.subscribers(&parent.name, lite),
+                lags,
+            });
+        }
+        let next_after = (start + page.len() < all.len())
+            .then(|| page.last().map(|l| (*l).to_owned()))
+            .flatten();
+        Ok(LiteTopicPage {
+            parent: parent.name.clone(),
+            total: all.len(),
+            groups,
+            rows,
+            next_after,
+        })
+    }
+
     /// GET_PARENT_TOPIC_INFO: `config` is the parent's (a LITE topic).
     pub fn parent_topic_info(&self, config: &TopicConfig) -> Result<ParentTopicInfo, BrokerError> {
         let queues = self.reader().queues()?;
