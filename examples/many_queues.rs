@@ -11,9 +11,11 @@
 //!    first answered send is the restart time.
 //! 4. Every queue takes a second message after the restart: the store is writable for every
 //!    topic.
+//! 5. Then idle: every queue leaves memory (`idle_queue_release_ms`, 1 s here) and RSS falls.
 //!
 //! Printed: the most descriptors the child held (sampled from /proc every 10 ms), its peak RSS,
-//! the send cost per message into a new queue and into an existing one, and the restart time. Exits non-zero when any step fails.
+//! the send cost per message into a new queue and into an existing one, the restart time, and
+//! the RSS once idle. Exits non-zero when any step fails.
 //!
 //! `--mode lite` does the same with RocketMQ 5.5's lite topics: every queue is a lite topic of one
 //! LITE parent topic (created first), sent to one message at a time (SEND_MESSAGE_V2 carrying
@@ -107,6 +109,8 @@ impl Server {
             .args(["--grpc-listen", "off", "--data-dir"])
             .arg(data)
             .env("RUST_LOG", "warn")
+            // Idle queues leave memory within two seconds, for the idle measurement (step 5).
+            .env("SKIFF_IDLE_QUEUE_RELEASE_MS", IDLE_RELEASE_MS.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             // One warning per connection refused at the cap: hundreds of lines.
@@ -488,6 +492,10 @@ async fn main() -> anyhow::Result<()> {
     let second_secs = started.elapsed().as_secs_f64();
     let second_cpu_ms = proc_cpu_ms(server.0.id()) - cpu_before;
     let peak_fds_after_restart = sampler.peak();
+    let peak_after_restart_kib = proc_kib(server.0.id(), "VmHWM:");
+
+    // 5. Idle: the queues leave memory; RSS is read once it stops falling.
+    let idle_kib = settled_rss_kib(server.0.id()).await;
     server.stop()?;
 
     let unit = match mode {
@@ -515,7 +523,36 @@ async fn main() -> anyhow::Result<()> {
         second_cpu_ms * 1e3 / queues as f64
     );
     println!("  restart to the first answered send: {restart_ms:.0} ms");
+    println!(
+        "  after the restart: peak RSS {:.1} MiB, RSS once idle {:.1} MiB",
+        peak_after_restart_kib as f64 / 1024.0,
+        idle_kib as f64 / 1024.0
+    );
     Ok(())
+}
+
+/// The release interval the child runs with (`idle_queue_release_ms`).
+const IDLE_RELEASE_MS: u64 = 1000;
+
+/// The child's RSS once it stops falling: a queue leaves memory once fsynced by a thorough
+/// checkpoint (every 10 s by default) and unused for two release intervals, so the first reading
+/// is taken after those; then every two release intervals until one is within 1% of the one
+/// before (at most a minute more).
+async fn settled_rss_kib(pid: u32) -> u64 {
+    tokio::time::sleep(std::time::Duration::from_millis(
+        10_000 + 2 * IDLE_RELEASE_MS,
+    ))
+    .await;
+    let mut last = proc_kib(pid, "VmRSS:");
+    for _ in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(2 * IDLE_RELEASE_MS)).await;
+        let now = proc_kib(pid, "VmRSS:");
+        if now + now / 100 >= last {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 /// The child's user + system CPU time in milliseconds (from /proc/PID/stat, clock ticks).

@@ -130,6 +130,11 @@ pub struct NodeConfig {
     /// `lite_min_ttl_ms`, in ms; RocketMQ's fixed 15 minutes).
     #[serde(rename = "lite_min_ttl_ms", with = "millis")]
     pub lite_min_ttl: Duration,
+    /// How often the store looks for consume queues unused since its last look, all on disk,
+    /// and lets them go from memory until their next use (key `idle_queue_release_ms`, in ms;
+    /// 0 keeps every opened queue in memory).
+    #[serde(rename = "idle_queue_release_ms", with = "millis")]
+    pub idle_queue_release: Duration,
     /// `skiff serve`'s HTTP listener: the web console at `/` and Prometheus's `GET /metrics`;
     /// an address, or `off` (also accepted as `http_listen`).
     #[serde(alias = "http_listen")]
@@ -224,6 +229,7 @@ impl Default for NodeConfig {
             lite_subscription_expiry: Duration::from_secs(180),
             lite_ttl_check_interval: Duration::from_secs(120),
             lite_min_ttl: Duration::from_secs(15 * 60),
+            idle_queue_release: Duration::from_secs(60),
             metrics_listen: "127.0.0.1:5557".to_string(),
             console_sample_interval: crate::console::DEFAULT_SAMPLE_INTERVAL,
             grpc_listen: "127.0.0.1:8081".to_string(),

@@ -125,6 +125,7 @@ impl Node {
                     check_interval: config.lite_ttl_check_interval,
                     min_ttl: config.lite_min_ttl,
                 },
+                idle_queue_release: config.idle_queue_release,
                 retention: RetentionConfig {
                     max_age: config.retention,
                     cleanup_interval: config.cleanup_interval,

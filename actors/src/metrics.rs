@@ -7,6 +7,7 @@
 //! broker reads them when asked ([`crate::broker::BrokerHandle::metrics`]), so they cannot drift.
 //! [`MetricsSnapshot::to_prometheus`] renders the text exposition format; it is pure.
 
+use crate::logic::lite::{split_lmq, LMQ_PREFIX};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,6 +115,17 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// The topic a queue's counts go under: its own, but one series for all the lite topics of a
+/// parent (`%LMQ%$<parent>`, queue 0): a parent may have millions, each made by a first message
+/// and gone after its TTL, and a series each would grow the counters and the scrape without
+/// bound.
+fn series_topic(topic: &str) -> &str {
+    match split_lmq(topic) {
+        Some((parent, _)) => &topic[..LMQ_PREFIX.len() + parent.len()],
+        None => topic,
+    }
+}
+
 /// A poisoned counter lock means a panic while counting; the counts are still usable.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -124,6 +136,7 @@ impl Metrics {
     pub fn record_appends<'a>(&self, messages: impl IntoIterator<Item = (&'a str, u32, usize)>) {
         let mut produced = lock(&self.counters.produced);
         for (topic, queue_id, body) in messages {
+            let topic = series_topic(topic);
             if !produced.contains_key(topic) {
                 produced.insert(topic.to_owned(), Vec::new());
             }
@@ -149,7 +162,7 @@ impl Metrics {
             return;
         }
         *lock(&self.counters.consumed)
-            .entry((group.to_owned(), topic.to_owned(), queue_id))
+            .entry((group.to_owned(), series_topic(topic).to_owned(), queue_id))
             .or_default() += messages;
     }
 
@@ -547,8 +560,22 @@ mod tests {
         assert_eq!(s.produced[&("T".to_owned(), 1)].messages, 1);
         assert_eq!(s.produced[&("T".to_owned(), 3)].messages, 1);
         assert_eq!(s.produced.len(), 3);
+        m.record_appends([("%LMQ%$Chats$s1", 0, 4), ("%LMQ%$Chats$s2", 0, 6)]);
+        m.record_pulled("g", "%LMQ%$Chats$s2", 0, 1);
+        let s = m.snapshot();
+        assert_eq!(s.produced[&("%LMQ%$Chats".to_owned(), 0)].messages, 2);
+        assert_eq!(s.produced[&("%LMQ%$Chats".to_owned(), 0)].body_bytes, 10);
+        assert_eq!(
+            s.consumed[&("g".to_owned(), "%LMQ%$Chats".to_owned(), 0)],
+            1
+        );
+        assert_eq!(
+            s.produced.len(),
+            4,
+            "lite topics count under their parent's one series"
+        );
         assert_eq!(s.consumed[&("g".to_owned(), "T".to_owned(), 0)], 2);
-        assert_eq!(s.consumed.len(), 1);
+        assert_eq!(s.consumed.len(), 2);
     }
 
     #[test]

@@ -107,7 +107,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("skiff.toml");
     type Field = fn(&NodeConfig) -> Duration;
-    let cases: [(&str, Field); 12] = [
+    let cases: [(&str, Field); 13] = [
         ("flush_interval_ms", |c| c.flush_interval),
         ("sync_flush_timeout_ms", |c| c.sync_flush_timeout),
         ("flush_consumer_offset_interval_ms", |c| {
@@ -121,6 +121,7 @@ fn millisecond_keys_read_whole_milliseconds_into_durations() -> anyhow::Result<(
         }),
         ("lite_ttl_check_interval_ms", |c| c.lite_ttl_check_interval),
         ("lite_min_ttl_ms", |c| c.lite_min_ttl),
+        ("idle_queue_release_ms", |c| c.idle_queue_release),
         ("channel_idle_timeout_ms", |c| c.channel_idle_timeout),
         ("transaction_timeout_ms", |c| c.transaction_timeout),
         ("transaction_check_interval_ms", |c| {

@@ -29,6 +29,7 @@ use skiff_storage::store::{AppendResult, Durability, FlushPolicy, MessageStore, 
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Appends a batch; answers once the batch is as durable as the flush policy promises, or,
@@ -106,6 +107,8 @@ pub struct MessageStoreSnapshot {
     pub dropped_notices: u64,
     /// Commit-log segments deleted by retention.
     pub deleted_segments: u64,
+    /// Idle queues let go of from memory (they open again on use).
+    pub queues_released: u64,
     pub closed: bool,
 }
 
@@ -132,6 +135,8 @@ pub struct MessageStoreActor {
     lite: Option<(LiteExpiry, Recipient<RemoveTopicOffsets>)>,
     /// When the actor started (broker clock), as the lite expiry's uptime.
     started_ms: i64,
+    /// How often idle queues are let go of (`MessageStore::release_idle_queues`); zero: never.
+    idle_queue_release: Duration,
 }
 
 const MAILBOX_CAPACITY: usize = 1024;
@@ -162,6 +167,15 @@ impl MessageStoreActor {
             keys: None,
             lite: None,
             started_ms: clock.now_ms(),
+            idle_queue_release: Duration::ZERO,
+        }
+    }
+
+    /// Lets go of idle queues every `interval` (zero: never).
+    pub(crate) fn with_idle_queue_release(self, interval: Duration) -> Self {
+        MessageStoreActor {
+            idle_queue_release: interval,
+            ..self
         }
     }
 
@@ -391,6 +405,13 @@ impl Actor for MessageStoreActor {
         ctx.run_interval(self.retention.cleanup_interval, |actor, _| actor.clean_up());
         if let Some((expiry, _)) = &self.lite {
             ctx.run_interval(expiry.check_interval, |actor, _| actor.expire_lite_topics());
+        }
+        if !self.idle_queue_release.is_zero() {
+            ctx.run_interval(self.idle_queue_release, |actor, _| {
+                if let Some(store) = actor.store.as_mut() {
+                    actor.snapshot.queues_released += store.release_idle_queues() as u64;
+                }
+            });
         }
     }
 }

@@ -116,6 +116,9 @@ pub struct BrokerConfig {
     pub lite_subscription_expiry: Duration,
     /// How often idle lite topics are looked for, and the least idle time that expires one.
     pub lite_expiry: crate::logic::lite::LiteExpiry,
+    /// How often the store looks for queues unused since its last look, fully on disk, to let
+    /// go of (a queue leaves memory after one to two of these idle); zero keeps every queue.
+    pub idle_queue_release: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -146,6 +149,7 @@ impl Default for BrokerConfig {
             recall: true,
             lite_subscription_expiry: Duration::from_secs(180),
             lite_expiry: crate::logic::lite::LiteExpiry::default(),
+            idle_queue_release: Duration::from_secs(60),
         }
     }
 }
@@ -262,6 +266,7 @@ impl Broker {
             config.retention.clone(),
         )
         .with_lite_expiry(config.lite_expiry, offsets_addr.clone().recipient())
+        .with_idle_queue_release(config.idle_queue_release)
         .start();
         let persister = Persister::new(
             "broker offsets",

@@ -33,7 +33,7 @@ use crate::file_cache::{CachedFile, FileCache};
 use on_disk::{existing_files, legacy_file_aside, migrate_legacy_file};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Entry layout: commit-log position (i64), record size (i32), tag hash (i64), store
@@ -126,6 +126,8 @@ pub struct ConsumeQueue {
     /// Number of entries known to be fsynced.
     synced: AtomicU64,
     tail: Mutex<Tail>,
+    /// Used (read or appended to) since the store last looked for idle queues.
+    used: AtomicBool,
 }
 
 /// Entries `start..` not yet written to the files (which end exactly at `start`).
@@ -203,6 +205,7 @@ impl ConsumeQueue {
                     start: count,
                     bytes: Vec::new(),
                 }),
+                used: AtomicBool::new(true),
             },
             repairs,
         ))
@@ -210,6 +213,16 @@ impl ConsumeQueue {
 
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// Marks the queue used: it stays in memory past the next look for idle queues.
+    pub fn mark_used(&self) {
+        self.used.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the queue was used since the last call (which clears the mark).
+    pub fn take_used(&self) -> bool {
+        self.used.swap(false, Ordering::Relaxed)
     }
 
     pub fn queue_id(&self) -> u32 {

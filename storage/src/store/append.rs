@@ -179,7 +179,10 @@ impl MessageStore {
             return Ok(i);
         }
         let queue = match self.queues.get(topic).and_then(|m| m.get(&queue_id)) {
-            Some(q) => q.clone(),
+            Some(q) => {
+                q.mark_used();
+                q.clone()
+            }
             None => {
                 let q = self
                     .shared

@@ -67,6 +67,7 @@ impl MessageStore {
     /// Drops the queue from the writer's map and the readers'; a reader already holding it
     /// reads what it held.
     fn forget_queue(&mut self, topic: &str, queue_id: u32) {
+        super::lock(&self.shared.released).take(topic, queue_id);
         if let Some(queues) = self.queues.get_mut(topic) {
             queues.remove(queue_id);
             if queues.len() == 0 {

@@ -48,6 +48,7 @@ mod append;
 mod checkpoint;
 mod delete;
 mod durability;
+mod idle;
 mod prepare;
 mod queues;
 mod reader;
@@ -315,6 +316,7 @@ impl MessageStore {
             files,
             new_dirs,
             recovered_from: recovered.checkpointed,
+            released: Mutex::default(),
             last_timestamp: AtomicI64::new(last_timestamp),
             commit: Mutex::new(CommitState::new(recovered.durable)),
             commit_cv: Condvar::new(),
@@ -458,6 +460,8 @@ struct Shared {
     /// The commit-log position recovery started from: a queue opened later, which the scan
     /// from here never met, holds no valid entry at or past it.
     recovered_from: u64,
+    /// Queues that left memory idle during this run (see `idle`).
+    released: Mutex<idle::ReleasedQueues>,
     /// The newest store timestamp appended (for the checkpoint: timestamps never go back).
     last_timestamp: AtomicI64,
     commit: Mutex<CommitState>,

@@ -50,6 +50,10 @@ impl TopicQueues {
         self.0.len()
     }
 
+    pub(super) fn retain(&mut self, keep: impl FnMut(&Arc<ConsumeQueue>) -> bool) {
+        self.0.retain(keep);
+    }
+
     pub(super) fn remove(&mut self, queue_id: u32) {
         if let Ok(at) = self.0.binary_search_by_key(&queue_id, |q| q.queue_id()) {
             self.0.remove(at);
@@ -174,6 +178,7 @@ impl Shared {
             .get(topic)
             .and_then(|q| q.get(&queue_id))
         {
+            q.mark_used();
             return Some(q.clone());
         }
         match self.load_queue(topic, queue_id, false) {
@@ -188,6 +193,16 @@ impl Shared {
                 None
             }
         }
+    }
+
+    /// The queue if it is in memory, without counting this as a use.
+    pub(super) fn queue_in_memory(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .and_then(|q| q.get(&queue_id))
+            .cloned()
     }
 
     /// The queue from memory, or opened from disk (created there when `create`).
@@ -205,12 +220,19 @@ impl Shared {
         if let Some(q) = queues.get(topic).and_then(|m| m.get(&queue_id)) {
             return Ok(Some(q.clone()));
         }
+        // A queue that left memory idle got entries from this run's writer, past where
+        // recovery started: nothing of it is cut as recovery's leftovers.
+        let released = lock(&self.released).take(topic, queue_id);
         let opener = QueueOpener {
             config: &self.config,
             log: &self.log,
             files: &self.files,
             new_dirs: &self.new_dirs,
-            recovered_from: self.recovered_from,
+            recovered_from: if released {
+                u64::MAX
+            } else {
+                self.recovered_from
+            },
         };
         let q = opener.open(topic, queue_id, create)?;
         if let Some(q) = &q {

@@ -409,6 +409,33 @@ impl StoreReader {
             .map(|e| e.store_timestamp))
     }
 
+    /// The store time of the queue's newest message; `None` when it is empty or missing. A
+    /// look, not a use: it leaves the queue to leave memory when idle, also one it had to open
+    /// from disk, so a sweep over every queue (lite expiry) does not keep them all in memory.
+    pub fn newest_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: u32,
+    ) -> Result<Option<i64>, StoreError> {
+        let q = match self.shared.queue_in_memory(topic, queue_id) {
+            Some(q) => q,
+            None => match self.shared.load_queue(topic, queue_id, false)? {
+                Some(q) => {
+                    q.take_used();
+                    q
+                }
+                None => return Ok(None),
+            },
+        };
+        match q.max_offset() {
+            0 => Ok(None),
+            max => Ok(q
+                .entry(max - 1)
+                .map_err(|e| io_err(q.path(), e))?
+                .map(|e| e.store_timestamp)),
+        }
+    }
+
     /// Every (topic, queue id) with a consume queue, sorted. Lists the queue directories
     /// without opening any queue.
     pub fn queues(&self) -> Result<Vec<(String, u32)>, StoreError> {

@@ -15,6 +15,7 @@ mod store_basic;
 mod store_crash;
 mod store_delete_queues;
 mod store_group_commit;
+mod store_idle_queues;
 mod store_many_queues;
 mod store_power_loss;
 mod store_recovery;

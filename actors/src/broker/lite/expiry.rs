@@ -6,7 +6,7 @@
 //! `LiteLifecycleManager`, subscriptions and backlog keep no lite topic alive, and a client
 //! still subscribed is not told (it keeps the name; a new message brings the topic back).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use skiff_storage::metadata::TopicMessageType;
@@ -15,7 +15,7 @@ use skiff_storage::store::MessageStore;
 use crate::broker::registry::Registry;
 use crate::broker_api::BrokerError;
 use crate::logic::attributes::lite_topic_expiration;
-use crate::logic::lite::{split_lmq, LiteExpiry};
+use crate::logic::lite::{lmq_name, LiteExpiry};
 
 /// Deletes the lite queues that expired at `now_ms`, the broker up since `up_since_ms`;
 /// answers their topic names.
@@ -26,7 +26,7 @@ pub(crate) fn expire_idle(
     now_ms: i64,
     up_since_ms: i64,
 ) -> Result<Vec<String>, BrokerError> {
-    let ttls: HashMap<String, Duration> = registry
+    let ttls: BTreeMap<String, Duration> = registry
         .topics()?
         .into_iter()
         .filter(|t| t.message_type == Some(TopicMessageType::Lite))
@@ -37,17 +37,13 @@ pub(crate) fn expire_idle(
     }
     let reader = store.reader();
     let mut expired = Vec::new();
-    for (topic, queue_id) in reader.queues()? {
-        let Some(ttl) = split_lmq(&topic).and_then(|(parent, _)| ttls.get(parent)) else {
-            continue;
-        };
-        let max = reader.max_offset(&topic, queue_id);
-        let newest = match max {
-            0 => None,
-            _ => reader.store_timestamp_at(&topic, queue_id, max - 1)?,
-        };
-        if expiry.expired(*ttl, newest, now_ms, up_since_ms) {
-            expired.push((topic, queue_id));
+    for (parent, ttl) in &ttls {
+        // A lite topic is queue 0 of its own topic.
+        for topic in reader.topics_with_queue(&lmq_name(parent, ""), 0)? {
+            let newest = reader.newest_store_timestamp(&topic, 0)?;
+            if expiry.expired(*ttl, newest, now_ms, up_since_ms) {
+                expired.push((topic, 0));
+            }
         }
     }
     if expired.is_empty() {
