@@ -37,7 +37,7 @@ example timer_bench 180 --skiff-bin target/release/skiff --rate 200 --secs 2 --d
 # every read back succeeds, before and after a restart.
 example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --open-files 256 --idle-connections 400
 # The same with 4,000 lite topics of one LITE parent (RocketMQ 5.5).
-example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --mode lite
+example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --mode lite --idle-secs 15
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 target/release/skiff serve --listen "127.0.0.1:$port" --data-dir "$work/data" --metrics-listen off >"$work/serve.out" 2>&1 &

@@ -11,7 +11,8 @@
 //!    first answered send is the restart time.
 //! 4. Every queue takes a second message after the restart: the store is writable for every
 //!    topic.
-//! 5. Then idle: every queue leaves memory (`idle_queue_release_ms`, 1 s here) and RSS falls.
+//! 5. With `--idle-secs N`, idle: every queue leaves memory (`idle_queue_release_ms`, 1 s here)
+//!    and RSS falls; read until it settles, for at most N seconds.
 //!
 //! Printed: the most descriptors the child held (sampled from /proc every 10 ms), its peak RSS,
 //! the send cost per message into a new queue and into an existing one, the restart time, and
@@ -67,6 +68,8 @@ struct Args {
     senders: usize,
     idle_connections: usize,
     mode: Mode,
+    /// How long step 5 may wait for the RSS to settle; 0 skips it.
+    idle_secs: u64,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -77,6 +80,7 @@ fn parse_args() -> anyhow::Result<Args> {
         senders: 16,
         idle_connections: 400,
         mode: Mode::Queues,
+        idle_secs: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -87,6 +91,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--open-files" => args.open_files = value.parse()?,
             "--senders" => args.senders = value.parse()?,
             "--idle-connections" => args.idle_connections = value.parse()?,
+            "--idle-secs" => args.idle_secs = value.parse()?,
             "--mode" => {
                 args.mode = match value.as_str() {
                     "queues" => Mode::Queues,
@@ -495,7 +500,10 @@ async fn main() -> anyhow::Result<()> {
     let peak_after_restart_kib = proc_kib(server.0.id(), "VmHWM:");
 
     // 5. Idle: the queues leave memory; RSS is read once it stops falling.
-    let idle_kib = settled_rss_kib(server.0.id()).await;
+    let idle = match args.idle_secs {
+        0 => None,
+        wait => Some(settled_rss_kib(server.0.id(), peak_after_restart_kib, wait).await),
+    };
     server.stop()?;
 
     let unit = match mode {
@@ -524,35 +532,38 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("  restart to the first answered send: {restart_ms:.0} ms");
     println!(
-        "  after the restart: peak RSS {:.1} MiB, RSS once idle {:.1} MiB",
-        peak_after_restart_kib as f64 / 1024.0,
-        idle_kib as f64 / 1024.0
+        "  after the restart: peak RSS {:.1} MiB",
+        peak_after_restart_kib as f64 / 1024.0
     );
+    if let Some((idle_kib, idle_secs)) = idle {
+        println!(
+            "  RSS once idle {:.1} MiB (read {idle_secs} s after the last message)",
+            idle_kib as f64 / 1024.0
+        );
+    }
     Ok(())
 }
 
 /// The release interval the child runs with (`idle_queue_release_ms`).
 const IDLE_RELEASE_MS: u64 = 1000;
 
-/// The child's RSS once it stops falling: a queue leaves memory once fsynced by a thorough
-/// checkpoint (every 10 s by default) and unused for two release intervals, so the first reading
-/// is taken after those; then every two release intervals until one is within 1% of the one
-/// before (at most a minute more).
-async fn settled_rss_kib(pid: u32) -> u64 {
-    tokio::time::sleep(std::time::Duration::from_millis(
-        10_000 + 2 * IDLE_RELEASE_MS,
-    ))
-    .await;
+/// The child's RSS once idle, and the seconds it took: a queue leaves memory once a thorough
+/// checkpoint has fsynced it (after a burst of new queues that checkpoint fsyncs each one's
+/// file, minutes for a million) and it went unused for two release intervals. Read every 5 s
+/// until it fell below half of `peak_kib` and held within 1% for a reading, or for at most
+/// `wait_secs` (`--idle-secs`).
+async fn settled_rss_kib(pid: u32, peak_kib: u64, wait_secs: u64) -> (u64, u64) {
+    let started = Instant::now();
     let mut last = proc_kib(pid, "VmRSS:");
-    for _ in 0..30 {
-        tokio::time::sleep(std::time::Duration::from_millis(2 * IDLE_RELEASE_MS)).await;
+    while started.elapsed().as_secs() < wait_secs {
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let now = proc_kib(pid, "VmRSS:");
-        if now + now / 100 >= last {
-            return now;
+        if now < peak_kib / 2 && now + now / 100 >= last {
+            return (now, started.elapsed().as_secs());
         }
         last = now;
     }
-    last
+    (last, started.elapsed().as_secs())
 }
 
 /// The child's user + system CPU time in milliseconds (from /proc/PID/stat, clock ticks).
