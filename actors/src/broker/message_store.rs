@@ -102,7 +102,9 @@ pub struct MessageStoreSnapshot {
     pub halves: u64,
     /// Timer messages diverted to the timer topic.
     pub timers: u64,
-    pub created_topics: Vec<String>,
+    /// Topics a send created (auto-creation); counted, not named: a long-lived broker may
+    /// create hundreds of thousands.
+    pub created_topics: u64,
     /// Arrival notices dropped because a listener's mailbox was full (its sweep catches up).
     pub dropped_notices: u64,
     /// Commit-log segments deleted by retention.
@@ -245,7 +247,7 @@ impl MessageStoreActor {
                         .registry
                         .topic_for_append(&message.topic, default_queue_nums)?;
                     if created {
-                        self.snapshot.created_topics.push(topic.name.clone());
+                        self.snapshot.created_topics += 1;
                     }
                     topic
                 }

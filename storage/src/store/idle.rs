@@ -87,6 +87,14 @@ impl MessageStore {
             });
             queues.len() > 0
         });
+        // A map keeps its table after removals: two tables sized for a million queues were
+        // most of an idle broker's memory once they had left.
+        if shared.len() < shared.capacity() / 4 {
+            shared.shrink_to_fit();
+        }
+        if self.queues.len() < self.queues.capacity() / 4 {
+            self.queues.shrink_to_fit();
+        }
         if count > 0 {
             tracing::debug!(
                 queues = count,
