@@ -4,8 +4,10 @@
 //! Compiled only for this crate's unit tests or with the feature, so production builds carry
 //! none of it.
 
-use crate::message::MessageToAppend;
-use crate::store::{FlushPolicy, StoreConfig};
+use crate::disk::sim::SimDisk;
+use crate::disk::Disk;
+use crate::message::{decode_records, MessageToAppend};
+use crate::store::{FlushPolicy, MessageStore, StoreConfig};
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -45,4 +47,25 @@ pub fn message(topic: &str, queue_id: u32, body: impl Into<Bytes>) -> MessageToA
         properties: String::new(),
         body: body.into(),
     }
+}
+
+/// [`store_config`] at `/store` on the simulated `disk`, 64 KiB segments, `Async`.
+pub fn sim_store_config(disk: &SimDisk) -> StoreConfig {
+    StoreConfig {
+        disk: Disk::Simulated(disk.clone()),
+        ..store_config(Path::new("/store"), 1 << 16, FlushPolicy::Async)
+    }
+}
+
+/// The bodies (as text) of `topic`'s queue 0 from offset 0, at most 64.
+pub fn queue_bodies(store: &MessageStore, topic: &str) -> Vec<String> {
+    let read = store
+        .reader()
+        .read(topic, 0, 0, 64, u32::MAX, None)
+        .expect("read");
+    decode_records(read.records)
+        .expect("decode")
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect()
 }

@@ -4,34 +4,11 @@
 //! deleted queue never comes back, whatever recovery re-indexes.
 
 use skiff_storage::disk::sim::SimDisk;
-use skiff_storage::disk::Disk;
-use skiff_storage::message::decode_records;
-use skiff_storage::store::{FlushPolicy, MessageStore, StoreConfig};
-use skiff_storage::testsuite::{message, store_config};
-use std::path::Path;
+use skiff_storage::store::MessageStore;
+use skiff_storage::testsuite::{message, queue_bodies, sim_store_config};
 
 const LITE: &str = "%LMQ%$Chats$room-1";
 const KEEP: &str = "%LMQ%$Chats$room-2";
-
-fn config(disk: &SimDisk) -> StoreConfig {
-    StoreConfig {
-        disk: Disk::Simulated(disk.clone()),
-        ..store_config(Path::new("/store"), 1 << 16, FlushPolicy::Async)
-    }
-}
-
-/// Bodies of `topic`'s queue 0 from offset 0.
-fn bodies(store: &MessageStore, topic: &str) -> Vec<String> {
-    let r = store
-        .reader()
-        .read(topic, 0, 0, 64, u32::MAX, None)
-        .unwrap();
-    decode_records(r.records)
-        .unwrap()
-        .iter()
-        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
-        .collect()
-}
 
 fn fill(store: &mut MessageStore) {
     for i in 0..5 {
@@ -48,7 +25,7 @@ fn fill(store: &mut MessageStore) {
 #[test]
 fn a_deleted_queue_starts_again_at_zero_and_the_others_keep_theirs() {
     let disk = SimDisk::new();
-    let mut store = MessageStore::open(config(&disk)).unwrap();
+    let mut store = MessageStore::open(sim_store_config(&disk)).unwrap();
     fill(&mut store);
     assert_eq!(
         store
@@ -57,8 +34,8 @@ fn a_deleted_queue_starts_again_at_zero_and_the_others_keep_theirs() {
         1
     );
     assert_eq!(store.reader().max_offset(LITE, 0), 0);
-    assert!(bodies(&store, LITE).is_empty());
-    assert_eq!(bodies(&store, KEEP).len(), 5);
+    assert!(queue_bodies(&store, LITE).is_empty());
+    assert_eq!(queue_bodies(&store, KEEP).len(), 5);
     assert!(!store
         .reader()
         .queues()
@@ -74,9 +51,9 @@ fn a_deleted_queue_starts_again_at_zero_and_the_others_keep_theirs() {
     disk.kill();
     drop(store);
     disk.power_cut(&mut |n| n - 1);
-    let store = MessageStore::open(config(&disk)).unwrap();
-    assert_eq!(bodies(&store, LITE), ["new-0"]);
-    assert_eq!(bodies(&store, KEEP).len(), 5);
+    let store = MessageStore::open(sim_store_config(&disk)).unwrap();
+    assert_eq!(queue_bodies(&store, LITE), ["new-0"]);
+    assert_eq!(queue_bodies(&store, KEEP).len(), 5);
 }
 
 #[test]
@@ -86,15 +63,15 @@ fn a_power_cut_at_any_step_of_a_deletion_leaves_the_queue_whole_or_gone() {
     for writeback in writebacks {
         for cut_after in 0..40 {
             let disk = SimDisk::new();
-            let mut store = MessageStore::open(config(&disk)).unwrap();
+            let mut store = MessageStore::open(sim_store_config(&disk)).unwrap();
             fill(&mut store);
             disk.cut_power_after(cut_after);
             let finished = store.delete_queues(&[(LITE.into(), 0)]).is_ok() && !disk.is_dead();
             disk.kill();
             drop(store);
             disk.power_cut(&mut |n| writeback(n));
-            let store = MessageStore::open(config(&disk)).unwrap();
-            let lite = bodies(&store, LITE);
+            let store = MessageStore::open(sim_store_config(&disk)).unwrap();
+            let lite = queue_bodies(&store, LITE);
             let whole: Vec<String> = (0..5).map(|i| format!("old-{i}")).collect();
             assert!(
                 lite.is_empty() || lite == whole,
@@ -108,7 +85,7 @@ fn a_power_cut_at_any_step_of_a_deletion_leaves_the_queue_whole_or_gone() {
             }
             // Async flush: the other queue's entries are durable once the deletion's
             // checkpoint is; before it, they may be lost with the unflushed log.
-            let kept = bodies(&store, KEEP).len();
+            let kept = queue_bodies(&store, KEEP).len();
             assert!(
                 kept == 5 || (!finished && kept == 0),
                 "cut after {cut_after}: another queue holds {kept} of 5"

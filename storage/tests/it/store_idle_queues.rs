@@ -3,33 +3,11 @@
 //! with every entry, appends going on at the next offset, also through a power cut after it.
 
 use skiff_storage::disk::sim::SimDisk;
-use skiff_storage::disk::Disk;
-use skiff_storage::message::decode_records;
-use skiff_storage::store::{FlushPolicy, MessageStore, StoreConfig};
-use skiff_storage::testsuite::{message, store_config};
-use std::path::Path;
+use skiff_storage::store::MessageStore;
+use skiff_storage::testsuite::{message, queue_bodies, sim_store_config};
 
 const IDLE: &str = "%LMQ%$Chats$idle";
 const BUSY: &str = "%LMQ%$Chats$busy";
-
-fn config(disk: &SimDisk) -> StoreConfig {
-    StoreConfig {
-        disk: Disk::Simulated(disk.clone()),
-        ..store_config(Path::new("/store"), 1 << 16, FlushPolicy::Async)
-    }
-}
-
-fn bodies(store: &MessageStore, topic: &str) -> Vec<String> {
-    let r = store
-        .reader()
-        .read(topic, 0, 0, 64, u32::MAX, None)
-        .unwrap();
-    decode_records(r.records)
-        .unwrap()
-        .iter()
-        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
-        .collect()
-}
 
 fn append(store: &mut MessageStore, topic: &str, body: &str) -> u64 {
     store
@@ -42,7 +20,7 @@ fn append(store: &mut MessageStore, topic: &str, body: &str) -> u64 {
 #[test]
 fn an_idle_queue_leaves_memory_and_comes_back_whole_on_its_next_use() {
     let disk = SimDisk::new();
-    let mut store = MessageStore::open(config(&disk)).unwrap();
+    let mut store = MessageStore::open(sim_store_config(&disk)).unwrap();
     for i in 0..3 {
         append(&mut store, IDLE, &format!("idle-{i}"));
         append(&mut store, BUSY, &format!("busy-{i}"));
@@ -66,10 +44,10 @@ fn an_idle_queue_leaves_memory_and_comes_back_whole_on_its_next_use() {
 
     // A read opens it again with everything; so does an append, at the next offset.
     assert_eq!(store.reader().max_offset(IDLE, 0), 3);
-    assert_eq!(bodies(&store, IDLE), ["idle-0", "idle-1", "idle-2"]);
+    assert_eq!(queue_bodies(&store, IDLE), ["idle-0", "idle-1", "idle-2"]);
     assert_eq!(append(&mut store, IDLE, "idle-3"), 3);
     assert_eq!(append(&mut store, BUSY, "busy-4"), 4);
-    assert_eq!(bodies(&store, BUSY).len(), 5);
+    assert_eq!(queue_bodies(&store, BUSY).len(), 5);
     let reader = store.reader();
     store.flush().unwrap();
     store.release_idle_queues();
@@ -84,11 +62,11 @@ fn an_idle_queue_leaves_memory_and_comes_back_whole_on_its_next_use() {
     disk.kill();
     drop(store);
     disk.power_cut(&mut |n| n - 1);
-    let store = MessageStore::open(config(&disk)).unwrap();
-    let idle = bodies(&store, IDLE);
+    let store = MessageStore::open(sim_store_config(&disk)).unwrap();
+    let idle = queue_bodies(&store, IDLE);
     assert!(
         idle.len() >= 5 && idle[..5] == ["idle-0", "idle-1", "idle-2", "idle-3", "idle-4"],
         "{idle:?}"
     );
-    assert_eq!(bodies(&store, BUSY).len(), 5);
+    assert_eq!(queue_bodies(&store, BUSY).len(), 5);
 }

@@ -14,6 +14,7 @@ use crate::logic::attributes::lite_topic_expiration;
 use crate::logic::lite::{lmq_name, split_lmq, BIND_TOPIC, LMQ_PREFIX};
 use crate::logic::queue::GroupQueue;
 use skiff_storage::metadata::TopicConfig;
+use skiff_storage::store::StoreReader;
 
 /// A lite parent: its expiration, the groups bound to it, its lite topics and every lite
 /// topic of the broker.
@@ -139,15 +140,7 @@ impl BrokerHandle {
         let subscriptions = self.inner.lite.subscriptions.borrow();
         let mut rows = Vec::with_capacity(page.len());
         for (at, lite) in page.iter().enumerate() {
-            let lmq = lmq_name(&parent.name, lite);
-            let max = reader.max_offset(&lmq, 0);
-            let (min, last) = match max {
-                0 => (0, 0),
-                _ => (
-                    reader.min_offset(&lmq, 0),
-                    reader.store_timestamp_at(&lmq, 0, max - 1)?.unwrap_or(0),
-                ),
-            };
+            let (min, max, last) = lite_queue_span(&reader, &lmq_name(&parent.name, lite))?;
             let lags = (0..groups.len())
                 .map(|g| {
                     let from = consumed.get(g * page.len() + at).copied().flatten();
@@ -204,16 +197,7 @@ impl BrokerHandle {
 
     /// GET_LITE_TOPIC_INFO.
     pub fn lite_topic_info(&self, parent: &str, lite: &str) -> Result<LiteTopicInfo, BrokerError> {
-        let lmq = lmq_name(parent, lite);
-        let reader = self.reader();
-        let max = reader.max_offset(&lmq, 0);
-        let (min, last) = match max {
-            0 => (0, 0),
-            _ => (
-                reader.min_offset(&lmq, 0),
-                reader.store_timestamp_at(&lmq, 0, max - 1)?.unwrap_or(0),
-            ),
-        };
+        let (min, max, last) = lite_queue_span(&self.reader(), &lmq_name(parent, lite))?;
         Ok(LiteTopicInfo {
             parent: parent.to_owned(),
             lite: lite.to_owned(),
@@ -322,4 +306,14 @@ impl BrokerHandle {
         info.lag_top = lags;
         Ok(info)
     }
+}
+
+/// A lite queue's (min offset, max offset, store time of its newest message; 0 when empty).
+fn lite_queue_span(reader: &StoreReader, lmq: &str) -> Result<(u64, u64, i64), BrokerError> {
+    let max = reader.max_offset(lmq, 0);
+    if max == 0 {
+        return Ok((0, 0, 0));
+    }
+    let newest = reader.store_timestamp_at(lmq, 0, max - 1)?.unwrap_or(0);
+    Ok((reader.min_offset(lmq, 0), max, newest))
 }
