@@ -140,7 +140,7 @@ impl BrokerHandle {
         let subscriptions = self.inner.lite.subscriptions.borrow();
         let mut rows = Vec::with_capacity(page.len());
         for (at, lite) in page.iter().enumerate() {
-            let (min, max, last) = lite_queue_span(&reader, &lmq_name(&parent.name, lite))?;
+            let (min, max, last) = lite_queue_span(reader, &lmq_name(&parent.name, lite))?;
             let lags = (0..groups.len())
                 .map(|g| {
                     let from = consumed.get(g * page.len() + at).copied().flatten();
@@ -197,7 +197,7 @@ impl BrokerHandle {
 
     /// GET_LITE_TOPIC_INFO.
     pub fn lite_topic_info(&self, parent: &str, lite: &str) -> Result<LiteTopicInfo, BrokerError> {
-        let (min, max, last) = lite_queue_span(&self.reader(), &lmq_name(parent, lite))?;
+        let (min, max, last) = lite_queue_span(self.reader(), &lmq_name(parent, lite))?;
         Ok(LiteTopicInfo {
             parent: parent.to_owned(),
             lite: lite.to_owned(),
