@@ -13,7 +13,7 @@
 //! topic. The writer calls this, so no append to the queue runs meanwhile.
 
 use super::durability::CheckpointPass;
-use super::queues::{queue_dir, queue_path};
+use super::queues::{queue_dir, queue_path, remove_from};
 use super::{MessageStore, StoreError};
 use crate::error::io_err;
 use std::path::Path;
@@ -68,23 +68,13 @@ impl MessageStore {
     /// reads what it held.
     fn forget_queue(&mut self, topic: &str, queue_id: u32) {
         super::lock(&self.shared.released).take(topic, queue_id);
-        if let Some(queues) = self.queues.get_mut(topic) {
-            queues.remove(queue_id);
-            if queues.len() == 0 {
-                self.queues.remove(topic);
-            }
-        }
+        remove_from(&mut self.queues, topic, queue_id);
         let mut shared = self
             .shared
             .queues
             .write()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(queues) = shared.get_mut(topic) {
-            queues.remove(queue_id);
-            if queues.len() == 0 {
-                shared.remove(topic);
-            }
-        }
+        remove_from(&mut shared, topic, queue_id);
     }
 }
 

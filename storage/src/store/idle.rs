@@ -11,6 +11,7 @@
 //! cut. A hash collision would only skip the cut for a queue this run never opened; with a
 //! million released queues that takes about one open in 10^13.
 
+use super::queues::remove_from;
 use super::{lock, MessageStore};
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -74,12 +75,7 @@ impl MessageStore {
                     return true;
                 }
                 if in_writer {
-                    if let Some(writer) = self.queues.get_mut(topic) {
-                        writer.remove(q.queue_id());
-                        if writer.len() == 0 {
-                            self.queues.remove(topic);
-                        }
-                    }
+                    remove_from(&mut self.queues, topic, q.queue_id());
                 }
                 released.insert(topic, q.queue_id());
                 count += 1;

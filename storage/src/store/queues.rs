@@ -20,6 +20,16 @@ use std::sync::{Arc, Mutex};
 /// Every consume queue in memory, by topic then queue id.
 pub(super) type QueueMap = HashMap<String, TopicQueues>;
 
+/// Drops `topic`/`queue_id` from `map`, and the topic's entry once it has no queue left.
+pub(super) fn remove_from(map: &mut QueueMap, topic: &str, queue_id: u32) {
+    if let Some(queues) = map.get_mut(topic) {
+        queues.remove(queue_id);
+        if queues.len() == 0 {
+            map.remove(topic);
+        }
+    }
+}
+
 /// One topic's queues in memory, sorted by id. A topic has a few; a vector of them costs a
 /// fraction of a hash table each, which with tens of thousands of topics (and two maps: the
 /// writer's and the readers') was megabytes.
@@ -171,15 +181,9 @@ impl Shared {
     /// The queue `topic`/`queue_id`, opened from disk if needed; `None` when it does not
     /// exist (or cannot be opened, which is logged: readers answer as for an empty queue).
     pub(super) fn queue(&self, topic: &str, queue_id: u32) -> Option<Arc<ConsumeQueue>> {
-        if let Some(q) = self
-            .queues
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(topic)
-            .and_then(|q| q.get(&queue_id))
-        {
+        if let Some(q) = self.queue_in_memory(topic, queue_id) {
             q.mark_used();
-            return Some(q.clone());
+            return Some(q);
         }
         match self.load_queue(topic, queue_id, false) {
             Ok(q) => q,
