@@ -8,8 +8,9 @@ use skiff_storage::auth::{AuthAcl, AuthPolicy, AuthPolicyEntry};
 
 use super::policy::{self, PolicyResource};
 
-/// A user as the admin requests carry it (Java's `UserInfo`, JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A user as the admin requests carry it (Java's `UserInfo`, JSON). Its `Debug` leaves the
+/// password out, so no log line can carry it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct UserInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,6 +24,17 @@ pub struct UserInfo {
     /// `enable` or `disable`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_status: Option<String>,
+}
+
+impl std::fmt::Debug for UserInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserInfo")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("user_type", &self.user_type)
+            .field("user_status", &self.user_status)
+            .finish()
+    }
 }
 
 /// A subject's ACL as the admin requests carry it (Java's `AclInfo`, JSON).
@@ -250,5 +262,23 @@ pub(super) fn acl_info(acl: &AuthAcl) -> AclInfo {
                 })
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_debug_never_shows_its_password() {
+        let user: UserInfo =
+            serde_json::from_str(r#"{"username":"alice","password":"alice-secret-1"}"#)
+                .expect("a user body");
+        let shown = format!("{user:?}");
+        assert!(
+            shown.contains("alice") && shown.contains("<hidden>"),
+            "{shown}"
+        );
+        assert!(!shown.contains("alice-secret-1"), "{shown}");
     }
 }
