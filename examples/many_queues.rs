@@ -19,9 +19,11 @@
 //! the RSS once idle. Exits non-zero when any step fails.
 //!
 //! `--mode lite` does the same with RocketMQ 5.5's lite topics: every queue is a lite topic of one
-//! LITE parent topic (created first), sent to one message at a time (SEND_MESSAGE_V2 carrying
-//! `__LITE_TOPIC`, as Apache's proxy forwards a lite send) and read back from its lite queue
-//! (`%LMQ%$parent$lite`, queue 0).
+//! LITE parent topic (created first, with a group bound to it), sent to one message at a time
+//! (SEND_MESSAGE_V2 carrying `__LITE_TOPIC`, as Apache's proxy forwards a lite send). Step 2 is
+//! then lite consumers over gRPC (`--consumers`, 4) as RocketMQ 5.5's `LitePushConsumer` works:
+//! each subscribes its share of the lite topics `--lite-batch` (1000) at a time, receives and
+//! acknowledges every message of the batch, and unsubscribes it (`support/lite_consumer.rs`).
 //!
 //! ```sh
 //! cargo build --release --bin skiff --example many_queues
@@ -45,12 +47,17 @@ use skiff::storage::message::decode_records;
 
 #[path = "support/child.rs"]
 mod child;
+#[path = "support/lite_consumer.rs"]
+mod lite_consumer;
 use child::{proc_kib, request, Server};
+use lite_consumer::{consume_all, LiteConsume};
 
 const GROUP: &str = "many-queues-pg";
 const QUEUES: u32 = 4;
 /// The parent of every lite topic in `--mode lite`.
 const LITE_PARENT: &str = "ScaleLite";
+/// The group bound to [`LITE_PARENT`] whose lite consumers receive every lite topic.
+const LITE_GROUP: &str = "ScaleLiteReaders";
 
 /// What each queue of the run is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,6 +77,9 @@ struct Args {
     mode: Mode,
     /// How long step 5 may wait for the RSS to settle; 0 skips it.
     idle_secs: u64,
+    /// `--mode lite`: lite consumers side by side, and lite topics each subscribes at once.
+    consumers: usize,
+    lite_batch: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -81,6 +91,8 @@ fn parse_args() -> anyhow::Result<Args> {
         idle_connections: 400,
         mode: Mode::Queues,
         idle_secs: 0,
+        consumers: 4,
+        lite_batch: 1000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -92,6 +104,8 @@ fn parse_args() -> anyhow::Result<Args> {
             "--senders" => args.senders = value.parse()?,
             "--idle-connections" => args.idle_connections = value.parse()?,
             "--idle-secs" => args.idle_secs = value.parse()?,
+            "--consumers" => args.consumers = value.parse()?,
+            "--lite-batch" => args.lite_batch = value.parse()?,
             "--mode" => {
                 args.mode = match value.as_str() {
                     "queues" => Mode::Queues,
@@ -106,12 +120,18 @@ fn parse_args() -> anyhow::Result<Args> {
 }
 
 impl Server {
-    fn start(args: &Args, addr: &str, data: &std::path::Path) -> anyhow::Result<Server> {
+    /// `grpc`: where the child serves gRPC (`--mode lite`'s consumers), or off.
+    fn start(
+        args: &Args,
+        addr: &str,
+        grpc: Option<&str>,
+        data: &std::path::Path,
+    ) -> anyhow::Result<Server> {
         let limit = args.open_files;
         let mut command = Command::new(&args.skiff_bin);
         command
             .args(["serve", "--listen", addr, "--metrics-listen", "off"])
-            .args(["--grpc-listen", "off", "--data-dir"])
+            .args(["--grpc-listen", grpc.unwrap_or("off"), "--data-dir"])
             .arg(data)
             .env("RUST_LOG", "warn")
             // Idle queues leave memory within two seconds, for the idle measurement (step 5).
@@ -158,7 +178,7 @@ fn lite_topic(topic: &str, queue_id: u32) -> String {
     format!("{topic}-{queue_id}")
 }
 
-/// Creates the LITE parent of `--mode lite`.
+/// Creates the LITE parent of `--mode lite` and the group bound to it.
 async fn create_lite_parent(client: &RemotingClient, addr: &str) -> anyhow::Result<()> {
     let create = request(
         rc::UPDATE_AND_CREATE_TOPIC,
@@ -178,6 +198,19 @@ async fn create_lite_parent(client: &RemotingClient, addr: &str) -> anyhow::Resu
     ensure!(
         answer.code == code::SUCCESS,
         "creating the lite parent refused: {} {:?}",
+        answer.code,
+        answer.remark
+    );
+    let group = request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, &[]).with_body(
+        format!(
+            r#"{{"groupName":"{LITE_GROUP}","attributes":{{"+lite.bind.topic":"{LITE_PARENT}"}}}}"#
+        )
+        .into_bytes(),
+    );
+    let answer = client.invoke(addr, group, Duration::from_secs(30)).await?;
+    ensure!(
+        answer.code == code::SUCCESS,
+        "creating the lite group refused: {} {:?}",
         answer.code,
         answer.remark
     );
@@ -266,23 +299,13 @@ async fn send_answer(
         .context("send answer without queueOffset")
 }
 
-/// The bodies `topic`/`queue_id` (in `--mode lite`, its lite topic's queue) serves from
-/// offset 0.
+/// The bodies `topic`/`queue_id` serves from offset 0.
 async fn pull(
     client: &RemotingClient,
     addr: &str,
-    mode: Mode,
     topic: &str,
     queue_id: u32,
 ) -> anyhow::Result<Vec<String>> {
-    let (topic, queue_id) = match mode {
-        Mode::Queues => (topic.to_owned(), queue_id),
-        Mode::Lite => (
-            format!("%LMQ%${LITE_PARENT}${}", lite_topic(topic, queue_id)),
-            0,
-        ),
-    };
-    let topic = topic.as_str();
     let queue = queue_id.to_string();
     let ask = request(
         rc::PULL_MESSAGE,
@@ -410,10 +433,15 @@ async fn main() -> anyhow::Result<()> {
         .local_addr()?
         .port();
     let addr = format!("127.0.0.1:{port}");
+    let grpc_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let grpc_addr = format!("127.0.0.1:{grpc_port}");
+    let grpc = (args.mode == Mode::Lite).then_some(grpc_addr.as_str());
     let data = dir.path().join("data");
     let queues = u64::from(args.topics) * u64::from(QUEUES);
 
-    let server = Server::start(&args, &addr, &data)?;
+    let server = Server::start(&args, &addr, grpc, &data)?;
     let pid = server.0.id();
     let sampler = FdSampler::start(pid);
     let client = Arc::new(RemotingClient::new(ClientConfig::default()));
@@ -444,13 +472,35 @@ async fn main() -> anyhow::Result<()> {
     let send_secs = started.elapsed().as_secs_f64();
     let send_cpu_ms = proc_cpu_ms(pid) - cpu_before;
 
-    // 2. Every queue serves its message.
-    {
+    // 2. Every queue serves its message: in `--mode lite` to lite consumers, each lite topic
+    // subscribed in a batch, received and acknowledged; else to a pull from offset 0.
+    let mut lite_consumed = None;
+    if mode == Mode::Lite {
+        let expected = (0..args.topics)
+            .flat_map(|i| (0..QUEUES).map(move |q| (topic(i), q)))
+            .map(|(t, q)| (lite_topic(&t, q), body(&t, q, 0)))
+            .collect();
+        let cpu_before = proc_cpu_ms(pid);
+        let started = Instant::now();
+        consume_all(LiteConsume {
+            grpc: grpc_addr.parse()?,
+            parent: LITE_PARENT.to_owned(),
+            group: LITE_GROUP.to_owned(),
+            expected,
+            consumers: args.consumers,
+            batch: args.lite_batch,
+        })
+        .await?;
+        lite_consumed = Some((
+            started.elapsed().as_secs_f64(),
+            proc_cpu_ms(pid) - cpu_before,
+        ));
+    } else {
         let (client, addr) = (client.clone(), addr.clone());
         every_queue(args.topics, args.senders, move |t, q| {
             let (client, addr) = (client.clone(), addr.clone());
             async move {
-                let bodies = pull(&client, &addr, mode, &t, q).await?;
+                let bodies = pull(&client, &addr, &t, q).await?;
                 ensure!(bodies == [body(&t, q, 0)], "{t}/{q} served {bodies:?}");
                 Ok(())
             }
@@ -465,7 +515,7 @@ async fn main() -> anyhow::Result<()> {
     client.close_connection(&addr);
     server.stop()?;
     let restarted = Instant::now();
-    let server = Server::start(&args, &addr, &data)?;
+    let server = Server::start(&args, &addr, grpc, &data)?;
     let sampler = FdSampler::start(server.0.id());
     wait_ready(&client, &addr).await?;
     let offset = send(&client, &addr, mode, &topic(0), 0, 1).await?;
@@ -530,6 +580,15 @@ async fn main() -> anyhow::Result<()> {
         queues as f64 / second_secs,
         second_cpu_ms * 1e3 / queues as f64
     );
+    if let Some((secs, cpu_ms)) = lite_consumed {
+        println!(
+            "  received by {} lite consumers, {} lite topics subscribed at a time each: {:.0} msgs/s, broker CPU {:.1} us/msg (subscribe, receive, ack, unsubscribe)",
+            args.consumers,
+            args.lite_batch,
+            queues as f64 / secs,
+            cpu_ms * 1e3 / queues as f64
+        );
+    }
     println!("  restart to the first answered send: {restart_ms:.0} ms");
     println!(
         "  after the restart: peak RSS {:.1} MiB",

@@ -54,6 +54,7 @@ pub struct BrokerAddrs {
     pub transactions: Addr<TransactionActor>,
     pub timer: Addr<crate::broker::timer::TimerActor>,
     pub pop: Addr<crate::broker::pop::actor::PopActor>,
+    pub lite_arrivals: Addr<crate::broker::lite::arrivals::LiteArrivals>,
 }
 
 /// Cheap to clone; every clone talks to the same actors. Not `Send`: use it on the broker's
@@ -82,8 +83,9 @@ pub(super) struct Inner {
     pub(super) pending_resets: PendingResets,
     /// Unordered pops so far: the round robin of the revive queue ids they report.
     pub(super) pop_rounds: Cell<u64>,
-    /// Clients' lite subscriptions (kept in memory, as Java's broker keeps them).
-    pub(super) lite: super::lite::state::LiteState,
+    /// Clients' lite subscriptions (kept in memory, as Java's broker keeps them), shared with
+    /// the actor that marks lite topics ready as messages arrive.
+    pub(super) lite: Rc<super::lite::state::LiteState>,
 }
 
 /// The broker's own cursors (the delay scheduler's, the transaction checker's) live in the
@@ -122,6 +124,7 @@ impl BrokerHandle {
         metrics: Metrics,
         holdings: Holdings,
         pending_resets: PendingResets,
+        lite: Rc<super::lite::state::LiteState>,
         addrs: BrokerAddrs,
     ) -> Self {
         BrokerHandle {
@@ -138,7 +141,7 @@ impl BrokerHandle {
                 holdings: RefCell::new(Some(holdings)),
                 pending_resets,
                 pop_rounds: Cell::new(0),
-                lite: Default::default(),
+                lite,
                 addrs,
             }),
         }
@@ -213,6 +216,7 @@ impl BrokerHandle {
             ("membership", addrs.membership.send(Quit::new()).await),
             ("queue locks", addrs.locks.send(Quit::new()).await),
             ("long poll", addrs.long_poll.send(Quit::new()).await),
+            ("lite arrivals", addrs.lite_arrivals.send(Quit::new()).await),
         ];
         for (actor, stopped) in quits {
             // Already gone is what stopping wants; the rest of the shutdown goes on either way.

@@ -72,6 +72,11 @@ use skiff_storage::offset_table::OffsetTable;
 use skiff_storage::store::{MessageStore, StoreReader};
 use std::time::Duration;
 
+/// How often every subscribed lite topic is marked ready for its subscribers' next receive,
+/// behind the arrival notices ([`lite::arrivals`]): a notice lost to a full mailbox delays a
+/// lite message by at most this.
+const LITE_READY_SWEEP: Duration = Duration::from_secs(30);
+
 /// Broker settings; [`Default`] gives RocketMQ's defaults for a single node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
@@ -350,6 +355,12 @@ impl Broker {
         store_addr.do_send(message_store::SubscribeArrivals {
             recipient: timer.clone().recipient(),
         });
+        let lite = std::rc::Rc::new(lite::state::LiteState::default());
+        let lite_arrivals =
+            lite::arrivals::LiteArrivals::new(lite.clone(), LITE_READY_SWEEP).start();
+        store_addr.do_send(message_store::SubscribeArrivals {
+            recipient: lite_arrivals.clone().recipient(),
+        });
         tracing::info!(broker = %config.broker_name, addr = %config.listen_addr, "broker started");
         Ok(BrokerHandle::new(
             config,
@@ -361,6 +372,7 @@ impl Broker {
             metrics,
             holdings,
             pending_resets,
+            lite,
             BrokerAddrs {
                 store: store_addr,
                 offsets: offsets_addr,
@@ -374,6 +386,7 @@ impl Broker {
                 transactions,
                 timer,
                 pop,
+                lite_arrivals,
             },
         ))
     }

@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::lite_ready::{LiteReadiness, Look};
+
 /// What every lite queue's topic name starts with.
 pub const LMQ_PREFIX: &str = "%LMQ%$";
 /// The longest lite topic name, in bytes (the proxy's `maxLiteTopicSize`).
@@ -198,12 +200,15 @@ pub struct ClientLites {
     pub refreshed_ms: i64,
 }
 
-/// Every client's lite subscription, and who holds each lite topic (for Exclusive groups).
+/// Every client's lite subscription, who holds each lite topic (the subscribers an arrival
+/// concerns; for Exclusive groups, whom a new holder evicts), and which lite topics each
+/// client's next receive looks at.
 #[derive(Debug, Default)]
 pub struct LiteSubscriptions {
     clients: HashMap<String, ClientLites>,
-    /// `(group, parent, lite)` to the clients holding it.
-    holders: HashMap<(String, String, String), BTreeSet<String>>,
+    /// `(parent, lite)` to the clients holding it.
+    holders: HashMap<(String, String), BTreeSet<String>>,
+    ready: LiteReadiness,
 }
 
 impl LiteSubscriptions {
@@ -231,7 +236,7 @@ impl LiteSubscriptions {
             }
             SyncAction::PartialRemove => {
                 for lite in lites {
-                    self.drop_holder(client_id, group, parent, lite);
+                    self.drop_holder(client_id, parent, lite);
                 }
                 if let Some(client) = self.clients.get_mut(client_id) {
                     for lite in lites {
@@ -267,7 +272,7 @@ impl LiteSubscriptions {
                 entry.lites.remove(lite);
             }
             for lite in gone {
-                self.drop_holder(client_id, group, parent, &lite);
+                self.drop_holder(client_id, parent, &lite);
             }
         }
         for lite in lites {
@@ -278,14 +283,22 @@ impl LiteSubscriptions {
             // Java's Exclusive eviction runs on every PARTIAL_ADD, even of a topic the client
             // already holds; the client itself is not evicted here.
             if exclusive && action == SyncAction::PartialAdd {
-                let key = (group.to_owned(), parent.to_owned(), lite.clone());
+                let key = (parent.to_owned(), lite.clone());
+                let clients = &self.clients;
                 let others: Vec<String> = self
                     .holders
                     .get(&key)
-                    .map(|h| h.iter().filter(|c| *c != client_id).cloned().collect())
+                    .map(|h| {
+                        h.iter()
+                            .filter(|c| {
+                                *c != client_id && clients.get(*c).is_some_and(|o| o.group == group)
+                            })
+                            .cloned()
+                            .collect()
+                    })
                     .unwrap_or_default();
                 for other in others {
-                    self.drop_holder(&other, group, parent, lite);
+                    self.drop_holder(&other, parent, lite);
                     if let Some(client) = self.clients.get_mut(&other) {
                         client.lites.remove(lite);
                     }
@@ -293,10 +306,11 @@ impl LiteSubscriptions {
                 }
             }
             self.holders
-                .entry((group.to_owned(), parent.to_owned(), lite.clone()))
+                .entry((parent.to_owned(), lite.clone()))
                 .or_default()
                 .insert(client_id.to_owned());
             if added {
+                self.ready.mark(client_id, lite);
                 outcome.added.push(lite.clone());
             }
         }
@@ -319,25 +333,91 @@ impl LiteSubscriptions {
 
     /// Drops a lite topic from every subscription (it expired).
     pub fn forget_lite(&mut self, parent: &str, lite: &str) {
-        self.holders
-            .retain(|(_, p, l), _| !(p == parent && l == lite));
-        for client in self.clients.values_mut() {
-            if client.parent == parent {
+        let holders = self
+            .holders
+            .remove(&(parent.to_owned(), lite.to_owned()))
+            .unwrap_or_default();
+        for client_id in holders {
+            if let Some(client) = self.clients.get_mut(&client_id) {
                 client.lites.remove(lite);
             }
+            self.ready.unmark(&client_id, lite);
         }
     }
 
     /// The clients subscribing `parent`'s lite topic `lite`, with their groups, sorted.
     pub fn subscribers(&self, parent: &str, lite: &str) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = self
+        self.holders
+            .get(&(parent.to_owned(), lite.to_owned()))
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.clients.get(id).map(|c| (id.clone(), c.group.clone())))
+            .collect()
+    }
+
+    /// `parent`'s lite topic `lite` may have something to receive (a message arrived, a batch
+    /// was acknowledged or came due): marks it ready for each client holding it; answers them.
+    pub fn mark_ready(&mut self, parent: &str, lite: &str) -> Vec<String> {
+        let Some(holders) = self.holders.get(&(parent.to_owned(), lite.to_owned())) else {
+            return Vec::new();
+        };
+        for client in holders {
+            self.ready.mark(client, lite);
+        }
+        holders.iter().cloned().collect()
+    }
+
+    /// Marks every lite topic of every client ready (a sweep that covers an arrival notice lost
+    /// to a full mailbox); answers the clients.
+    pub fn mark_all_ready(&mut self) -> Vec<String> {
+        for (id, client) in &self.clients {
+            for lite in &client.lites {
+                self.ready.mark(id, lite);
+            }
+        }
+        self.clients.keys().cloned().collect()
+    }
+
+    /// Marks ready the lite topics due by `now_ms`; answers the clients holding them.
+    pub fn mark_due_ready(&mut self, now_ms: i64) -> Vec<String> {
+        let mut clients = Vec::new();
+        for (parent, lite) in self.ready.take_due(now_ms) {
+            clients.extend(self.mark_ready(&parent, &lite));
+        }
+        clients
+    }
+
+    /// Takes `lite` out of the client's ready set as its receive looks at it
+    /// ([`LiteReadiness::take`]).
+    pub fn take_ready(&mut self, client_id: &str, lite: &str) -> bool {
+        self.ready.take(client_id, lite)
+    }
+
+    /// Records what the client's receive found in `parent`'s `lite`: a lite topic another
+    /// receive was reading stays ready while the client holds it; one with a batch out comes
+    /// due when the batch becomes visible.
+    pub fn looked(&mut self, client_id: &str, parent: &str, lite: &str, look: Look) {
+        if let Some(due_ms) = look.due_ms() {
+            self.ready.due_at(due_ms, parent, lite);
+        }
+        let holds = self
             .clients
-            .iter()
-            .filter(|(_, c)| c.parent == parent && c.lites.contains(lite))
-            .map(|(id, c)| (id.clone(), c.group.clone()))
-            .collect();
-        out.sort();
-        out
+            .get(client_id)
+            .is_some_and(|c| c.parent == parent && c.lites.contains(lite));
+        if look == Look::Busy && holds {
+            self.ready.mark(client_id, lite);
+        }
+    }
+
+    /// Which lite topics each client's next receive looks at, and when the next comes due.
+    pub fn readiness(&self) -> &LiteReadiness {
+        &self.ready
+    }
+
+    /// `parent`'s `lite` is to be looked at by its subscribers at `due_ms` (a batch's invisible
+    /// time changed).
+    pub fn due_at(&mut self, due_ms: i64, parent: &str, lite: &str) {
+        self.ready.due_at(due_ms, parent, lite);
     }
 
     /// How many (client, lite topic) subscriptions there are in all.
@@ -354,19 +434,21 @@ impl LiteSubscriptions {
     pub fn remove_client(&mut self, client_id: &str) {
         if let Some(client) = self.clients.remove(client_id) {
             for lite in &client.lites {
-                self.drop_holder(client_id, &client.group, &client.parent, lite);
+                self.drop_holder(client_id, &client.parent, lite);
             }
         }
+        self.ready.forget_client(client_id);
     }
 
-    fn drop_holder(&mut self, client_id: &str, group: &str, parent: &str, lite: &str) {
-        let key = (group.to_owned(), parent.to_owned(), lite.to_owned());
+    fn drop_holder(&mut self, client_id: &str, parent: &str, lite: &str) {
+        let key = (parent.to_owned(), lite.to_owned());
         if let Some(holders) = self.holders.get_mut(&key) {
             holders.remove(client_id);
             if holders.is_empty() {
                 self.holders.remove(&key);
             }
         }
+        self.ready.unmark(client_id, lite);
     }
 }
 

@@ -23,6 +23,7 @@
 //!   offset of a popped queue may move (§1.H).
 //! - [`lite`]: lite topics: lite queue names, name checks, clients' lite subscriptions and
 //!   where a new subscription starts.
+//! - [`lite_ready`]: which of a client's lite topics its next lite receive looks at.
 //! - [`priority`]: priority messages: the queue a message's priority picks, and the order a pop
 //!   walks a priority topic's queues and its retry topic in.
 //! - [`ack`]: the concurrent `ackIndex` split of a consumed batch (§1.E).
@@ -42,6 +43,7 @@ pub mod delay;
 pub mod filter;
 pub mod inflight;
 pub mod lite;
+pub mod lite_ready;
 pub mod names;
 pub mod pop;
 pub mod pop_buffer;

@@ -290,9 +290,15 @@ pub struct OrderlyQueue {
 impl OrderlyQueue {
     /// Whether a batch is still out: not all acknowledged and still invisible.
     pub fn is_blocked(&self, now_ms: i64) -> bool {
+        self.blocked_until(now_ms).is_some()
+    }
+
+    /// When the batch still out becomes visible again, while it blocks the queue.
+    pub fn blocked_until(&self, now_ms: i64) -> Option<i64> {
         self.batch
             .as_ref()
-            .is_some_and(|b| now_ms < b.visible_at_ms && b.acked.len() < b.offsets.len())
+            .filter(|b| now_ms < b.visible_at_ms && b.acked.len() < b.offsets.len())
+            .map(|b| b.visible_at_ms)
     }
 
     /// Hands out a batch; answers, per offset, how often it was handed out before (the

@@ -82,18 +82,26 @@ async fn subscribe(
 }
 
 async fn receive(broker: &BrokerHandle, client: &str) -> Vec<PopAnswer> {
+    receive_waiting(broker, client, Duration::ZERO).await
+}
+
+/// A receive that waits up to `poll` for a message, invisible `INVISIBLE` once handed out.
+async fn receive_waiting(broker: &BrokerHandle, client: &str, poll: Duration) -> Vec<PopAnswer> {
     broker
         .pop_lite(LitePop {
             client_id: client.to_owned(),
             group: GROUP.to_owned(),
             topic: PARENT.to_owned(),
             max_messages: 32,
-            invisible_ms: 30_000,
-            poll: Duration::ZERO,
+            invisible_ms: INVISIBLE.as_millis() as i64,
+            poll,
         })
         .await
         .unwrap()
 }
+
+/// Not a multiple of the broker's 30 s sweep, which marks every lite topic ready.
+const INVISIBLE: Duration = Duration::from_secs(10);
 
 /// `lite:body` of every message received, acknowledging each when `ack`.
 async fn taken(broker: &BrokerHandle, answers: &[PopAnswer], ack: bool) -> Vec<String> {
@@ -381,5 +389,96 @@ fn a_parents_lite_topics_are_listed_by_name_a_page_at_a_time_with_subscribers_an
             .unwrap();
         let names: Vec<_> = last.rows.iter().map(|r| r.lite.as_str()).collect();
         assert_eq!((names, last.next_after), (vec!["s3"], None));
+    });
+}
+
+#[test]
+fn a_receive_looks_only_at_the_lite_topics_that_have_something_for_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Shared");
+        let names: Vec<String> = (0..300).map(|i| format!("s{i}")).collect();
+        let lites: Vec<&str> = names.iter().map(String::as_str).collect();
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &lites, None)
+            .await
+            .unwrap();
+        // A new subscription is looked at once (all 300 empty), then not again.
+        assert!(receive(&broker, "c1").await.is_empty());
+        let after_first = broker.lite_readiness();
+        assert_eq!((after_first.looks, after_first.ready), (300, 0));
+        send(&broker, "s7", "a").await;
+        send(&broker, "s150", "b").await;
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let answers = receive_waiting(&broker, "c1", Duration::from_secs(5)).await;
+            assert!(!answers.is_empty(), "the arrivals wake the waiting receive");
+            got.extend(taken(&broker, &answers, true).await);
+        }
+        got.sort();
+        assert_eq!(got, ["s150:b", "s7:a"]);
+        // Nothing more: the acknowledged lite topics are looked at once more, then the receive
+        // waits its poll time out without a look at the other 298.
+        assert!(receive_waiting(&broker, "c1", Duration::from_secs(5))
+            .await
+            .is_empty());
+        let looks = broker.lite_readiness().looks - after_first.looks;
+        assert!(
+            (2..=6).contains(&looks),
+            "{looks} lite topics looked at for two messages among 300 subscribed"
+        );
+    });
+}
+
+#[test]
+fn a_batch_not_acknowledged_is_received_again_once_its_invisible_time_passes_or_is_shortened() {
+    let dir = tempfile::tempdir().unwrap();
+    run_paused(|| async {
+        let broker = lite_broker(dir.path(), "Shared");
+        subscribe(&broker, "c1", SyncAction::PartialAdd, &["s1"], None)
+            .await
+            .unwrap();
+        send(&broker, "s1", "a").await;
+        let first = receive_waiting(&broker, "c1", Duration::from_secs(5)).await;
+        assert_eq!(taken(&broker, &first, false).await, ["s1:a"]);
+        assert_eq!(
+            broker.lite_readiness().due,
+            1,
+            "due when the batch is visible"
+        );
+        // The receive waits past the invisible time and gets the message again.
+        let started = tokio::time::Instant::now();
+        let again = receive_waiting(&broker, "c1", INVISIBLE * 2).await;
+        assert_eq!(taken(&broker, &again, false).await, ["s1:a"]);
+        let waited = started.elapsed();
+        assert!(
+            waited >= INVISIBLE - Duration::from_secs(5)
+                && waited <= INVISIBLE + Duration::from_secs(1),
+            "received again after {waited:?}"
+        );
+        // A shorter invisible time (a client's nack) brings it back sooner.
+        let message = decode_records(again[0].records.clone()).unwrap().remove(0);
+        let receipt = again[0].receipt(&message, "skiff").unwrap();
+        broker
+            .change_invisible(
+                AckRequest {
+                    group: GROUP.to_owned(),
+                    topic: message.topic.clone(),
+                    queue_id: 0,
+                    offset: message.queue_offset as i64,
+                    receipt,
+                    expired: ExpiredReceipt::Refuse,
+                },
+                1_000,
+            )
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        let third = receive_waiting(&broker, "c1", INVISIBLE).await;
+        assert_eq!(taken(&broker, &third, true).await, ["s1:a"]);
+        assert!(
+            started.elapsed() <= Duration::from_secs(2),
+            "received again after {:?}",
+            started.elapsed()
+        );
     });
 }

@@ -16,6 +16,19 @@ use crate::logic::queue::GroupQueue;
 use skiff_storage::metadata::TopicConfig;
 use skiff_storage::store::StoreReader;
 
+/// What lite receives have to look at ([`BrokerHandle::lite_readiness`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiteReadinessSnapshot {
+    /// Clients with a lite topic ready for their next receive.
+    pub clients: usize,
+    /// Lite topics ready, over all clients.
+    pub ready: usize,
+    /// Lite topics to be looked at again once a batch out becomes visible.
+    pub due: usize,
+    /// Lite topics receives looked at, since the start.
+    pub looks: u64,
+}
+
 /// A lite parent: its expiration, the groups bound to it, its lite topics and every lite
 /// topic of the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +229,18 @@ impl BrokerHandle {
     /// How many (client, lite topic) subscriptions the broker holds.
     pub fn lite_subscription_count(&self) -> usize {
         self.inner.lite.subscriptions.borrow().subscription_count()
+    }
+
+    /// What lite receives have to look at, and how much they looked.
+    pub fn lite_readiness(&self) -> LiteReadinessSnapshot {
+        let subscriptions = self.inner.lite.subscriptions.borrow();
+        let (clients, ready, due) = subscriptions.readiness().counts();
+        LiteReadinessSnapshot {
+            clients,
+            ready,
+            due,
+            looks: self.inner.lite.looks.get(),
+        }
     }
 
     /// GET_LITE_CLIENT_INFO: the client's lite topics of `parent` in `group` (`None`: it holds

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 pub mod admin;
+pub mod arrivals;
 pub(crate) mod expiry;
 pub(super) mod state;
 
@@ -17,9 +18,10 @@ use super::handle::BrokerHandle;
 use super::pop::{PopAnswer, PopRequest, BUSY_RETRY};
 use crate::broker_api::{BrokerError, ExpressionType};
 use crate::logic::lite::{
-    check_name, client_quota, lmq_name, start_offset, Change, LiteRefusal, StartFrom, SyncAction,
-    SyncOutcome, BIND_TOPIC, QUOTA_SLACK, SUB_MODEL,
+    check_name, client_quota, lmq_name, split_lmq, start_offset, Change, LiteRefusal, StartFrom,
+    SyncAction, SyncOutcome, BIND_TOPIC, QUOTA_SLACK, SUB_MODEL,
 };
+use crate::logic::lite_ready::Look;
 use crate::refused::Refused;
 use skiff_storage::metadata::SubscriptionGroupConfig;
 
@@ -169,49 +171,60 @@ impl BrokerHandle {
         Ok(())
     }
 
-    /// The lite topics `client_id` subscribes under `group` and `topic`.
-    fn lite_topics_of(&self, client_id: &str, group: &str, topic: &str) -> Vec<String> {
-        self.inner
-            .lite
-            .subscriptions
-            .borrow()
-            .of(client_id)
-            .filter(|c| c.group == group && c.parent == topic)
-            .map(|c| c.lites.iter().cloned().collect())
-            .unwrap_or_default()
+    /// An orderly batch of `topic` was acknowledged: when it is a lite topic, its subscribers'
+    /// next receives look at it.
+    pub(in crate::broker) fn lite_batch_acknowledged(&self, topic: &str) {
+        if let Some((parent, lite)) = split_lmq(topic) {
+            self.inner.lite.mark_ready(parent, lite);
+        }
     }
 
-    /// A lite receive (POP_LITE_MESSAGE): an orderly pop of each lite topic the client
-    /// subscribes, from a different one each time, until the batch is full; when none has
-    /// anything, waits up to the poll time for an arrival in one of them or a change of the
-    /// client's subscription, and looks once more.
+    /// An orderly batch of `topic` becomes visible at `visible_at_ms` (its invisible time was
+    /// changed): when it is a lite topic, its subscribers look at it then.
+    pub(in crate::broker) fn lite_batch_visible_at(&self, topic: &str, visible_at_ms: i64) {
+        if let Some((parent, lite)) = split_lmq(topic) {
+            self.inner
+                .lite
+                .subscriptions
+                .borrow_mut()
+                .due_at(visible_at_ms, parent, lite);
+        }
+    }
+
+    /// A lite receive (POP_LITE_MESSAGE): an orderly pop of each lite topic ready for the
+    /// client (a message arrived, a batch was acknowledged or became visible again, the
+    /// subscription was added), from a different one each time, until the batch is full; when
+    /// none has anything, waits up to the poll time for one to become ready or the client's
+    /// subscription to change, and looks again. The other subscribed lite topics are not looked
+    /// at: they hold nothing for the client.
     pub async fn pop_lite(&self, pop: LitePop) -> Result<Vec<PopAnswer>, BrokerError> {
         self.lite_group(&pop.group, &pop.topic)?;
         let deadline = tokio::time::Instant::now() + pop.poll;
         let wake = self.inner.lite.wake(&pop.client_id);
         loop {
             self.expire_lite_subscriptions();
-            let lites = self.lite_topics_of(&pop.client_id, &pop.group, &pop.topic);
-            let (answers, rest) = self.pop_lite_once(&pop, &lites).await?;
+            self.inner.lite.mark_due_ready(self.inner.clock.now_ms());
+            let (answers, busy) = self.pop_lite_once(&pop).await?;
             let now = tokio::time::Instant::now();
             if !answers.is_empty() || now >= deadline {
                 return Ok(answers);
             }
-            let hold = if rest > 0 {
-                BUSY_RETRY.min(deadline - now)
-            } else {
-                deadline - now
-            };
-            let queues = lites.iter().map(|l| (lmq_name(&pop.topic, l), 0)).collect();
-            let waits = self.park_on(queues).await?;
-            let changed = wake.notified();
-            let _ = tokio::time::timeout(hold, async {
-                tokio::select! {
-                    _ = super::pop::any_woken(waits) => {}
-                    _ = changed => {}
-                }
-            })
-            .await;
+            let mut hold = deadline - now;
+            if busy {
+                hold = hold.min(BUSY_RETRY);
+            }
+            let next_due = self
+                .inner
+                .lite
+                .subscriptions
+                .borrow()
+                .readiness()
+                .next_due_ms();
+            if let Some(due_ms) = next_due {
+                let wait = due_ms.saturating_sub(self.inner.clock.now_ms()).max(0);
+                hold = hold.min(Duration::from_millis(wait as u64));
+            }
+            let _ = tokio::time::timeout(hold, wake.notified()).await;
             if !self.inner.lite.is_waking(&pop.client_id, &wake) {
                 // The client ended its session while this receive waited.
                 return Ok(Vec::new());
@@ -219,52 +232,79 @@ impl BrokerHandle {
         }
     }
 
-    /// One look at the client's lite topics until the batch is full: the answers that carry
-    /// messages, and how many messages the lite topics read left unread.
-    async fn pop_lite_once(
-        &self,
-        pop: &LitePop,
-        lites: &[String],
-    ) -> Result<(Vec<PopAnswer>, u64), BrokerError> {
+    /// One look at the lite topics ready for the client until the batch is full: the answers
+    /// that carry messages, and whether a lite topic was left because another receive of the
+    /// group was reading it.
+    async fn pop_lite_once(&self, pop: &LitePop) -> Result<(Vec<PopAnswer>, bool), BrokerError> {
+        let lites = self
+            .inner
+            .lite
+            .subscriptions
+            .borrow()
+            .readiness()
+            .round(&pop.client_id);
         let mut answers = Vec::new();
-        let mut rest = 0;
+        let mut busy = false;
         let mut left = pop.max_messages;
-        let start = if lites.is_empty() {
-            0
-        } else {
-            let round = self.inner.pop_rounds.get();
-            self.inner.pop_rounds.set(round.wrapping_add(1));
-            (round % lites.len() as u64) as usize
-        };
-        for lite in lites.iter().cycle().skip(start).take(lites.len()) {
-            let topic = lmq_name(&pop.topic, lite);
-            // A lite topic nobody sent to yet: nothing to pop, nothing to look up.
-            if self.inner.reader.max_offset(&topic, 0) == 0 {
-                continue;
-            }
+        for lite in &lites {
             if left == 0 {
                 break;
             }
-            let answer = self
-                .pop(PopRequest {
-                    group: pop.group.clone(),
-                    topic,
-                    queue_id: Some(0),
-                    max_messages: left,
-                    invisible_ms: pop.invisible_ms,
-                    poll: Duration::ZERO,
-                    from_min: true,
-                    expression_type: ExpressionType::Tag,
-                    expression: None,
-                    orderly: true,
-                })
-                .await?;
-            rest += answer.rest;
-            if answer.message_count > 0 {
-                left = left.saturating_sub(answer.message_count as u32);
-                answers.push(answer);
+            let taken = self
+                .inner
+                .lite
+                .subscriptions
+                .borrow_mut()
+                .take_ready(&pop.client_id, lite);
+            if !taken {
+                // Unsubscribed, or taken by a concurrent receive of the client, meanwhile.
+                continue;
             }
+            self.inner.lite.looks.set(self.inner.lite.looks.get() + 1);
+            let topic = lmq_name(&pop.topic, lite);
+            // A lite topic nobody sent to yet: nothing to pop, nothing to look up.
+            let look = if self.inner.reader.max_offset(&topic, 0) == 0 {
+                Look::Empty
+            } else {
+                let answer = self
+                    .pop(PopRequest {
+                        group: pop.group.clone(),
+                        topic,
+                        queue_id: Some(0),
+                        max_messages: left,
+                        invisible_ms: pop.invisible_ms,
+                        poll: Duration::ZERO,
+                        from_min: true,
+                        expression_type: ExpressionType::Tag,
+                        expression: None,
+                        orderly: true,
+                    })
+                    .await?;
+                let look = if answer.message_count > 0 {
+                    Look::HandedOut {
+                        visible_at_ms: answer.pop_time_ms.saturating_add(pop.invisible_ms),
+                    }
+                } else if let Some(visible_at_ms) = answer.blocked_until_ms {
+                    Look::Blocked { visible_at_ms }
+                } else if answer.rest > 0 {
+                    busy = true;
+                    Look::Busy
+                } else {
+                    Look::Empty
+                };
+                if answer.message_count > 0 {
+                    left = left.saturating_sub(answer.message_count as u32);
+                    answers.push(answer);
+                }
+                look
+            };
+            self.inner.lite.subscriptions.borrow_mut().looked(
+                &pop.client_id,
+                &pop.topic,
+                lite,
+                look,
+            );
         }
-        Ok((answers, rest))
+        Ok((answers, busy))
     }
 }

@@ -385,6 +385,7 @@ impl BrokerHandle {
                         .await
                         .map(|_| {
                             // A pop held on the queue while it was blocked can go on now.
+                            self.lite_batch_acknowledged(&queue.topic);
                             self.inner.addrs.long_poll.do_send(WakeQueue {
                                 topic: queue.topic,
                                 queue_id: queue.queue_id,
@@ -421,6 +422,9 @@ impl BrokerHandle {
             })
             .await
             .map_err(mailbox("pop"))??;
+        if receipt.mode() == PopMode::Orderly {
+            self.lite_batch_visible_at(topic, now.saturating_add(invisible_ms));
+        }
         // A message no longer held (acknowledged, revived) is left so; the answer is the same,
         // as Java's is.
         Ok(match receipt.mode() {

@@ -68,8 +68,8 @@ pub enum Claim {
     Claimed { next: Option<u64> },
     /// Another pop of the group is reading the queue (Java skips it the same way).
     Busy { next: Option<u64> },
-    /// An orderly batch is still out on the queue; it is not claimed.
-    Blocked,
+    /// An orderly batch is still out on the queue until `visible_at_ms`; it is not claimed.
+    Blocked { visible_at_ms: i64 },
 }
 
 /// Where the group's next pop of each queue reads, for those being popped (the stored offset
@@ -291,9 +291,11 @@ impl PopActor {
     }
 
     fn orderly_blocked(&self, queue: &GroupQueue, now_ms: i64) -> bool {
-        self.orderly
-            .get(queue)
-            .is_some_and(|q| q.is_blocked(now_ms))
+        self.orderly_blocked_until(queue, now_ms).is_some()
+    }
+
+    fn orderly_blocked_until(&self, queue: &GroupQueue, now_ms: i64) -> Option<i64> {
+        self.orderly.get(queue)?.blocked_until(now_ms)
     }
 
     /// Drops a checkpoint that is done with, unless it was changed meanwhile.
@@ -456,10 +458,14 @@ impl Handler<ClaimQueue> for PopActor {
     fn handle(&mut self, msg: ClaimQueue, _: &mut Self::Context) -> Self::Result {
         let ahead = self.next_offsets(msg.look_ahead);
         let next = self.buffer.next_offset(&msg.queue);
+        let blocked = match msg.mode {
+            PopMode::Orderly => self.orderly_blocked_until(&msg.queue, msg.now_ms),
+            PopMode::Unordered => None,
+        };
         let claim = if self.claimed.contains(&msg.queue) {
             Claim::Busy { next }
-        } else if msg.mode == PopMode::Orderly && self.orderly_blocked(&msg.queue, msg.now_ms) {
-            Claim::Blocked
+        } else if let Some(visible_at_ms) = blocked {
+            Claim::Blocked { visible_at_ms }
         } else {
             self.claimed.insert(msg.queue);
             Claim::Claimed { next }

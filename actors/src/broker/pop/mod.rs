@@ -90,6 +90,9 @@ pub struct PopAnswer {
     /// their receipt, as Java's broker answers them.
     pub records: Bytes,
     pub message_count: usize,
+    /// The earliest time an orderly queue this pop found blocked (a batch still out) becomes
+    /// visible again.
+    pub blocked_until_ms: Option<i64>,
 }
 
 impl PopAnswer {
@@ -407,6 +410,7 @@ impl BrokerHandle {
             offset_info: OffsetInfo::default(),
             records: Bytes::new(),
             message_count: 0,
+            blocked_until_ms: None,
         };
         let mut body = Vec::new();
         let sources = self.pop_sources(request, topic, walk, SourcesFor::Reading)?;

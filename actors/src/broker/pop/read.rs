@@ -205,7 +205,14 @@ impl BrokerHandle {
                 answer.rest += self.backlog(&request.group, topic, queue_id, next).await?;
                 return Ok(());
             }
-            Claim::Blocked => return Ok(()),
+            Claim::Blocked { visible_at_ms } => {
+                answer.blocked_until_ms = Some(
+                    answer
+                        .blocked_until_ms
+                        .map_or(visible_at_ms, |t| t.min(visible_at_ms)),
+                );
+                return Ok(());
+            }
         };
         let mut offset = self.pop_offset(request, topic, queue_id, next).await?;
         let is_retry = topic != request.topic;
