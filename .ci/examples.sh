@@ -36,7 +36,8 @@ example timer_bench 180 --skiff-bin target/release/skiff --rate 200 --secs 2 --d
 # 4,000 queues under an open-file limit of 256 with 400 idle connections held: every send and
 # every read back succeeds, before and after a restart.
 example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --open-files 256 --idle-connections 400
-# The same with 4,000 lite topics of one LITE parent (RocketMQ 5.5).
+# The same with 4,000 lite topics of one LITE parent (RocketMQ 5.5), received by lite consumers
+# over gRPC a batch of subscriptions at a time.
 example many_queues 300 --skiff-bin target/release/skiff --topics 1000 --mode lite --idle-secs 15
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
