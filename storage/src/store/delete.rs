@@ -29,6 +29,14 @@ impl MessageStore {
         }
         self.shared.checkpoint(CheckpointPass::Forced)?;
         let disk = self.shared.config.disk.clone();
+        // Before any directory goes: a re-index from the log must know these records are of
+        // a deleted life of the queue (`deleted.rs`).
+        super::lock(&self.shared.deleted).record(
+            &disk,
+            &self.shared.config.dir,
+            queues,
+            self.write_pos,
+        )?;
         let root = queue_dir(&self.shared.config.dir);
         let mut deleted = 0;
         for (topic, queue_id) in queues {

@@ -47,6 +47,7 @@
 mod append;
 mod checkpoint;
 mod delete;
+mod deleted;
 mod durability;
 mod idle;
 mod prepare;
@@ -301,7 +302,12 @@ impl MessageStore {
         let log = CommitLog::open(&disk, &cl_dir)?;
         let files = FileCache::new(disk.clone(), config.open_queue_files);
         let new_dirs = Mutex::new(NewDirs::default());
-        let recovered = recover(&config, &log, &files, &new_dirs)?;
+        let deleted = Mutex::new(deleted::DeletedQueues::load(
+            &disk,
+            &config.dir,
+            log.first_base(),
+        )?);
+        let recovered = recover(&config, &log, &files, &new_dirs, &deleted)?;
         let valid_end = recovered.valid_end;
         log.publish_written(valid_end);
         let active = match log.last_segment() {
@@ -315,6 +321,7 @@ impl MessageStore {
             queues: RwLock::new(queues.clone()),
             files,
             new_dirs,
+            deleted,
             recovered_from: recovered.checkpointed,
             released: Mutex::default(),
             last_timestamp: AtomicI64::new(last_timestamp),
@@ -457,6 +464,8 @@ struct Shared {
     files: Arc<FileCache>,
     /// Directories to fsync at the next thorough checkpoint.
     new_dirs: Mutex<NewDirs>,
+    /// Where deleted queues ended in the log, so no re-index brings their records back.
+    deleted: Mutex<deleted::DeletedQueues>,
     /// The commit-log position recovery started from: a queue opened later, which the scan
     /// from here never met, holds no valid entry at or past it.
     recovered_from: u64,

@@ -7,6 +7,7 @@
 //! checkpoint to fsync them. The commit-state, checkpoint and group-commit fields are
 //! `durability`'s to use.
 
+use super::deleted::DeletedQueues;
 use super::settle::settle_queue;
 use super::{is_valid_topic, lock, Shared, StoreConfig, StoreError};
 use crate::commit_log::CommitLog;
@@ -79,6 +80,8 @@ pub(super) struct QueueOpener<'a> {
     pub(super) log: &'a CommitLog,
     pub(super) files: &'a Arc<FileCache>,
     pub(super) new_dirs: &'a Mutex<NewDirs>,
+    /// Deleted queues' ends, which settling a queue's re-index respects.
+    pub(super) deleted: &'a Mutex<DeletedQueues>,
     pub(super) recovered_from: u64,
 }
 
@@ -118,7 +121,15 @@ impl QueueOpener<'_> {
         }
         if !repairs.created {
             let damaged = repairs.cut_bytes > 0 || repairs.dropped_files > 0 || repairs.refilled;
-            settle_queue(self.config, self.log, &q, self.recovered_from, damaged)?;
+            let deleted = lock(self.deleted);
+            settle_queue(
+                self.config,
+                self.log,
+                &q,
+                self.recovered_from,
+                damaged,
+                &deleted,
+            )?;
         }
         if new_topic || repairs.created {
             // Made durable by the next thorough checkpoint, which is what vouches for the
@@ -232,6 +243,7 @@ impl Shared {
             log: &self.log,
             files: &self.files,
             new_dirs: &self.new_dirs,
+            deleted: &self.deleted,
             recovered_from: if released {
                 u64::MAX
             } else {

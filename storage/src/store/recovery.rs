@@ -7,6 +7,7 @@
 //! the tail a crash could have left unindexed, not with the number of queues.
 
 use super::checkpoint::read_checkpoint;
+use super::deleted::DeletedQueues;
 use super::queues::{NewDirs, QueueMap, QueueOpener};
 use super::settle::{entry_for, PendingIndex};
 use super::{is_valid_topic, StoreConfig, StoreError};
@@ -116,6 +117,10 @@ impl Recovery<'_> {
                     };
                     scanned += 1;
                     self.newest = self.newest.max(layout.store_timestamp);
+                    // A record of a deleted life of its queue stays out of the queue.
+                    if super::lock(self.opener.deleted).hides(&topic, layout.queue_id, position) {
+                        continue;
+                    }
                     let entry = entry_for(position, &layout, bytes);
                     let key = (topic, layout.queue_id);
                     let next = self.next_offset(&key)?;
@@ -284,6 +289,7 @@ pub(super) fn recover(
     log: &CommitLog,
     files: &Arc<FileCache>,
     new_dirs: &Mutex<NewDirs>,
+    deleted: &Mutex<DeletedQueues>,
 ) -> Result<Recovered, StoreError> {
     let first_base = log.first_base();
     let files_end = log.files_end()?;
@@ -311,6 +317,7 @@ pub(super) fn recover(
             log,
             files,
             new_dirs,
+            deleted,
             recovered_from: durable,
         },
         queues: HashMap::new(),

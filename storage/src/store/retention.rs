@@ -172,6 +172,8 @@ impl MessageStore {
             outcome.bytes_freed += bytes;
         }
         outcome.min_commit_log_offset = self.shared.log.first_base();
+        // Deleted queues whose records went with the segments need no memory of them.
+        super::lock(&self.shared.deleted).prune(outcome.min_commit_log_offset);
         self.shared.checkpoint(CheckpointPass::Forced)?;
         // The caller logs the run at info with its reason (age or disk use).
         tracing::debug!(

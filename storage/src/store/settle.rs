@@ -3,6 +3,7 @@
 //! from the commit log), and the index entries recovery and settling both write. Recovery scans
 //! the commit log; the queue map opens queues; both call here, and this file calls neither.
 
+use super::deleted::DeletedQueues;
 use super::{StoreConfig, StoreError};
 use crate::commit_log::{CommitLog, ScanStep, MIN_RECORD_SIZE};
 use crate::consume_queue::{ConsumeQueue, CqEntry, ENTRY_SIZE};
@@ -32,6 +33,7 @@ pub(super) fn settle_queue(
     q: &ConsumeQueue,
     checkpointed: u64,
     damaged: bool,
+    deleted: &DeletedQueues,
 ) -> Result<(), StoreError> {
     let log_start = log.first_base();
     if log_start > 0 {
@@ -56,25 +58,28 @@ pub(super) fn settle_queue(
             resume_from = from,
             "consume queue lost entries, rebuilding it from the commit log"
         );
-        reindex_queue(config, log, q, from, checkpointed)?;
+        reindex_queue(config, log, q, from, checkpointed, deleted)?;
     }
     Ok(())
 }
 
 /// Drops the entries pointing at or past `position`, and those no writer produced (entries
-/// are in log order, so this is a binary search); answers whether the first one dropped was
-/// one no writer produced.
+/// are in log order, so this is a binary search over the live ones); answers whether the
+/// first one dropped was one no writer produced.
 fn drop_entries_from(q: &ConsumeQueue, position: u64) -> Result<bool, StoreError> {
-    let max = q.max_offset();
+    let (min, max) = (q.min_offset(), q.max_offset());
     let bad = |i: u64| -> Result<bool, StoreError> {
         Ok(q.entry_raw(i)
             .map_err(|e| io_err(q.path(), e))?
             .is_none_or(|e| e.physical_offset >= position))
     };
-    if max == 0 || !bad(max - 1)? {
+    if max <= min || !bad(max - 1)? {
         return Ok(false);
     }
-    let (mut lo, mut hi) = (0, max - 1);
+    // From the first live entry: below it retention removed the files, and a missing entry
+    // there is no damage (searched from 0, such a queue lost every entry at the first crash
+    // that left one past the checkpoint, and recovery rescanned the whole log for it).
+    let (mut lo, mut hi) = (min, max - 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if bad(mid)? {
@@ -156,6 +161,7 @@ fn reindex_queue(
     q: &ConsumeQueue,
     from: u64,
     to: u64,
+    deleted: &DeletedQueues,
 ) -> Result<(), StoreError> {
     let mut pending = PendingIndex {
         start: q.max_offset(),
@@ -172,7 +178,9 @@ fn reindex_queue(
             // The main scan decides what an invalid record means; this one only indexes.
             _ => break,
         };
-        if layout.queue_id != q.queue_id() || &record[layout.topic.clone()] != q.topic().as_bytes()
+        if layout.queue_id != q.queue_id()
+            || &record[layout.topic.clone()] != q.topic().as_bytes()
+            || deleted.hides(q.topic(), q.queue_id(), position)
         {
             continue;
         }

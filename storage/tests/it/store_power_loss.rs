@@ -113,6 +113,9 @@ struct Run {
     next_id: u64,
     cut: u32,
     tally: Tally,
+    /// Whole lite queues appended to and deleted beside the run's own ([`lite`]); none in the
+    /// runs that replay recorded seeds.
+    lite: Option<LiteQueues>,
 }
 
 /// What a run went through, so the output shows the test exercised each path.
@@ -126,6 +129,8 @@ struct Tally {
     key_lookups: u64,
     /// Queues let go of from memory as idle (and opened again by the next use).
     queues_released: u64,
+    lite_appended: u64,
+    lite_queues_deleted: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -137,6 +142,8 @@ impl std::ops::AddAssign for Tally {
         self.cuts_mid_operation += o.cuts_mid_operation;
         self.key_lookups += o.key_lookups;
         self.queues_released += o.queues_released;
+        self.lite_appended += o.lite_appended;
+        self.lite_queues_deleted += o.lite_queues_deleted;
     }
 }
 
@@ -150,6 +157,10 @@ macro_rules! check {
         }
     };
 }
+
+// After `check!`, which it uses.
+mod lite;
+use lite::LiteQueues;
 
 impl Run {
     fn new(seed: u64, policy: FlushPolicy, checkpoints: Checkpoints) -> Run {
@@ -167,7 +178,14 @@ impl Run {
             next_id: 0,
             cut: 0,
             tally: Tally::default(),
+            lite: None,
         }
+    }
+
+    /// The run also appends to and deletes lite queues.
+    fn with_lite_queues(mut self) -> Run {
+        self.lite = Some(LiteQueues::new(self.seed));
+        self
     }
 
     fn open(&mut self) -> MessageStore {
@@ -265,25 +283,28 @@ impl Run {
                 check!(self, false, "a valid batch was rejected: {rejected}");
                 false
             }
-            Err(e) if e.is_disk_full() => {
-                self.tally.disk_full_refusals += 1;
-                true
-            }
-            Err(e) => {
-                check!(
-                    self,
-                    self.disk.is_dead()
-                        || matches!(
-                            e,
-                            StoreError::WritesRefused
-                                | StoreError::Io { .. }
-                                | StoreError::FsyncFailed { .. }
-                        ),
-                    "unexpected append error: {e:?}"
-                );
-                false
-            }
+            Err(e) => self.append_failed(e),
         }
+    }
+
+    /// What an append's error means for the run: true while it may go on (a full disk).
+    fn append_failed(&mut self, e: StoreError) -> bool {
+        if e.is_disk_full() {
+            self.tally.disk_full_refusals += 1;
+            return true;
+        }
+        check!(
+            self,
+            self.disk.is_dead()
+                || matches!(
+                    e,
+                    StoreError::WritesRefused
+                        | StoreError::Io { .. }
+                        | StoreError::FsyncFailed { .. }
+                ),
+            "unexpected append error: {e:?}"
+        );
+        false
     }
 
     /// Operations until the power goes.
@@ -295,6 +316,12 @@ impl Run {
         for _ in 0..ops {
             if self.disk.is_dead() {
                 return;
+            }
+            if let Some(alive) = self.lite_operation(store, index) {
+                if !alive {
+                    return;
+                }
+                continue;
             }
             let roll = self.rng.gen_range(0..100);
             let alive = match roll {
@@ -434,22 +461,31 @@ impl Run {
         // The commit log holds exactly the served records, and nothing else past the mins.
         let mut in_log = 0usize;
         let mut disagreements = Vec::new();
-        let scanned = reader.scan_records(log_start, log_end, usize::MAX, |position, layout, _| {
-            let min = reader.min_offset(TOPIC, layout.queue_id);
-            if layout.queue_offset < min {
-                return;
-            }
-            in_log += 1;
-            match served.get(&(layout.queue_id, layout.queue_offset)) {
-                Some(&(_, _, physical)) if physical == position => {}
-                other => disagreements.push((
-                    position,
-                    layout.queue_id,
-                    layout.queue_offset,
-                    other.copied(),
-                )),
-            }
-        });
+        let scanned = reader.scan_records(
+            log_start,
+            log_end,
+            usize::MAX,
+            |position, layout, record| {
+                // The lite queues' records are checked against their queues by `verify_lite`.
+                if record.get(layout.topic.clone()) != Some(TOPIC.as_bytes()) {
+                    return;
+                }
+                let min = reader.min_offset(TOPIC, layout.queue_id);
+                if layout.queue_offset < min {
+                    return;
+                }
+                in_log += 1;
+                match served.get(&(layout.queue_id, layout.queue_offset)) {
+                    Some(&(_, _, physical)) if physical == position => {}
+                    other => disagreements.push((
+                        position,
+                        layout.queue_id,
+                        layout.queue_offset,
+                        other.copied(),
+                    )),
+                }
+            },
+        );
         check!(
             self,
             matches!(scanned, Ok(end) if end == log_end),
@@ -542,6 +578,7 @@ impl Run {
             );
             self.tally.key_lookups += 1;
         }
+        self.verify_lite(store);
         // From here on the store's content is the truth (opening checkpointed it).
         self.acked = served
             .into_iter()
@@ -584,10 +621,25 @@ impl Run {
 }
 
 fn runs(policy: FlushPolicy, checkpoints: Checkpoints) {
+    runs_of(policy, checkpoints, false);
+}
+
+/// `runs`, each also appending to and deleting lite queues when `lite`.
+fn runs_of(policy: FlushPolicy, checkpoints: Checkpoints, lite: bool) {
+    let run = |seed| {
+        let run = Run::new(seed, policy, checkpoints);
+        if lite {
+            run.with_lite_queues()
+        } else {
+            run
+        }
+    };
     if let Ok(seed) = std::env::var(SEED_ENV) {
         let seed: u64 = seed.parse().expect("SKIFF_POWERCUT_SEED is a u64");
-        eprintln!("power-loss {policy:?} {checkpoints:?}: replaying seed {seed}");
-        Run::new(seed, policy, checkpoints).go();
+        eprintln!(
+            "power-loss {policy:?} {checkpoints:?} (lite queues: {lite}): replaying seed {seed}"
+        );
+        run(seed).go();
         return;
     }
     let runs: u64 = std::env::var(RUNS_ENV)
@@ -599,7 +651,7 @@ fn runs(policy: FlushPolicy, checkpoints: Checkpoints) {
     let (mut cuts, mut tally) = (0, Tally::default());
     for i in 0..runs {
         let seed = base.wrapping_add(i);
-        let (c, t) = Run::new(seed, policy, checkpoints).go();
+        let (c, t) = run(seed).go();
         cuts += c;
         tally += t;
     }
@@ -610,6 +662,10 @@ fn runs(policy: FlushPolicy, checkpoints: Checkpoints) {
     assert!(
         tally.queues_released > 0,
         "no queue left memory in {runs} runs: the suite no longer covers reopening one"
+    );
+    assert!(
+        !lite || tally.lite_queues_deleted > 0,
+        "no lite queue was deleted in {runs} runs"
     );
 }
 
@@ -659,6 +715,14 @@ fn async_flush_with_light_checkpoints_loses_at_most_the_unflushed_tail_through_p
 #[test]
 fn sync_flush_with_light_checkpoints_keeps_every_acknowledged_message_through_power_cuts() {
     runs(FlushPolicy::Sync, Checkpoints::Light);
+}
+
+/// Expired lite topics: whole queues deleted between appends, flushes, releases from memory and
+/// retention; no deleted message ever comes back, and nothing acknowledged after is lost.
+#[test]
+fn lite_queues_deleted_between_power_cuts_never_come_back_and_lose_nothing_acknowledged() {
+    runs_of(FlushPolicy::Async, Checkpoints::Light, true);
+    runs_of(FlushPolicy::Sync, Checkpoints::Thorough, true);
 }
 
 /// The `KEYS` property of the message with this id.
