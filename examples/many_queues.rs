@@ -12,7 +12,8 @@
 //! 4. Every queue takes a second message after the restart: the store is writable for every
 //!    topic.
 //! 5. With `--idle-secs N`, idle: every queue leaves memory (`idle_queue_release_ms`, 1 s here)
-//!    and RSS falls; read until it settles, for at most N seconds.
+//!    and RSS falls; read until it settles, for at most N seconds (in `--mode lite` also after
+//!    step 2, once the consumers are done).
 //!
 //! Printed: the most descriptors the child held (sampled from /proc every 10 ms), its peak RSS,
 //! the send cost per message into a new queue and into an existing one, the restart time, and
@@ -510,6 +511,12 @@ async fn main() -> anyhow::Result<()> {
     let rss_kib = proc_kib(pid, "VmHWM:");
     let peak_fds = sampler.peak();
     drop(idle);
+    // In `--mode lite` with `--idle-secs`, the RSS once idle after the consumers too: what a
+    // million received and acknowledged lite topics leave behind before any restart.
+    let idle_after_consumers = match (mode, args.idle_secs) {
+        (Mode::Lite, wait) if wait > 0 => Some(settled_rss_kib(pid, rss_kib, wait).await),
+        _ => None,
+    };
 
     // 3. Restart: the time from the spawn to the first answered send.
     client.close_connection(&addr);
@@ -594,6 +601,12 @@ async fn main() -> anyhow::Result<()> {
         "  after the restart: peak RSS {:.1} MiB",
         peak_after_restart_kib as f64 / 1024.0
     );
+    if let Some((idle_kib, idle_secs)) = idle_after_consumers {
+        println!(
+            "  RSS once idle after the consumers {:.1} MiB (read {idle_secs} s after the last acknowledgement)",
+            idle_kib as f64 / 1024.0
+        );
+    }
     if let Some((idle_kib, idle_secs)) = idle {
         println!(
             "  RSS once idle {:.1} MiB (read {idle_secs} s after the last message)",

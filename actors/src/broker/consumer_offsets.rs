@@ -10,6 +10,7 @@
 
 use crate::broker_api::BrokerError;
 use crate::logic::delay::SCHEDULE_TOPIC;
+use crate::logic::lite::LMQ_PREFIX;
 use crate::logic::queue::GroupQueue;
 use crate::logic::transaction::HALF_TOPIC;
 use crate::persister::PersistNow;
@@ -229,6 +230,12 @@ impl ConsumerOffsetsActor {
                 offset, previous,
                 "consumer offset committed lower than the stored one"
             );
+        }
+        // Not for a lite topic's queue: there may be millions, each short-lived, and the time
+        // would be memory per lite topic for as long as the broker runs (the stored record
+        // keeps its own time of the write).
+        if slot.topic.starts_with(LMQ_PREFIX) {
+            return Ok(CommitResult::Applied(outcome));
         }
         // The slot is usually known already: no copy of its names per commit.
         match self.last_commit_ms.get_mut(slot) {

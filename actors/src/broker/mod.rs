@@ -357,7 +357,7 @@ impl Broker {
         });
         let lite = std::rc::Rc::new(lite::state::LiteState::default());
         let lite_arrivals =
-            lite::arrivals::LiteArrivals::new(lite.clone(), LITE_READY_SWEEP).start();
+            lite::arrivals::LiteArrivals::new(lite.clone(), LITE_READY_SWEEP, clock).start();
         store_addr.do_send(message_store::SubscribeArrivals {
             recipient: lite_arrivals.clone().recipient(),
         });

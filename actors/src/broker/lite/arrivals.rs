@@ -8,6 +8,7 @@ use actix::prelude::*;
 
 use super::state::LiteState;
 use crate::broker::long_poll::NotifyArrivals;
+use crate::broker::BrokerClock;
 use crate::logic::lite::split_lmq;
 use crate::quit::Quit;
 
@@ -19,11 +20,16 @@ pub struct LiteArrivals {
     /// How often every subscribed lite topic is marked ready, which covers a notice the store
     /// dropped at a full mailbox (an arrival is then received late, never lost).
     sweep: Duration,
+    clock: BrokerClock,
 }
 
 impl LiteArrivals {
-    pub(crate) fn new(lite: Rc<LiteState>, sweep: Duration) -> Self {
-        LiteArrivals { lite, sweep }
+    pub(crate) fn new(lite: Rc<LiteState>, sweep: Duration, clock: BrokerClock) -> Self {
+        LiteArrivals { lite, sweep, clock }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 }
 
@@ -32,7 +38,12 @@ impl Actor for LiteArrivals {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        ctx.run_interval(self.sweep, |this, _| this.lite.mark_all_ready());
+        ctx.run_interval(self.sweep, |this, _| {
+            this.lite.mark_all_ready();
+            // Batches come due whether or not a receive runs to take them (an idle consumer's
+            // would otherwise stay in memory).
+            this.lite.mark_due_ready(this.now_ms());
+        });
     }
 }
 

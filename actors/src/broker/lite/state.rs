@@ -51,7 +51,7 @@ impl LiteState {
     }
 
     /// Marks ready the lite topics whose batches became visible by `now_ms`.
-    pub(super) fn mark_due_ready(&self, now_ms: i64) {
+    pub(crate) fn mark_due_ready(&self, now_ms: i64) {
         let clients = self.subscriptions.borrow_mut().mark_due_ready(now_ms);
         self.wake_clients(clients);
     }
