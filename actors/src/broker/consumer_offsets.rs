@@ -122,7 +122,8 @@ pub struct GroupOffset {
     pub topic: String,
     pub queue_id: u32,
     pub offset: u64,
-    /// Broker-clock time of the last commit seen since this broker started.
+    /// Broker-clock time of the last commit seen since this broker started (none kept for a
+    /// lite topic's queue).
     pub last_commit_ms: Option<i64>,
 }
 
