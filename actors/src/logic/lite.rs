@@ -309,8 +309,13 @@ impl LiteSubscriptions {
                 .entry((parent.to_owned(), lite.clone()))
                 .or_default()
                 .insert(client_id.to_owned());
-            if added {
+            // A PARTIAL_ADD may move the group's offset in a lite topic the client already
+            // held (its offset option): look at every one it names. A COMPLETE_ADD is the
+            // client's periodic refresh of its whole set: only what is new to it.
+            if added || action == SyncAction::PartialAdd {
                 self.ready.mark(client_id, lite);
+            }
+            if added {
                 outcome.added.push(lite.clone());
             }
         }
@@ -643,5 +648,52 @@ mod tests {
         assert_eq!(subs.clients(), 1);
         subs.forget_lite("P", "a");
         assert_eq!(subs.of("new").map(|c| c.lites.len()), Some(0));
+    }
+
+    #[test]
+    fn a_subscription_marks_its_lite_topics_ready_and_an_arrival_marks_each_holder() {
+        let mut subs = LiteSubscriptions::default();
+        subs.apply(
+            &change("c1", "g", SyncAction::PartialAdd, &set(&["a", "b"]), false),
+            0,
+        );
+        subs.apply(
+            &change("c2", "h", SyncAction::PartialAdd, &set(&["a"]), false),
+            0,
+        );
+        assert_eq!(subs.readiness().round("c1"), ["a", "b"]);
+        for lite in ["a", "b"] {
+            assert!(subs.take_ready("c1", lite));
+        }
+        assert!(subs.take_ready("c2", "a"));
+        // The periodic refresh of the whole set marks nothing it already held...
+        subs.apply(
+            &change("c1", "g", SyncAction::CompleteAdd, &set(&["a", "b"]), false),
+            1,
+        );
+        assert!(!subs.readiness().has_ready("c1"));
+        // ...a PARTIAL_ADD (which may move the offset) marks what it names.
+        subs.apply(
+            &change("c1", "g", SyncAction::PartialAdd, &set(&["b"]), false),
+            2,
+        );
+        assert_eq!(subs.readiness().round("c1"), ["b"]);
+        // An arrival in a marks it for both holders, whatever their groups.
+        assert_eq!(subs.mark_ready("P", "a"), ["c1", "c2"]);
+        assert_eq!(subs.readiness().round("c2"), ["a"]);
+        assert_eq!(
+            subs.subscribers("P", "a"),
+            [
+                ("c1".to_owned(), "g".to_owned()),
+                ("c2".to_owned(), "h".to_owned())
+            ]
+        );
+        // Unsubscribed, a lite topic is neither ready nor marked by an arrival.
+        subs.apply(
+            &change("c2", "h", SyncAction::PartialRemove, &set(&["a"]), false),
+            3,
+        );
+        assert!(!subs.readiness().has_ready("c2"));
+        assert_eq!(subs.mark_ready("P", "a"), ["c1"]);
     }
 }
