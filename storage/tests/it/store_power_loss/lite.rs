@@ -81,10 +81,6 @@ impl Run {
                 self.tally.acked += results.len() as u64;
                 self.tally.lite_appended += results.len() as u64;
                 for r in results {
-                    eprintln!(
-                        "cut {} append q{q} id {id} at {} phys {}",
-                        self.cut, r.queue_offset, r.physical_offset
-                    );
                     lite.queues[q].acked.insert(
                         r.queue_offset,
                         Acked {
@@ -111,7 +107,6 @@ impl Run {
             return true;
         };
         let queue = &mut lite.queues[q];
-        eprintln!("cut {} delete q{q} end {end}: {deleted:?}", self.cut);
         match deleted {
             Ok(_) => {
                 queue.deleted.extend(queue.acked.values().map(|a| a.id));
@@ -155,10 +150,6 @@ impl Run {
                 );
                 for m in records.ok().and_then(Result::ok).unwrap_or_default() {
                     let id = u64::from_be_bytes(m.body[..8].try_into().unwrap_or_default());
-                    eprintln!(
-                        "cut {} read {name} [{min}..{max}) offset {offset} id {id} phys {}",
-                        self.cut, m.physical_offset
-                    );
                     check!(
                         self,
                         m.queue_offset == offset
@@ -182,17 +173,6 @@ impl Run {
                     offset += 1;
                 }
             }
-            eprintln!(
-                "cut {} verify {name}: min {min} max {max} served {:?} acked {:?} deleting {}",
-                self.cut,
-                served.iter().map(|(o, a)| (*o, a.id)).collect::<Vec<_>>(),
-                queue
-                    .acked
-                    .iter()
-                    .map(|(o, a)| (*o, a.id))
-                    .collect::<Vec<_>>(),
-                queue.deleting
-            );
             // A deletion cut short leaves the queue whole or gone.
             let gone = queue.deleting && served.is_empty();
             for (offset, acked) in &queue.acked {
