@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::checkpoint::replace_file;
 use super::StoreError;
 use crate::disk::{Disk, OpenMode};
 use crate::error::io_err;
@@ -123,7 +124,7 @@ impl DeletedQueues {
         self.below.values().map(HashMap::len).sum()
     }
 
-    /// Writes the file anew (a temporary file renamed over it).
+    /// Writes the file anew ([`replace_file`]).
     fn write_all(&self, disk: &Disk, dir: &Path) -> Result<(), StoreError> {
         let mut bytes = Vec::new();
         for (topic, queues) in &self.below {
@@ -131,17 +132,7 @@ impl DeletedQueues {
                 encode(&mut bytes, topic, *queue_id, *position);
             }
         }
-        let tmp = dir.join(format!("{DELETED_FILE}.tmp"));
-        let file = disk
-            .open(&tmp, OpenMode::Create)
-            .map_err(|e| io_err(&tmp, e))?;
-        file.set_len(0).map_err(|e| io_err(&tmp, e))?;
-        file.write_all_at(&bytes, 0).map_err(|e| io_err(&tmp, e))?;
-        file.sync_all().map_err(|e| io_err(&tmp, e))?;
-        drop(file);
-        let path = dir.join(DELETED_FILE);
-        disk.rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
-        disk.sync_dir(dir)
+        replace_file(disk, dir, DELETED_FILE, &bytes)
     }
 }
 
