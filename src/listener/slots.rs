@@ -5,8 +5,8 @@
 //! lock every other client out, so at the cap a newcomer takes the place of a connection that is
 //! doing nothing: first one that never completed a request (an idle or trickling flood, a frame
 //! that never ends), oldest first, then one idle for at least [`MIN_IDLE_TO_EVICT`], longest
-//! idle first. A connection with a request in progress is never chosen. Only when none
-//! qualifies is the newcomer refused.
+//! idle first; one part-way through a large frame goes last. A connection with a request in
+//! progress is never chosen. Only when none qualifies is the newcomer refused.
 
 use std::collections::HashMap;
 use std::future::poll_fn;
@@ -63,6 +63,8 @@ struct SlotState {
     last_active_ms: AtomicU64,
     requests_done: AtomicU64,
     in_flight: AtomicUsize,
+    /// Reading a frame larger than a connection's free allowance, on the shared budget.
+    receiving_large_frame: AtomicBool,
     evicted: AtomicBool,
     /// The connection's reader, woken when the connection is chosen to make room.
     reader: Mutex<Option<Waker>>,
@@ -118,6 +120,7 @@ impl ConnectionSlots {
             last_active_ms: AtomicU64::new(now),
             requests_done: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            receiving_large_frame: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
             reader: Mutex::new(None),
         });
@@ -182,6 +185,14 @@ impl ConnectionSlot {
         }
     }
 
+    /// The connection holds part of the shared budget for unfinished frames (`true`) or gave it
+    /// back (`false`).
+    pub fn receiving_large_frame(&self, receiving: bool) {
+        self.state
+            .receiving_large_frame
+            .store(receiving, Ordering::Relaxed);
+    }
+
     /// Ready once the connection has been chosen to make room; its reader then closes it.
     pub fn poll_evicted(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.state.evicted.load(Ordering::Acquire) {
@@ -237,6 +248,7 @@ impl SlotState {
             last_active_ms: self.last_active_ms.load(Ordering::Relaxed),
             requests_done: self.requests_done.load(Ordering::Relaxed),
             in_flight: self.in_flight.load(Ordering::Acquire),
+            receiving_large_frame: self.receiving_large_frame.load(Ordering::Relaxed),
             evicted: self.evicted.load(Ordering::Acquire),
         }
     }
@@ -256,14 +268,19 @@ pub(crate) struct Candidate {
     pub last_active_ms: u64,
     pub requests_done: u64,
     pub in_flight: usize,
+    pub receiving_large_frame: bool,
     pub evicted: bool,
 }
 
 /// The connection to close for a newcomer: one that never completed a request although it has
 /// had `min_idle_ms` to, oldest first; else one idle for at least `min_idle_ms`, longest idle
 /// first; else one that has not yet completed a request, oldest first (under a flood faster
-/// than the cap, a client whose first request is still on its way is the last to go). Never
-/// one with a request in progress or already chosen.
+/// than the cap, a client whose first request is still on its way is the last to go). A
+/// connection receiving a large frame goes after all of those, in the same order among its
+/// kind: its place on the shared budget would pass to the next such frame, which the node would
+/// read only to close it in turn (a flood of half-sent large frames otherwise keeps the node
+/// copying and zeroing megabytes while newcomers wait). Never one with a request in progress or
+/// already chosen.
 pub(crate) fn pick_victim(
     candidates: impl Iterator<Item = (u64, Candidate)>,
     now_ms: u64,
@@ -284,6 +301,11 @@ pub(crate) fn pick_victim(
                 (false, true) => 1,
                 (true, false) => 2,
                 (false, false) => return None,
+            };
+            let rank = if c.receiving_large_frame {
+                rank + 3
+            } else {
+                rank
             };
             Some(((rank, since, id), id))
         })
@@ -346,8 +368,36 @@ mod tests {
             last_active_ms,
             requests_done,
             in_flight: 0,
+            receiving_large_frame: false,
             evicted: false,
         }
+    }
+
+    #[test]
+    fn a_connection_receiving_a_large_frame_goes_after_every_other_candidate() {
+        let receiving = Candidate {
+            receiving_large_frame: true,
+            ..candidate(0, 0, 0)
+        };
+        let picked = pick_victim(
+            [
+                (1, receiving),                  // oldest, never completed a request
+                (2, candidate(9_900, 9_900, 0)), // opened 100 ms ago
+            ]
+            .into_iter(),
+            10_000,
+            1_000,
+        );
+        assert_eq!(picked, Some(2));
+        let younger = Candidate {
+            receiving_large_frame: true,
+            ..candidate(5_000, 5_000, 0)
+        };
+        assert_eq!(
+            pick_victim([(1, younger), (2, receiving)].into_iter(), 10_000, 1_000),
+            Some(2),
+            "among connections receiving large frames, the oldest goes first"
+        );
     }
 
     #[test]

@@ -406,6 +406,9 @@ async fn read_loop<S: RequestSink>(
             smaller.extend_from_slice(&buf);
             buf = smaller;
             held = None;
+            if let Some(slot) = slot {
+                slot.receiving_large_frame(false);
+            }
         }
         let held_kib = held.as_ref().map_or(0, |p| p.num_permits());
         let more_kib = u32::try_from(need_kib.saturating_sub(held_kib)).unwrap_or(u32::MAX);
@@ -475,6 +478,9 @@ async fn read_loop<S: RequestSink>(
                 match held.as_mut() {
                     Some(held) => held.merge(permit),
                     None => held = Some(permit),
+                }
+                if let Some(slot) = slot {
+                    slot.receiving_large_frame(true);
                 }
             }
             res = read.read_buf(&mut buf), if !waiting_for_budget => match res {
