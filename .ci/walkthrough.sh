@@ -20,6 +20,9 @@ mapfile -t lines < <(awk '/^## Five minutes with skiff/ {in_section = 1}
 ((${#lines[@]} > 2)) || { echo "no walk-through found in README.md"; exit 1; }
 [[ ${lines[0]} == "cargo run --release -- serve" ]] || { echo "the walk-through does not start with serve: ${lines[0]}"; exit 1; }
 
+# What the lines build, once, before their time limits: `cargo run --release` builds the binary
+# without the features the examples' dev-dependencies add, `--example` with them.
+cargo build --quiet --release
 cargo build --quiet --release --bin skiff --examples
 bin=$PWD/target/release/skiff
 (cd "$work" && exec "$bin" serve) >"$work/serve.log" 2>&1 &

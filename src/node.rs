@@ -10,11 +10,14 @@ use skiff_actors::consumer::push_consumer::{ConsumerError, PushConsumer, PushCon
 use skiff_actors::logic::lite::LiteExpiry;
 use skiff_actors::metrics::MetricsSnapshot;
 use skiff_actors::producer::Producer;
+use skiff_storage::auth::{AuthStore, AuthStoreError, AUTH_DIR};
+use skiff_storage::disk::Disk;
 use skiff_storage::metadata::{open_db, MetadataError, MetadataStore, OpenDbError};
 use skiff_storage::offset_table::{OffsetTableError, SledOffsetTable};
 use skiff_storage::store::{MessageStore, StoreConfig, StoreError};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -35,6 +38,12 @@ pub enum NodeError {
         path: PathBuf,
         #[source]
         source: MetadataError,
+    },
+    #[error("ACL 2.0 users and ACLs in {path} failed to load")]
+    Users {
+        path: PathBuf,
+        #[source]
+        source: AuthStoreError,
     },
     #[error("offset table in {path} failed to open")]
     Offsets {
@@ -57,9 +66,10 @@ pub enum NodeError {
 pub struct Node {
     config: NodeConfig,
     broker: BrokerHandle,
-    /// The metadata database's trees, for what the node keeps beside the broker (ACL 2.0
-    /// users and ACLs).
+    /// The metadata database's trees.
     metadata: MetadataStore,
+    /// ACL 2.0 users and ACLs, which the node keeps beside the broker.
+    users: Arc<AuthStore>,
     shut_down: bool,
 }
 
@@ -98,6 +108,16 @@ impl Node {
                 path: meta_dir.clone(),
                 source,
             })?;
+        let users_dir = config.data_dir.join(AUTH_DIR);
+        let users_error = |source| NodeError::Users {
+            path: users_dir.clone(),
+            source,
+        };
+        let users = AuthStore::open(&Disk::Os, &users_dir).map_err(users_error)?;
+        let moved = users.take_from_metadata(&metadata).map_err(users_error)?;
+        if moved > 0 {
+            tracing::info!(records = moved, path = %users_dir.display(), "acl users and acls moved out of the metadata database");
+        }
         let offsets =
             SledOffsetTable::open(&db, meta_dir.clone()).map_err(|source| NodeError::Offsets {
                 path: meta_dir.clone(),
@@ -149,13 +169,19 @@ impl Node {
             config,
             broker,
             metadata,
+            users: Arc::new(users),
             shut_down: false,
         })
     }
 
-    /// The node's metadata database (topics, groups, ACL 2.0 users and ACLs).
+    /// The node's metadata database (topics, groups).
     pub fn metadata(&self) -> &MetadataStore {
         &self.metadata
+    }
+
+    /// The node's ACL 2.0 users and ACLs.
+    pub fn users(&self) -> &Arc<AuthStore> {
+        &self.users
     }
 
     pub fn config(&self) -> &NodeConfig {

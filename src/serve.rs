@@ -54,8 +54,6 @@ pub enum ServeError {
     Config(#[from] ConfigError),
     #[error("cannot set up TLS")]
     Tls(#[source] crate::tls::TlsError),
-    #[error("cannot read the stored ACL 2.0 users and ACLs")]
-    Users(#[source] crate::acl::admin::AuthAdminError),
 }
 
 /// Raises the open-file limit and shares it out (see [`crate::descriptors`]): the connection
@@ -219,20 +217,11 @@ pub async fn start(mut config: NodeConfig) -> Result<Serving, ServeError> {
             return Err(ServeError::Open { data_dir, source });
         }
     };
-    let auth = match AuthAdmin::open(
-        node.metadata().clone(),
+    let auth = Arc::new(AuthAdmin::open(
+        node.users().clone(),
         acl.clone(),
         &node.config().cluster_name,
-    ) {
-        Ok(auth) => Arc::new(auth),
-        Err(e) => {
-            server.shutdown().await;
-            if let Some(port) = grpc_port {
-                port.shutdown().await;
-            }
-            return Err(ServeError::Users(e));
-        }
-    };
+    ));
     if acl.current().is_on() && !acl.current().users().is_empty() {
         info!(
             users = acl.current().users().len(),

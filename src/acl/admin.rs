@@ -23,10 +23,9 @@
 //! Every change is stored durably (`skiff_storage::auth`) before it is answered, then a new
 //! [`UserBook`] is put in force for every door.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use skiff_storage::auth::{AuthAcl, AuthUser};
-use skiff_storage::metadata::{MetadataError, MetadataStore};
+use skiff_storage::auth::{AuthAcl, AuthStore, AuthStoreError, AuthUser};
 
 use super::admin_bodies::{
     acl_info, merge, parse_policy_type, parse_user_status, parse_user_type, user_info,
@@ -77,7 +76,7 @@ pub enum AuthAdminError {
     #[error("The acl is not exist.")]
     AclMissing,
     #[error("storing users and ACLs failed")]
-    Store(#[source] MetadataError),
+    Store(#[source] AuthStoreError),
 }
 
 impl AuthAdminError {
@@ -117,7 +116,7 @@ impl Caller {
 
 /// The stored users and ACLs and the ACL that enforces them.
 pub struct AuthAdmin {
-    store: MetadataStore,
+    store: Arc<AuthStore>,
     acl: AclHandle,
     cluster: String,
     /// One change at a time: each reads, checks and writes whole records.
@@ -134,19 +133,15 @@ impl std::fmt::Debug for AuthAdmin {
 
 impl AuthAdmin {
     /// Reads the stored users and ACLs and puts them in force in `acl`.
-    pub fn open(
-        store: MetadataStore,
-        acl: AclHandle,
-        cluster: &str,
-    ) -> Result<AuthAdmin, AuthAdminError> {
+    pub fn open(store: Arc<AuthStore>, acl: AclHandle, cluster: &str) -> AuthAdmin {
         let admin = AuthAdmin {
             store,
             acl,
             cluster: cluster.to_owned(),
             writing: Mutex::new(()),
         };
-        admin.publish()?;
-        Ok(admin)
+        admin.publish();
+        admin
     }
 
     /// Who a request signed with `access_key` (none: unsigned) comes from.
@@ -154,24 +149,16 @@ impl AuthAdmin {
         Caller::of(&self.acl, access_key)
     }
 
-    fn publish(&self) -> Result<(), AuthAdminError> {
-        let users = self.store.auth_users().map_err(AuthAdminError::Store)?;
-        let acls = self.store.auth_acls().map_err(AuthAdminError::Store)?;
+    fn publish(&self) {
+        let book = self.store.snapshot();
+        let users: Vec<AuthUser> = book.users.into_values().collect();
+        let acls: Vec<AuthAcl> = book.acls.into_values().collect();
         self.acl
             .replace_users(UserBook::new(&self.cluster, &users, &acls));
-        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.writing.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn stored_user(&self, name: &str) -> Result<Option<AuthUser>, AuthAdminError> {
-        self.store.auth_user(name).map_err(AuthAdminError::Store)
-    }
-
-    fn stored_acl(&self, subject: &str) -> Result<Option<AuthAcl>, AuthAdminError> {
-        self.store.auth_acl(subject).map_err(AuthAdminError::Store)
     }
 
     fn refuse_file_account(&self, name: &str) -> Result<(), AuthAdminError> {
@@ -184,20 +171,15 @@ impl AuthAdmin {
 
     /// The stored users as they would be with `username`'s record replaced by `user` (added
     /// when new; `None`: removed).
-    fn users_after(
-        &self,
-        username: &str,
-        user: Option<&AuthUser>,
-    ) -> Result<Vec<AuthUser>, AuthAdminError> {
+    fn users_after(&self, username: &str, user: Option<&AuthUser>) -> Vec<AuthUser> {
         let mut users: Vec<AuthUser> = self
             .store
-            .auth_users()
-            .map_err(AuthAdminError::Store)?
+            .users()
             .into_iter()
             .filter(|u| u.username != username)
             .collect();
         users.extend(user.cloned());
-        Ok(users)
+        users
     }
 
     /// Whether an enabled super user would remain after `users` replaced the stored ones
@@ -224,9 +206,10 @@ impl AuthAdmin {
             });
         }
         self.store
-            .put_auth_user(changed)
+            .put_user(changed)
             .map_err(AuthAdminError::Store)?;
-        self.publish()
+        self.publish();
+        Ok(())
     }
 
     /// AUTH_CREATE_USER (3001).
@@ -257,7 +240,7 @@ impl AuthAdmin {
             super_user,
             enabled: parse_user_status(info.user_status.as_deref()) != Some(false),
         };
-        self.store_user_change(self.users_after(username, Some(&user))?, &user, true)?;
+        self.store_user_change(self.users_after(username, Some(&user)), &user, true)?;
         tracing::info!(user = username, super_user, "acl user created");
         Ok(())
     }
@@ -279,7 +262,7 @@ impl AuthAdmin {
         }
         let _writing = self.lock();
         self.refuse_file_account(username)?;
-        let Some(mut user) = self.stored_user(username)? else {
+        let Some(mut user) = self.store.user(username) else {
             return Err(AuthAdminError::UserMissing);
         };
         if user.super_user && caller != Caller::Super {
@@ -294,7 +277,7 @@ impl AuthAdmin {
         if let Some(enabled) = parse_user_status(info.user_status.as_deref()) {
             user.enabled = enabled;
         }
-        self.store_user_change(self.users_after(username, Some(&user))?, &user, false)?;
+        self.store_user_change(self.users_after(username, Some(&user)), &user, false)?;
         tracing::info!(user = username, "acl user updated");
         Ok(())
     }
@@ -306,22 +289,19 @@ impl AuthAdmin {
         }
         let _writing = self.lock();
         self.refuse_file_account(username)?;
-        let Some(user) = self.stored_user(username)? else {
+        let Some(user) = self.store.user(username) else {
             return Ok(());
         };
         if user.super_user && caller != Caller::Super {
             return Err(AuthAdminError::SuperUserOnly { verb: "update" });
         }
-        if !self.administrable(&self.users_after(username, None)?) {
+        if !self.administrable(&self.users_after(username, None)) {
             return Err(AuthAdminError::LastSuperUser(username.to_owned()));
         }
         self.store
-            .remove_auth_acl(&subject_of(username))
+            .remove_user(username, &subject_of(username))
             .map_err(AuthAdminError::Store)?;
-        self.store
-            .remove_auth_user(username)
-            .map_err(AuthAdminError::Store)?;
-        self.publish()?;
+        self.publish();
         tracing::info!(user = username, "acl user deleted");
         Ok(())
     }
@@ -332,20 +312,20 @@ impl AuthAdmin {
             return Err(AuthAdminError::BlankUsername);
         }
         Ok(self
-            .list_users(None)?
+            .list_users(None)
             .into_iter()
             .find(|u| u.username.as_deref() == Some(username)))
     }
 
     /// AUTH_LIST_USER (3005): users whose name contains `filter`, by name; the ACL file's
     /// accounts among them.
-    pub fn list_users(&self, filter: Option<&str>) -> Result<Vec<UserInfo>, AuthAdminError> {
+    pub fn list_users(&self, filter: Option<&str>) -> Vec<UserInfo> {
         let acl = self.acl.current();
         let mut users: Vec<UserInfo> = acl
             .file_accounts()
             .map(|a| user_info(&a.access_key, a.is_admin(), true))
             .collect();
-        for user in self.store.auth_users().map_err(AuthAdminError::Store)? {
+        for user in self.store.users() {
             if !users
                 .iter()
                 .any(|u| u.username.as_deref() == Some(&user.username))
@@ -358,7 +338,7 @@ impl AuthAdmin {
             filter.is_none_or(|f| u.username.as_deref().is_some_and(|n| n.contains(f)))
         });
         users.sort_by(|a, b| a.username.cmp(&b.username));
-        Ok(users)
+        users
     }
 
     /// AUTH_CREATE_ACL (3006) and AUTH_UPDATE_ACL (3007), which Apache serves alike: merged
@@ -383,20 +363,18 @@ impl AuthAdmin {
         let _writing = self.lock();
         self.refuse_file_account(&username)?;
         let subject = subject_of(&username);
-        if self.stored_user(&username)?.is_none() {
+        if self.store.user(&username).is_none() {
             return Err(AuthAdminError::SubjectOfAclMissing(subject));
         }
-        let acl = match self.stored_acl(&subject)? {
+        let acl = match self.store.acl(&subject) {
             None => AuthAcl { subject, policies },
             Some(mut acl) => {
                 merge(&mut acl, policies);
                 acl
             }
         };
-        self.store
-            .put_auth_acl(&acl)
-            .map_err(AuthAdminError::Store)?;
-        self.publish()?;
+        self.store.put_acl(&acl).map_err(AuthAdminError::Store)?;
+        self.publish();
         tracing::info!(user = username, "acl written");
         Ok(())
     }
@@ -412,18 +390,18 @@ impl AuthAdmin {
         let username = user_of_subject(subject).ok_or(AuthAdminError::SubjectNull)?;
         let _writing = self.lock();
         self.refuse_file_account(username)?;
-        if self.stored_user(username)?.is_none() {
+        if self.store.user(username).is_none() {
             return Err(AuthAdminError::SubjectMissing);
         }
         let subject = subject_of(username);
-        let Some(mut acl) = self.stored_acl(&subject)? else {
+        let Some(mut acl) = self.store.acl(&subject) else {
             return Err(AuthAdminError::AclMissing);
         };
         let resource = resource.and_then(PolicyResource::parse);
         match resource {
             None => {
                 self.store
-                    .remove_auth_acl(&subject)
+                    .remove_acl(&subject)
                     .map_err(AuthAdminError::Store)?;
             }
             Some(resource) => {
@@ -436,16 +414,14 @@ impl AuthAdmin {
                 acl.policies.retain(|p| !p.entries.is_empty());
                 if acl.policies.is_empty() {
                     self.store
-                        .remove_auth_acl(&subject)
+                        .remove_acl(&subject)
                         .map_err(AuthAdminError::Store)?;
                 } else {
-                    self.store
-                        .put_auth_acl(&acl)
-                        .map_err(AuthAdminError::Store)?;
+                    self.store.put_acl(&acl).map_err(AuthAdminError::Store)?;
                 }
             }
         }
-        self.publish()?;
+        self.publish();
         tracing::info!(user = username, "acl deleted");
         Ok(())
     }
@@ -453,12 +429,10 @@ impl AuthAdmin {
     /// AUTH_GET_ACL (3009): `None` when the user has no ACL.
     pub fn get_acl(&self, subject: &str) -> Result<Option<AclInfo>, AuthAdminError> {
         let username = user_of_subject(subject).ok_or(AuthAdminError::SubjectNull)?;
-        if self.stored_user(username)?.is_none() {
+        if self.store.user(username).is_none() {
             return Err(AuthAdminError::SubjectMissing);
         }
-        Ok(self
-            .stored_acl(&subject_of(username))?
-            .map(|a| acl_info(&a)))
+        Ok(self.store.acl(&subject_of(username)).map(|a| acl_info(&a)))
     }
 
     /// AUTH_LIST_ACL (3010): ACLs whose subject contains `subject_filter`, each keeping the
@@ -467,11 +441,11 @@ impl AuthAdmin {
         &self,
         subject_filter: Option<&str>,
         resource_filter: Option<&str>,
-    ) -> Result<Vec<AclInfo>, AuthAdminError> {
+    ) -> Vec<AclInfo> {
         let subject_filter = subject_filter.map(str::trim).filter(|f| !f.is_empty());
         let resource_filter = resource_filter.map(str::trim).filter(|f| !f.is_empty());
         let mut out = Vec::new();
-        for mut acl in self.store.auth_acls().map_err(AuthAdminError::Store)? {
+        for mut acl in self.store.acls() {
             if subject_filter.is_some_and(|f| !acl.subject.contains(f)) {
                 continue;
             }
@@ -485,7 +459,7 @@ impl AuthAdmin {
                 out.push(acl_info(&acl));
             }
         }
-        Ok(out)
+        out
     }
 }
 
@@ -496,8 +470,8 @@ mod tests {
 
     fn admin(file_admin: bool) -> (tempfile::TempDir, AuthAdmin, AclHandle) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = skiff_storage::metadata::open_db(dir.path()).expect("db");
-        let store = MetadataStore::open(&db, dir.path().into()).expect("store");
+        let store =
+            Arc::new(AuthStore::open(&skiff_storage::disk::Disk::Os, dir.path()).expect("store"));
         let accounts = if file_admin {
             vec![AccountConfig {
                 access_key: "root".into(),
@@ -515,7 +489,7 @@ mod tests {
             })
             .expect("acl"),
         );
-        let admin = AuthAdmin::open(store, acl.clone(), "DefaultCluster").expect("admin");
+        let admin = AuthAdmin::open(store, acl.clone(), "DefaultCluster");
         (dir, admin, acl)
     }
 
@@ -697,7 +671,6 @@ mod tests {
         assert_eq!(admin.caller(Some("bob")), Caller::Normal);
         let names: Vec<_> = admin
             .list_users(None)
-            .expect("list")
             .into_iter()
             .filter_map(|u| u.username)
             .collect();

@@ -228,6 +228,21 @@ impl Disk {
         .map_err(|e| io_err(dir, e))
     }
 
+    /// Replaces `dir/name` with `bytes` so a crash leaves the old file or the new one: written to
+    /// `name.tmp`, fsynced, renamed over it, the directory fsynced.
+    pub fn replace_file(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let tmp = dir.join(format!("{name}.tmp"));
+        let f = self
+            .open(&tmp, OpenMode::Create)
+            .map_err(|e| io_err(&tmp, e))?;
+        f.set_len(0).map_err(|e| io_err(&tmp, e))?;
+        f.write_all_at(bytes, 0).map_err(|e| io_err(&tmp, e))?;
+        f.sync_all().map_err(|e| io_err(&tmp, e))?;
+        let path = dir.join(name);
+        self.rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
+        self.sync_dir(dir)
+    }
+
     /// Takes the exclusive lock file `dir/lock`, held for as long as the returned value lives:
     /// two writers on one directory would interleave records.
     pub fn lock_dir(&self, dir: &Path) -> Result<DirLock, StoreError> {

@@ -38,27 +38,7 @@ pub(super) fn write_checkpoint(
     buf.extend_from_slice(&last_timestamp.to_be_bytes());
     let crc = crc32fast::hash(&buf);
     buf.extend_from_slice(&crc.to_be_bytes());
-    replace_file(disk, dir, CHECKPOINT_FILE, &buf)
-}
-
-/// Replaces `dir/name` with `bytes` so a crash leaves the old file or the new one: written to
-/// `name.tmp`, fsynced, renamed over it, the directory fsynced.
-pub(super) fn replace_file(
-    disk: &Disk,
-    dir: &Path,
-    name: &str,
-    bytes: &[u8],
-) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let f = disk
-        .open(&tmp, OpenMode::Create)
-        .map_err(|e| io_err(&tmp, e))?;
-    f.set_len(0).map_err(|e| io_err(&tmp, e))?;
-    f.write_all_at(bytes, 0).map_err(|e| io_err(&tmp, e))?;
-    f.sync_all().map_err(|e| io_err(&tmp, e))?;
-    let path = dir.join(name);
-    disk.rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
-    disk.sync_dir(dir)
+    disk.replace_file(dir, CHECKPOINT_FILE, &buf)
 }
 
 fn parse_checkpoint(buf: &[u8]) -> Option<Checkpoint> {

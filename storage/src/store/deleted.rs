@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::checkpoint::replace_file;
 use super::StoreError;
 use crate::disk::{Disk, OpenMode};
 use crate::error::io_err;
@@ -124,7 +123,7 @@ impl DeletedQueues {
         self.below.values().map(HashMap::len).sum()
     }
 
-    /// Writes the file anew ([`replace_file`]).
+    /// Writes the file anew ([`Disk::replace_file`]).
     fn write_all(&self, disk: &Disk, dir: &Path) -> Result<(), StoreError> {
         let mut bytes = Vec::new();
         for (topic, queues) in &self.below {
@@ -132,7 +131,7 @@ impl DeletedQueues {
                 encode(&mut bytes, topic, *queue_id, *position);
             }
         }
-        replace_file(disk, dir, DELETED_FILE, &bytes)
+        disk.replace_file(dir, DELETED_FILE, &bytes)
     }
 }
 
