@@ -11,12 +11,14 @@
 # and a user property are sent, received with receive + ack and checked (message id, topic,
 # body, tag, keys, property, delivery attempt 1), then nothing may come back for 13 s after the
 # last receive (the invisible duration is 10 s). The Python smoke also sends priority messages to
-# a PRIORITY topic of 8 queues and receives them highest first (python/smoke.py). One line per
+# a PRIORITY topic of 8 queues and receives them highest first, and subscribes, receives and
+# unsubscribes lite topics of a LITE topic with a LitePushConsumer (python/smoke.py). One line per
 # smoke, NAME.tls / NAME.plain, then
 # `N passed, M failed` last; exit 0 iff none failed. The smokes run at once, each with its own
 # topic and group.
 #
-#   --broker apache   tests/conformance/apache/start.sh --proxy (name server + proxy 5.5.0, local)
+#   --broker apache   tests/conformance/apache/start.sh --proxy-cluster (name server, broker and
+#                     proxy 5.5.0 in cluster mode: its local mode serves no lite subscriptions)
 #   --broker skiff    SKIFF_BIN, or `cargo build --release --bin skiff` in this checkout, then
 #                     `skiff serve --listen 127.0.0.1:P --grpc-listen 127.0.0.1:G` (as grpc.sh)
 #   --only            clients to run (default python,node,rust)
@@ -176,7 +178,7 @@ source "$ROOT/tests/lib.sh"
 NAMESRV="" GRPC=""
 start_apache() {
     local out
-    out=$("$HERE/apache/start.sh" --proxy --dir "$WORK/apache" --max-lifetime "$MAX_LIFETIME") || return 1
+    out=$("$HERE/apache/start.sh" --proxy-cluster --dir "$WORK/apache" --max-lifetime "$MAX_LIFETIME") || return 1
     APACHE_DIR=$WORK/apache
     NAMESRV=$(sed -n 's/^NAMESRV=//p' <<<"$out" | tail -1)
     GRPC=$(sed -n 's/^GRPC=//p' <<<"$out" | tail -1)
@@ -271,8 +273,9 @@ for c in "${CLIENTS[@]}"; do
         else
             RUNS+=("$n")
             ADMIN_ARGS+=("topic=gcs_${c}_${m}_$RUN:NORMAL" "group=gcs_${c}_${m}_g_$RUN")
-            # The Python client (5.1.1+) also sends priority messages.
-            [[ $c == python ]] && ADMIN_ARGS+=("topic=gcs_${c}_${m}_prio_$RUN:PRIORITY:8")
+            # The Python client (5.1.1+) also sends priority messages and consumes lite topics.
+            [[ $c == python ]] && ADMIN_ARGS+=("topic=gcs_${c}_${m}_prio_$RUN:PRIORITY:8"
+                "topic=gcs_${c}_${m}_lite_$RUN:LITE" "group=gcs_${c}_${m}_lg_$RUN:gcs_${c}_${m}_lite_$RUN")
         fi
     done
 done
@@ -294,7 +297,8 @@ for n in "${RUNS[@]}"; do
     args=(--endpoint "$GRPC" --topic "gcs_${c}_${m}_$RUN" --group "gcs_${c}_${m}_g_$RUN" --tls "$tls")
     case $c in
         python) cmd=("$PY_VENV/bin/python" "$GC/python/smoke.py" "${args[@]}"
-            --priority-topic "gcs_${c}_${m}_prio_$RUN") ;;
+            --priority-topic "gcs_${c}_${m}_prio_$RUN"
+            --lite-topic "gcs_${c}_${m}_lite_$RUN" --lite-group "gcs_${c}_${m}_lg_$RUN") ;;
         node) cmd=(env NODE_PATH="$NODE_DIR/node_modules" node "$GC/node/smoke.js" "${args[@]}") ;;
         rust) cmd=(env SSL_CERT_FILE="$WORK/server-cert.pem" "$RUST_BIN" "${args[@]}") ;;
     esac

@@ -193,6 +193,9 @@ pub struct OffsetInfo {
     /// The same queues as data: the topic kind, queue and start offset of each, from which a
     /// server-side client (the gRPC front door) builds each message's receipt.
     pub queues: Vec<(TopicKind, u32, u64)>,
+    /// The order counts as data: topic kind, queue, offset and how often the message was handed
+    /// out before.
+    pub counts: Vec<(TopicKind, u32, u64, u32)>,
 }
 
 fn push_entry(out: &mut String, entry: fmt::Arguments<'_>) {
@@ -230,7 +233,13 @@ impl OffsetInfo {
 
     /// Records how often each message of an orderly pop was handed out before.
     pub fn add_order_counts(&mut self, topic: &str, queue_id: u32, counts: &[(u64, u32)]) {
-        let kind = TopicKind::of(topic).mark();
+        let topic_kind = TopicKind::of(topic);
+        self.counts.extend(
+            counts
+                .iter()
+                .map(|(offset, count)| (topic_kind, queue_id, *offset, *count)),
+        );
+        let kind = topic_kind.mark();
         for (offset, count) in counts {
             push_entry(
                 &mut self.order_counts,
@@ -418,6 +427,10 @@ mod tests {
         assert_eq!(info.message_offsets, "0 2 5,7;1 0 0");
         info.add_order_counts("t", 2, &[(5, 0), (7, 2)]);
         assert_eq!(info.order_counts, "0 qo2%5 0;0 qo2%7 2");
+        assert_eq!(
+            info.counts,
+            [(TopicKind::Normal, 2, 5, 0), (TopicKind::Normal, 2, 7, 2)]
+        );
     }
 
     #[test]

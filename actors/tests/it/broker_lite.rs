@@ -480,5 +480,17 @@ fn a_batch_not_acknowledged_is_received_again_once_its_invisible_time_passes_or_
             "received again after {:?}",
             started.elapsed()
         );
+        // Each delivery counts: the consumer sees attempts 1, 2, 3 and the dead-letter rule
+        // (reconsume times against the group's maximum) can apply.
+        let reconsumes: Vec<i32> = [&first, &again, &third]
+            .iter()
+            .map(|answers| {
+                let message = decode_records(answers[0].records.clone())
+                    .unwrap()
+                    .remove(0);
+                answers[0].reconsume_times(&message)
+            })
+            .collect();
+        assert_eq!(reconsumes, [0, 1, 2]);
     });
 }

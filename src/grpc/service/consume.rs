@@ -299,11 +299,15 @@ impl GrpcService {
                             source,
                         }
                     })?;
-                    for message in records {
+                    for mut message in records {
                         let Some(receipt) = answer.receipt(&message, &broker_name) else {
                             // Not of a queue this pop read: nothing could acknowledge it.
                             continue;
                         };
+                        // An orderly pop counts its deliveries beside the records, as the proxy's
+                        // remoting client applies them: the attempt the consumer sees and the
+                        // dead-letter rule below both need them.
+                        message.reconsume_times = answer.reconsume_times(&message);
                         if i64::from(message.reconsume_times) >= i64::from(max_attempts) {
                             broker
                                 .dead_letter_popped(&stored_group, &message, &receipt, max_attempts)

@@ -122,6 +122,22 @@ impl PopAnswer {
     }
 }
 
+impl PopAnswer {
+    /// How often `message`, one of this answer's records, was consumed before: for an orderly
+    /// pop, how often its queue handed it out (Java's remoting client sets it from the answer's
+    /// order counts the same way, when above 0); else what the record says.
+    pub fn reconsume_times(&self, message: &StoredMessage) -> i32 {
+        let kind = TopicKind::of(&message.topic);
+        self.offset_info
+            .counts
+            .iter()
+            .find(|(k, q, o, _)| *k == kind && *q == message.queue_id && *o == message.queue_offset)
+            .map(|(.., count)| i32::try_from(*count).unwrap_or(i32::MAX))
+            .filter(|count| *count > 0)
+            .unwrap_or(message.reconsume_times)
+    }
+}
+
 /// How long a pop that saw unread messages (a busy queue) waits before it looks again: the ack
 /// that frees them wakes nobody.
 pub(super) const BUSY_RETRY: Duration = Duration::from_millis(50);

@@ -11,17 +11,17 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * (rocketmq-tools' DefaultMQAdminExt through the name server): the gRPC protocol has no call that
  * creates either. Same calls as tests/conformance/grpc/.../Admin.java.
  *
- *   java -cp TOOLS_CP:CLASSES SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME ...
+ *   java -cp TOOLS_CP:CLASSES SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME[:LITE_PARENT] ...
  *
  * A topic gets QUEUES (default 4) read and write queues and the attribute +message.type=TYPE
  * (default NORMAL)
  * (UPDATE_AND_CREATE_TOPIC, 17); a group is created with UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
- * (200). Then it waits until the name server routes every topic. Prints "OK" and exits 0.
+ * (200), bound to the LITE topic LITE_PARENT when one is named (+lite.bind.topic, shared). Then it waits until the name server routes every topic. Prints "OK" and exits 0.
  */
 public final class SmokeAdmin {
     public static void main(String[] args) throws Exception {
         if (args.length < 1) {
-            System.err.println("usage: SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME ...");
+            System.err.println("usage: SmokeAdmin NAMESRV topic=NAME[:TYPE[:QUEUES]] ... group=NAME[:LITE_PARENT] ...");
             System.exit(2);
         }
         String id = "smoke_admin_" + System.nanoTime();
@@ -55,8 +55,15 @@ public final class SmokeAdmin {
                     topics.add(nt[0]);
                     System.err.println("created topic " + nt[0] + " on " + broker);
                 } else if (a.startsWith("group=")) {
+                    String[] ng = a.substring(6).split(":", 2);
                     SubscriptionGroupConfig g = new SubscriptionGroupConfig();
-                    g.setGroupName(a.substring(6));
+                    g.setGroupName(ng[0]);
+                    if (ng.length > 1) {
+                        Map<String, String> attrs = new HashMap<>();
+                        attrs.put("+lite.bind.topic", ng[1]);
+                        attrs.put("+lite.sub.model", "Shared");
+                        g.setAttributes(attrs);
+                    }
                     ext.createAndUpdateSubscriptionGroupConfig(broker, g);
                     System.err.println("created group " + g.getGroupName() + " on " + broker);
                 } else {

@@ -2,7 +2,7 @@
 """gRPC smoke with the official RocketMQ 5 Python client (PyPI rocketmq-python-client 5.1.2).
 
     python smoke.py --endpoint HOST:PORT --topic T --group G [--tls on|off] [--count 10]
-                    [--priority-topic P]
+                    [--priority-topic P] [--lite-topic L --lite-group LG]
 
 The topic (NORMAL, 4 queues) and the group must exist: grpc-clients.sh creates them over
 remoting first. Starts a SimpleConsumer (tag filter), then a Producer, sends COUNT messages
@@ -12,8 +12,12 @@ until 13 s after the last message came in (past the invisible duration, so an ac
 take would show) and expects nothing. With --priority-topic (a PRIORITY topic of 8 queues, same
 group): priorities 3, 0, 7, 5, 1, 99, 6, 2, 4 sent before the first receive come back one
 receive at a time as 7, 99, 6, 5, 4, 3, 2, 1, 0 (RocketMQ 5.4's priority messages; the client has
-`Message.priority` since 5.1.1), each with its priority. Prints PASS/FAIL lines; exit 0 iff it
-passed.
+`Message.priority` since 5.1.1), each with its priority. With --lite-topic (a LITE parent topic)
+and --lite-group (a group bound to it, lite.bind.topic): a LitePushConsumer (RocketMQ 5.5's lite
+topics; the client has it since 5.1.1) subscribes lite topic py-chat-1, three messages sent to
+it arrive, each once, and one sent to py-chat-2 (not subscribed) does not within 3 s more; after
+unsubscribe_lite, one more sent to py-chat-1 does not arrive either. Prints PASS/FAIL lines;
+exit 0 iff it passed.
 
 TLS: tls_enable=True makes the client open grpc.aio.secure_channel with
 grpc.ssl_channel_credentials() (the default roots), i.e. it verifies the server's certificate and
@@ -33,8 +37,8 @@ import time
 
 import grpc
 
-from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message,
-                      Producer, SimpleConsumer)
+from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
+                      LitePushConsumer, Message, MessageListener, Producer, SimpleConsumer)
 
 INVISIBLE_S = 10
 QUIET_AFTER_S = INVISIBLE_S + 3
@@ -78,6 +82,8 @@ def main():
     ap.add_argument("--tls", choices=["on", "off"], default="off")
     ap.add_argument("--count", type=int, default=10)
     ap.add_argument("--priority-topic")
+    ap.add_argument("--lite-topic")
+    ap.add_argument("--lite-group")
     a = ap.parse_args()
     tls = a.tls == "on"
     run = f"{int(time.time() * 1000)}"
@@ -88,7 +94,7 @@ def main():
     conf = ClientConfiguration(a.endpoint, Credentials(), request_timeout=10)
     consumer = SimpleConsumer(conf, a.group, {a.topic: FilterExpression(TAG)},
                               await_duration=5, tls_enable=tls)
-    topics = (a.topic, a.priority_topic) if a.priority_topic else (a.topic,)
+    topics = tuple(t for t in (a.topic, a.priority_topic, a.lite_topic) if t)
     producer = Producer(conf, topics, tls_enable=tls)
     consumer.startup()
     log(f"consumer started ({a.endpoint}, tls {a.tls})")
@@ -155,6 +161,8 @@ def main():
         log("quiet window over")
         if a.priority_topic:
             problems.extend(check_priority(conf, a, tls, producer))
+        if a.lite_topic:
+            problems.extend(check_lite(conf, a, tls, producer))
     except Exception as e:  # noqa: BLE001 - any client error fails the smoke
         problems.append(f"{type(e).__name__}: {e}")
     finally:
@@ -171,7 +179,8 @@ def main():
         print(f"FAIL {name}: {len(problems)} problem(s), first: {problems[0]}")
         return 1
     priority = ", priorities received highest first" if a.priority_topic else ""
-    print(f"PASS {name}: {a.count} sent, received with tag/keys/property, acked, none back in {QUIET_AFTER_S} s{priority}")
+    lite = ", a subscribed lite topic delivered and the others not" if a.lite_topic else ""
+    print(f"PASS {name}: {a.count} sent, received with tag/keys/property, acked, none back in {QUIET_AFTER_S} s{priority}{lite}")
     return 0
 
 
@@ -202,6 +211,66 @@ def check_priority(conf, a, tls, producer):
         if got != want:
             problems.append(f"priority: received {got}, want {want}")
         log(f"priority messages received in order: {[b for b, _ in got]}")
+    finally:
+        consumer.shutdown()
+    return problems
+
+
+class Recorder(MessageListener):
+    """Keeps (lite topic, body) of each message it is given, and acknowledges it."""
+
+    def __init__(self):
+        self.got = []
+
+    def consume(self, message):
+        self.got.append((message.lite_topic, message.body.decode()))
+        return ConsumeResult.SUCCESS
+
+    def of(self, lite):
+        return sorted(body for topic, body in self.got if topic == lite)
+
+
+def send_lite(producer, parent, lite, body):
+    m = Message()
+    m.topic = parent
+    m.lite_topic = lite
+    m.body = body.encode()
+    producer.send(m)
+
+
+def wait_for(condition, seconds):
+    deadline = time.time() + seconds
+    while not condition() and time.time() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def check_lite(conf, a, tls, producer):
+    """A lite push consumer gets the lite topics it subscribed and no other; the problems found."""
+    problems = []
+    recorder = Recorder()
+    consumer = LitePushConsumer(conf, a.lite_group, a.lite_topic, recorder, tls_enable=tls)
+    consumer.startup()
+    try:
+        consumer.subscribe_lite("py-chat-1")
+        for i in range(3):
+            send_lite(producer, a.lite_topic, "py-chat-1", f"one-{i}")
+        send_lite(producer, a.lite_topic, "py-chat-2", "two-0")
+        want = ["one-0", "one-1", "one-2"]
+        if not wait_for(lambda: len(recorder.of("py-chat-1")) >= 3, 30):
+            problems.append(f"lite: py-chat-1 delivered {recorder.of('py-chat-1')} in 30 s, want {want}")
+        # Three seconds more: a second delivery, or py-chat-2's message, would come by then.
+        time.sleep(3)
+        if recorder.of("py-chat-1") != want:
+            problems.append(f"lite: py-chat-1 delivered {recorder.of('py-chat-1')}, want {want}")
+        if recorder.of("py-chat-2"):
+            problems.append(f"lite: py-chat-2, never subscribed, delivered {recorder.of('py-chat-2')}")
+        consumer.unsubscribe_lite("py-chat-1")
+        send_lite(producer, a.lite_topic, "py-chat-1", "one-late")
+        time.sleep(3)
+        if "one-late" in recorder.of("py-chat-1"):
+            problems.append("lite: a message sent after unsubscribe_lite was delivered")
+        log(f"lite messages received: {recorder.got}")
     finally:
         consumer.shutdown()
     return problems

@@ -98,8 +98,15 @@ final class Admin implements AutoCloseable {
 
     /** A lite group: bound to its LITE parent topic, Shared or Exclusive, with more attributes. */
     void createLiteGroup(String group, String parent, String model, String... more) throws Exception {
+        createLiteGroup(group, parent, model, new SubscriptionGroupConfig().getRetryMaxTimes(), more);
+    }
+
+    /** A lite group as above, with its retryMaxTimes. */
+    void createLiteGroup(String group, String parent, String model, int retryMaxTimes, String... more)
+        throws Exception {
         SubscriptionGroupConfig g = new SubscriptionGroupConfig();
         g.setGroupName(group);
+        g.setRetryMaxTimes(retryMaxTimes);
         Map<String, String> attrs = new HashMap<>();
         attrs.put("+lite.bind.topic", parent);
         attrs.put("+lite.sub.model", model);

@@ -14,6 +14,7 @@ import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.LitePushConsumer;
 import org.apache.rocketmq.client.apis.consumer.OffsetOption;
 import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.common.message.MessageExt;
 
 /**
  * Lite topics (RocketMQ 5.5): a LITE parent topic, a group bound to it (lite.bind.topic), lite push
@@ -175,5 +176,47 @@ final class LiteScenarios {
         Thread.sleep(2000);
         ctx.eq("the second client's", List.of("only-b"), second.of("solo"));
         ctx.eq("the first client's", List.of(), first.of("solo"));
+    }
+
+    /**
+     * DLQ: a lite message its listener keeps failing, in a group with retryMaxTimes 1, is
+     * delivered twice (attempts 1 and 2), then lands in %DLQ%group with its body and is not
+     * delivered again. The redelivery comes about a minute after the client's nack, and the
+     * move to the DLQ at the pop after that, on both brokers: the scenario waits up to 200 s.
+     */
+    static void liteDlq(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = ctx.name("lg");
+        ctx.admin.createLiteGroup(group, parent, "Shared", 1);
+        List<String> attempts = new CopyOnWriteArrayList<>();
+        List<Long> at = new CopyOnWriteArrayList<>();
+        long t0 = System.currentTimeMillis();
+        LitePushConsumer c = PROVIDER.newLitePushConsumerBuilder()
+            .setClientConfiguration(ctx.config())
+            .setConsumerGroup(group)
+            .bindTopic(parent)
+            .setMessageListener(v -> {
+                attempts.add(v.getLiteTopic().orElse("?") + ":" + Util.body(v) + ":" + v.getDeliveryAttempt());
+                at.add((System.currentTimeMillis() - t0) / 1000);
+                return ConsumeResult.FAILURE;
+            })
+            .build();
+        ctx.closeLater(c);
+        c.subscribeLite("doomed");
+        Producer p = producer(ctx, parent);
+        send(p, parent, "doomed", "to-the-dlq");
+        String dlq = "%DLQ%" + group;
+        List<MessageExt> inDlq = ctx.admin.readAll(dlq, 1, 200_000);
+        ctx.note("delivered at " + at + " s after the consumer started; in " + dlq + " after "
+            + (System.currentTimeMillis() - t0) / 1000 + " s");
+        // Three seconds more: a third delivery would come by then.
+        Thread.sleep(3000);
+        ctx.eq("deliveries", List.of("doomed:to-the-dlq:1", "doomed:to-the-dlq:2"), attempts);
+        if (!ctx.eq("messages in " + dlq, 1, inDlq.size())) {
+            return;
+        }
+        MessageExt d = inDlq.get(0);
+        ctx.eq("DLQ body", "to-the-dlq", new String(d.getBody(), java.nio.charset.StandardCharsets.UTF_8));
+        ctx.note("DLQ message properties " + d.getProperties());
     }
 }
