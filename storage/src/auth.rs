@@ -181,7 +181,11 @@ impl AuthStore {
         if moved == 0 {
             return Ok(0);
         }
-        if self.snapshot() == AuthBook::default() {
+        let empty = {
+            let book = self.lock();
+            book.users.is_empty() && book.acls.is_empty()
+        };
+        if empty {
             self.change(|book| {
                 book.users = users
                     .iter()

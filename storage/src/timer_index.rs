@@ -32,22 +32,22 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
+use crate::disk::Disk;
+use crate::error::StoreError;
 use crate::record::{self, Decoded};
 
 /// The index's directory, under the message store's directory.
 pub const TIMER_INDEX_DIR: &str = "timerindex";
 
 const STATE_FILE: &str = "state";
-const STATE_TMP: &str = "state.tmp";
 const RECALLS_FILE: &str = "recalls";
-const RECALLS_TMP: &str = "recalls.tmp";
 /// How far behind the delivery position a recalled timer's second may be before its entry is
 /// dropped: a timer indexed late (the ingest behind after a restart) is delivered in a later
 /// slot than its second, and must still find its recall.
@@ -115,6 +115,8 @@ pub enum TimerIndexError {
         #[source]
         source: std::io::Error,
     },
+    #[error("timer index file could not be replaced")]
+    Replace(#[source] StoreError),
     #[error("timer index state {file} is unreadable: {reason}")]
     Corrupt { file: PathBuf, reason: String },
     #[error("a timer delivery is already in flight in {dir}")]
@@ -227,27 +229,16 @@ impl Inner {
         Ok(())
     }
 
-    /// Replaces `name` with `bytes` through `tmp`: written, fsynced, renamed, the directory
-    /// fsynced.
-    fn replace_file(&self, name: &str, tmp: &str, bytes: &[u8]) -> Result<(), TimerIndexError> {
-        let tmp = self.dir.join(tmp);
-        let mut file = File::create(&tmp).map_err(io(&tmp))?;
-        file.write_all(bytes).map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        let path = self.dir.join(name);
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))
+    /// Replaces `name` with `bytes` ([`Disk::replace_file`] on the operating system's disk).
+    fn replace_file(&self, name: &str, bytes: &[u8]) -> Result<(), TimerIndexError> {
+        Disk::Os
+            .replace_file(&self.dir, name, bytes)
+            .map_err(TimerIndexError::Replace)
     }
 
     fn write_recalls(&self) -> Result<(), TimerIndexError> {
         let recalls: Vec<&(u64, String)> = self.recalls.iter().collect();
-        self.replace_file(
-            RECALLS_FILE,
-            RECALLS_TMP,
-            &record::encode(RECORD_VERSION, &recalls),
-        )
+        self.replace_file(RECALLS_FILE, &record::encode(RECORD_VERSION, &recalls))
     }
 
     fn write_state(&mut self) -> Result<(), TimerIndexError> {
@@ -259,11 +250,7 @@ impl Inner {
                 Err(e) => return Err(io(&path)(e)),
             }
         }
-        self.replace_file(
-            STATE_FILE,
-            STATE_TMP,
-            &record::encode(RECORD_VERSION, &self.state),
-        )?;
+        self.replace_file(STATE_FILE, &record::encode(RECORD_VERSION, &self.state))?;
         let kept_from = self.state.slot.saturating_sub(RECALL_KEPT_SECONDS);
         let before = self.recalls.len();
         self.recalls
@@ -542,6 +529,7 @@ impl TimerIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn entry(deliver_ms: u64, physical_offset: u64) -> TimerEntry {
         TimerEntry {

@@ -120,9 +120,7 @@ impl PopAnswer {
             queue_offset: Some(message.queue_offset),
         })
     }
-}
 
-impl PopAnswer {
     /// How often `message`, one of this answer's records, was consumed before: for an orderly
     /// pop, how often its queue handed it out (Java's remoting client sets it from the answer's
     /// order counts the same way, when above 0); else what the record says.
