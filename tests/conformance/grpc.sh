@@ -110,10 +110,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'log interrupted; exit 130' INT TERM
 
+# Lite expiry within a scenario's time, the same on both brokers (lite_subscription_expiry,
+# lite_ttl_expiry): a subscription not refreshed for 45 s is dropped (the Java client refreshes
+# every 30 s; RocketMQ's default is 3 minutes, checked every 2), and idle lite topics are looked
+# for every 5 s with a 10 s floor (RocketMQ: every 2 minutes, 15 minutes at least).
+APACHE_LITE_EXPIRY=(--broker-set liteSubscriptionCheckInterval=2000
+    --broker-set liteSubscriptionCheckTimeoutMills=45000
+    --broker-set liteTtlCheckInterval=5000 --broker-set minLiteTTl=10000)
+SKIFF_LITE_EXPIRY=(SKIFF_LITE_SUBSCRIPTION_EXPIRY_MS=45000 SKIFF_LITE_TTL_CHECK_INTERVAL_MS=5000
+    SKIFF_LITE_MIN_TTL_MS=10000)
+
 NAMESRV="" GRPC=""
-start_apache() { # start_apache --proxy|--proxy-cluster
+start_apache() { # start_apache --proxy|--proxy-cluster [start.sh options...]
     local out
-    if ! out=$("$HERE/apache/start.sh" "$1" --dir "$WORK/apache$1" --max-lifetime "$MAX_LIFETIME"); then
+    if ! out=$("$HERE/apache/start.sh" "$@" --dir "$WORK/apache$1" --max-lifetime "$MAX_LIFETIME"); then
         return 1
     fi
     APACHE_DIR=$WORK/apache$1
@@ -148,8 +158,8 @@ start_skiff() {
     # Transaction check-backs within seconds, as apache/start.sh configures the Java broker.
     # Auto-creation stays on (the default): a gRPC route query never creates a topic, so a
     # missing topic is NOT_FOUND as at the proxy whatever auto_create_topic says.
-    (cd "$WORK" && SKIFF_TRANSACTION_TIMEOUT_MS=3000 SKIFF_TRANSACTION_CHECK_INTERVAL_MS=2000 \
-        SKIFF_METRICS_LISTEN=off \
+    (cd "$WORK" && export "${SKIFF_LITE_EXPIRY[@]}" \
+        && SKIFF_TRANSACTION_TIMEOUT_MS=3000 SKIFF_TRANSACTION_CHECK_INTERVAL_MS=2000 SKIFF_METRICS_LISTEN=off \
         exec "$skiff" serve --listen "$NAMESRV" --grpc-listen "$GRPC" --data-dir "$WORK/skiff-data") \
         >>"$WORK/skiff.log" 2>&1 </dev/null &
     SKIFF_PID=$!
@@ -226,7 +236,7 @@ if [[ $BROKER == apache ]]; then
         OUTS+=("$WORK/harness.out")
     fi
     if ((WANT_LITE && STARTED)); then
-        run_sitting lite harness-lite.out start_apache --proxy-cluster || STARTED=0
+        run_sitting lite harness-lite.out start_apache --proxy-cluster "${APACHE_LITE_EXPIRY[@]}" || STARTED=0
         OUTS+=("$WORK/harness-lite.out")
     fi
 else

@@ -209,7 +209,18 @@ fn a_subscription_from_the_end_skips_the_backlog_and_an_unrefreshed_one_expires(
             ["s1:refreshed"],
             "refreshed half-way, still subscribed"
         );
+        let subscribers = |broker: &BrokerHandle| {
+            broker
+                .lite_topic_info(PARENT, "s1")
+                .expect("lite topic info")
+                .subscribers
+        };
+        assert_eq!(subscribers(&broker).len(), 1);
         tokio::time::advance(EXPIRY + Duration::from_secs(1)).await;
+        assert!(
+            subscribers(&broker).is_empty(),
+            "an admin read sees the expiry before any sync or receive"
+        );
         send(&broker, "s1", "after-expiry").await;
         assert!(receive(&broker, "c1").await.is_empty(), "expired");
     });

@@ -4,7 +4,7 @@
 #
 #   tests/conformance/apache/start.sh [--cluster] [--dir DIR] [--max-lifetime SECS]
 #                                     [--profile conformance|bench] [--prepare-only]
-#                                     [--proxy | --proxy-cluster] [--acl]
+#                                     [--proxy | --proxy-cluster] [--acl] [--broker-set KEY=VALUE]...
 #   tests/conformance/apache/stop.sh DIR
 #
 # --proxy: the RocketMQ 5 gRPC front door. broker-a runs inside an Apache proxy JVM in local
@@ -30,6 +30,9 @@
 #   Proxy*MetadataProvider classes (in local mode they read the embedded broker's users and
 #   ACLs). The readiness probe then skips its unsigned GET_BROKER_RUNTIME_INFO (the broker
 #   answers it with NO_PERMISSION); the name server does no ACL checks.
+#
+# --broker-set KEY=VALUE (repeatable): one more line of every broker's config (BrokerConfig and
+#   MessageStoreConfig fields), after the profile's; e.g. shortened lite expiry checks.
 #
 # The jars come from Maven Central through pom.xml beside this script, resolved once with
 # `mvn dependency:build-classpath` into ~/.m2 and a classpath file under
@@ -76,7 +79,8 @@ PREPARE_ONLY=0
 PROXY=0
 PROXY_MODE=local
 ACL=0
-usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy | --proxy-cluster] [--acl]"
+BROKER_SET=()
+usage="usage: $0 [--cluster] [--dir DIR] [--max-lifetime SECS] [--profile conformance|bench] [--prepare-only] [--proxy | --proxy-cluster] [--acl] [--broker-set KEY=VALUE]..."
 while (($#)); do
     case $1 in
         --cluster) CLUSTER=1 ;;
@@ -87,6 +91,9 @@ while (($#)); do
         --proxy) PROXY=1 ;;
         --proxy-cluster) PROXY=1 PROXY_MODE=cluster ;;
         --acl) ACL=1 ;;
+        --broker-set)
+            [[ ${2:-} == *=* ]] || { echo "$usage" >&2; exit 2; }
+            BROKER_SET+=("$2"); shift ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
@@ -296,6 +303,10 @@ enableLmq=true
 enableMultiDispatch=true
 EOF
         fi
+    fi
+    if ((${#BROKER_SET[@]})); then
+        echo "# --broker-set" >>"$DIR/$b.conf"
+        printf '%s\n' "${BROKER_SET[@]}" >>"$DIR/$b.conf"
     fi
     if ((ACL)); then
         cat >>"$DIR/$b.conf" <<'EOF'

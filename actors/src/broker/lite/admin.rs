@@ -118,6 +118,7 @@ impl BrokerHandle {
         after: Option<&str>,
         limit: usize,
     ) -> Result<LiteTopicPage, BrokerError> {
+        self.expire_lite_subscriptions();
         let reader = self.reader();
         let prefix = lmq_name(&parent.name, "");
         let all = reader.topics_with_queue(&prefix, 0)?;
@@ -210,6 +211,7 @@ impl BrokerHandle {
 
     /// GET_LITE_TOPIC_INFO.
     pub fn lite_topic_info(&self, parent: &str, lite: &str) -> Result<LiteTopicInfo, BrokerError> {
+        self.expire_lite_subscriptions();
         let (min, max, last) = lite_queue_span(self.reader(), &lmq_name(parent, lite))?;
         Ok(LiteTopicInfo {
             parent: parent.to_owned(),
@@ -228,6 +230,7 @@ impl BrokerHandle {
 
     /// How many (client, lite topic) subscriptions the broker holds.
     pub fn lite_subscription_count(&self) -> usize {
+        self.expire_lite_subscriptions();
         self.inner.lite.subscriptions.borrow().subscription_count()
     }
 
@@ -252,6 +255,7 @@ impl BrokerHandle {
         client_id: &str,
         max: usize,
     ) -> Option<Vec<String>> {
+        self.expire_lite_subscriptions();
         let subscriptions = self.inner.lite.subscriptions.borrow();
         let client = subscriptions
             .of(client_id)

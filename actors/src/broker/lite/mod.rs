@@ -92,7 +92,9 @@ impl BrokerHandle {
         }
     }
 
-    /// Drops the subscriptions of clients that stopped refreshing them.
+    /// Drops the subscriptions of clients that stopped refreshing them. Expiry has no timer of
+    /// its own: whatever reads the subscriptions (syncs, lite receives, the admin requests)
+    /// calls this first, so none sees a subscription past its time.
     fn expire_lite_subscriptions(&self) {
         let expiry = self.inner.config.lite_subscription_expiry;
         let before = self.inner.clock.now_ms() - i64::try_from(expiry.as_millis()).unwrap_or(0);

@@ -67,9 +67,15 @@ final class Admin implements AutoCloseable {
     }
 
     void createTopic(String topic, String type, int queues) throws Exception {
+        createTopic(topic, type, queues, Map.of());
+    }
+
+    /** As above, with more topic attributes (name without the '+', value). */
+    void createTopic(String topic, String type, int queues, Map<String, String> more) throws Exception {
         TopicConfig tc = new TopicConfig(topic, queues, queues, 6);
         Map<String, String> attrs = new HashMap<>();
         attrs.put("+message.type", type);
+        more.forEach((k, v) -> attrs.put("+" + k, v));
         tc.setAttributes(attrs);
         ext.createAndUpdateTopicConfig(brokerAddr(), tc);
         long deadline = System.currentTimeMillis() + 15_000;
@@ -115,6 +121,24 @@ final class Admin implements AutoCloseable {
         }
         g.setAttributes(attrs);
         ext.createAndUpdateSubscriptionGroupConfig(brokerAddr(), g);
+    }
+
+    /**
+     * GET_LITE_TOPIC_INFO (mqadmin getLiteTopicInfo): the lite topic's subscribers (client ids)
+     * and the offset its next message gets (0 for one that holds nothing or no longer exists).
+     */
+    LiteTopicState liteTopic(String parent, String lite) throws Exception {
+        var info = ext.getLiteTopicInfo(brokerAddr(), parent, lite);
+        List<String> clients = new ArrayList<>();
+        if (info.getSubscriber() != null) {
+            info.getSubscriber().forEach(cg -> clients.add(cg.clientId));
+        }
+        long next = info.getTopicOffset() == null ? 0 : info.getTopicOffset().getMaxOffset();
+        return new LiteTopicState(clients, next);
+    }
+
+    /** What {@link #liteTopic} answers. */
+    record LiteTopicState(List<String> subscribers, long nextOffset) {
     }
 
     /**

@@ -9,6 +9,10 @@ import static skiff.conformance.grpc.Util.producer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.time.Duration;
+import java.util.Map;
+import java.util.function.Predicate;
+import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.LitePushConsumer;
@@ -53,8 +57,13 @@ final class LiteScenarios {
     }
 
     static LitePushConsumer consumer(Ctx ctx, String group, String parent, Received got) throws ClientException {
+        return consumer(ctx, group, parent, got, ctx.config());
+    }
+
+    static LitePushConsumer consumer(Ctx ctx, String group, String parent, Received got, ClientConfiguration config)
+        throws ClientException {
         LitePushConsumer c = PROVIDER.newLitePushConsumerBuilder()
-            .setClientConfiguration(ctx.config())
+            .setClientConfiguration(config)
             .setConsumerGroup(group)
             .bindTopic(parent)
             .setMessageListener(v -> {
@@ -218,5 +227,103 @@ final class LiteScenarios {
         MessageExt d = inDlq.get(0);
         ctx.eq("DLQ body", "to-the-dlq", new String(d.getBody(), java.nio.charset.StandardCharsets.UTF_8));
         ctx.note("DLQ message properties " + d.getProperties());
+    }
+
+    /**
+     * Polls GET_LITE_TOPIC_INFO every half second until {@code done} holds or {@code timeoutMs}
+     * passes; answers the last state seen.
+     */
+    static Admin.LiteTopicState awaitLite(Ctx ctx, String parent, String lite, long timeoutMs,
+        Predicate<Admin.LiteTopicState> done) throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Admin.LiteTopicState state = ctx.admin.liteTopic(parent, lite);
+        while (!done.test(state) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(500);
+            state = ctx.admin.liteTopic(parent, lite);
+        }
+        return state;
+    }
+
+    /**
+     * Subscription expiry (both brokers run with a 45 s expiry here, RocketMQ's
+     * liteSubscriptionCheckTimeoutMills, 3 minutes by default): a client whose network goes
+     * silent (through a relay cut off after its first message) stops refreshing its lite
+     * subscription and loses it about 45 s after it subscribed; a live client, which refreshes
+     * its whole set every 30 s, keeps its own past that time and still receives.
+     */
+    static void liteSubscriptionExpiry(Ctx ctx) throws Exception {
+        String parent = parent(ctx);
+        String group = liteGroup(ctx, parent, "Shared");
+        Producer p = producer(ctx, parent);
+        // A message in each lite topic first: Apache also drops lite topics that stay empty.
+        send(p, parent, "hung", "hung-0");
+        send(p, parent, "alive", "alive-0");
+        WireRelay relay = new WireRelay(ctx.endpoint, null);
+        ClientConfiguration throughRelay = ClientConfiguration.newBuilder()
+            .setEndpoints(relay.endpoint())
+            .enableSsl(false)
+            .setRequestTimeout(Duration.ofSeconds(10))
+            .build();
+        Received hungGot = new Received();
+        Received aliveGot = new Received();
+        LitePushConsumer hung = consumer(ctx, group, parent, hungGot, throughRelay);
+        // Closed before the client, whose close would wait for the calls the cut left open.
+        ctx.closeLater(relay);
+        LitePushConsumer alive = consumer(ctx, group, parent, aliveGot);
+        alive.subscribeLite("alive");
+        hung.subscribeLite("hung");
+        long subscribedAt = System.currentTimeMillis();
+        boolean both = await(20_000, () -> !hungGot.of("hung").isEmpty() && !aliveGot.of("alive").isEmpty());
+        if (!ctx.check(both, "first messages: hung " + hungGot.all + ", alive " + aliveGot.all)) {
+            return;
+        }
+        relay.cutOff();
+        ctx.eq("subscribers of hung right after the cut", 1, ctx.admin.liteTopic(parent, "hung").subscribers().size());
+        Admin.LiteTopicState gone = awaitLite(ctx, parent, "hung", 90_000, s -> s.subscribers().isEmpty());
+        long after = System.currentTimeMillis() - subscribedAt;
+        ctx.note("the silent client's subscription was gone " + after / 1000 + " s after it subscribed");
+        ctx.check(gone.subscribers().isEmpty(), "hung still subscribed 90 s after its client went silent: "
+            + gone.subscribers());
+        ctx.check(after >= 40_000 && after <= 60_000,
+            "the silent client's subscription went " + after + " ms after it subscribed, expected 45 s and a check");
+        ctx.eq("subscribers of alive then", 1, ctx.admin.liteTopic(parent, "alive").subscribers().size());
+        send(p, parent, "alive", "alive-1");
+        await(20_000, () -> aliveGot.of("alive").size() >= 2);
+        ctx.eq("alive received", List.of("alive-0", "alive-1"), aliveGot.of("alive"));
+        ctx.eq("hung received", List.of("hung-0"), hungGot.of("hung"));
+    }
+
+    /**
+     * TTL expiry (a parent with lite.topic.expiration 1 minute; both brokers check every 5 s, with
+     * RocketMQ's 15-minute floor, minLiteTTl, lowered to 10 s): a lite topic idle for its TTL is
+     * deleted with the group's offset in it, though a client still subscribes it; the next
+     * message starts it again at offset 0 and reaches that client (whose refresh every 30 s
+     * subscribes it again), which it would not if the group's old offset had stayed.
+     */
+    static void liteTtlExpiry(Ctx ctx) throws Exception {
+        String parent = ctx.name("lt");
+        ctx.admin.createTopic(parent, "LITE", 4, Map.of("lite.topic.expiration", "1"));
+        String group = liteGroup(ctx, parent, "Shared");
+        Received got = new Received();
+        LitePushConsumer c = consumer(ctx, group, parent, got);
+        c.subscribeLite("fleeting");
+        Producer p = producer(ctx, parent);
+        send(p, parent, "fleeting", "first");
+        long sentAt = System.currentTimeMillis();
+        await(20_000, () -> !got.of("fleeting").isEmpty());
+        ctx.eq("next offset of fleeting after one message", 1L, ctx.admin.liteTopic(parent, "fleeting").nextOffset());
+        Admin.LiteTopicState gone = awaitLite(ctx, parent, "fleeting", 120_000, s -> s.nextOffset() == 0);
+        long after = System.currentTimeMillis() - sentAt;
+        ctx.note("fleeting expired " + after / 1000 + " s after its message");
+        if (!ctx.eq("next offset of fleeting once expired", 0L, gone.nextOffset())) {
+            return;
+        }
+        ctx.check(after >= 58_000 && after <= 90_000,
+            "fleeting expired " + after + " ms after its message, expected its 60 s TTL and a check");
+        send(p, parent, "fleeting", "second");
+        await(45_000, () -> got.of("fleeting").size() >= 2);
+        ctx.eq("fleeting received", List.of("first", "second"), got.of("fleeting"));
+        ctx.eq("next offset of fleeting after its new message", 1L,
+            ctx.admin.liteTopic(parent, "fleeting").nextOffset());
     }
 }

@@ -83,6 +83,8 @@ final class Scenarios {
         m.put("lite_exclusive", new Def(60, LiteScenarios::liteExclusive));
         m.put("lite_quota", new Def(60, LiteScenarios::liteQuota));
         m.put("lite_dlq", new Def(300, LiteScenarios::liteDlq));
+        m.put("lite_subscription_expiry", new Def(180, LiteScenarios::liteSubscriptionExpiry));
+        m.put("lite_ttl_expiry", new Def(240, LiteScenarios::liteTtlExpiry));
         m.put("producer_transaction_commit", new Def(60, Scenarios::producerTransactionCommit));
         m.put("producer_transaction_rollback", new Def(60, Scenarios::producerTransactionRollback));
         m.put("transaction_checkback", new Def(90, Scenarios::transactionCheckback));

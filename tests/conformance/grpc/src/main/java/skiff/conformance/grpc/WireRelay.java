@@ -37,6 +37,11 @@ import org.apache.rocketmq.shaded.io.grpc.Status;
  * closing status and trailers. Endpoints in the server's answers (QueryRoute, QueryAssignment,
  * ...) that name the upstream port are rewritten to the relay's, so the client keeps talking
  * through it. Built on the gRPC and protobuf classes shaded into rocketmq-client-java.
+ *
+ * <p>{@link #cutOff()} makes the client's network go silent without closing anything: from then
+ * on nothing passes either way (new calls fail at the relay with UNAVAILABLE, messages and
+ * cancels of open calls are dropped), so the server never hears that the client left, as when
+ * its process hangs or its host drops off the network.
  */
 final class WireRelay implements AutoCloseable {
     private final String upstreamHost;
@@ -47,7 +52,9 @@ final class WireRelay implements AutoCloseable {
     private final AtomicLong calls = new AtomicLong();
     private final long t0 = System.currentTimeMillis();
     private final Map<String, MethodDescriptor<?, ?>> methods = new HashMap<>();
+    private volatile boolean cut;
 
+    /** A relay to {@code upstream}; {@code log} null logs nothing. */
     WireRelay(String upstream, PrintStream log) throws Exception {
         int colon = upstream.lastIndexOf(':');
         this.upstreamHost = upstream.substring(0, colon);
@@ -80,6 +87,11 @@ final class WireRelay implements AutoCloseable {
         return "127.0.0.1:" + server.getPort();
     }
 
+    /** Nothing passes from now on, and nothing is closed or cancelled upstream. */
+    void cutOff() {
+        cut = true;
+    }
+
     @Override
     public void close() throws Exception {
         server.shutdownNow();
@@ -104,6 +116,9 @@ final class WireRelay implements AutoCloseable {
     };
 
     private void line(long id, String dir, String method, String what) {
+        if (log == null) {
+            return;
+        }
         synchronized (log) {
             log.printf("WIRE +%06d #%d %s %s %s%n", System.currentTimeMillis() - t0, id, dir, method, what);
             log.flush();
@@ -207,6 +222,10 @@ final class WireRelay implements AutoCloseable {
             long id = calls.incrementAndGet();
             String method = serverCall.getMethodDescriptor().getFullMethodName();
             String name = shortName(method);
+            if (cut) {
+                serverCall.close(Status.UNAVAILABLE.withDescription("the relay is cut off"), new Metadata());
+                return new ServerCall.Listener<>() {};
+            }
             line(id, "->", name, "headers " + headers(headers));
             MethodDescriptor<byte[], byte[]> md = serverCall.getMethodDescriptor();
             // The client's deadline (grpc-timeout) goes on: the server sizes long polls by it.
@@ -226,6 +245,9 @@ final class WireRelay implements AutoCloseable {
 
                 @Override
                 public void onMessage(byte[] message) {
+                    if (cut) {
+                        return;
+                    }
                     line(id, "<-", name, decode(method, message, false));
                     byte[] out = rewrite(method, message);
                     synchronized (serverCall) {
@@ -238,6 +260,9 @@ final class WireRelay implements AutoCloseable {
 
                 @Override
                 public void onClose(Status status, Metadata trailers) {
+                    if (cut) {
+                        return;
+                    }
                     line(id, "<-", name, "close " + status.getCode()
                         + (status.getDescription() == null ? "" : " " + status.getDescription())
                         + " trailers " + headers(trailers));
@@ -255,6 +280,9 @@ final class WireRelay implements AutoCloseable {
             return new ServerCall.Listener<>() {
                 @Override
                 public void onMessage(byte[] message) {
+                    if (cut) {
+                        return;
+                    }
                     line(id, "->", name, decode(method, message, true));
                     synchronized (clientCall) {
                         clientCall.sendMessage(message);
@@ -266,6 +294,9 @@ final class WireRelay implements AutoCloseable {
 
                 @Override
                 public void onHalfClose() {
+                    if (cut) {
+                        return;
+                    }
                     line(id, "->", name, "half-close");
                     synchronized (clientCall) {
                         clientCall.halfClose();
@@ -274,6 +305,9 @@ final class WireRelay implements AutoCloseable {
 
                 @Override
                 public void onCancel() {
+                    if (cut) {
+                        return;
+                    }
                     line(id, "->", name, "cancel");
                     synchronized (clientCall) {
                         clientCall.cancel("client cancelled", null);
