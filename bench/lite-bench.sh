@@ -21,6 +21,8 @@
 #   --lite-batch B       lite topics each consumer subscribes at a time (default 1000)
 #   --lite-quota Q       set the group's lite.sub.client.quota (default: the broker's)
 #   --broker-set K=V     passed to start.sh for Apache (repeatable)
+#   --open-files N       start Apache under `ulimit -n N` (soft and hard; raising the hard limit
+#                        needs root): its file consume queues hold a descriptor per lite topic
 #   --timeout SECS       a run taking longer fails (default 1200)
 #   --out FILE           also append the table (markdown) to FILE
 #   --keep               keep the work dir (logs, stores)
@@ -34,7 +36,7 @@ root="$(cd "$here/.." && pwd)"
 apache_dir="$root/tests/conformance/apache"
 
 counts=10000 brokers=apache skiff_bin=${SKIFF_BIN:-} idle=60 threads=16 consumers=4 batch=1000
-quota=0 timeout_secs=1200 out="" keep=0 broker_sets=()
+quota=0 timeout_secs=1200 out="" keep=0 broker_sets=() open_files=""
 while (($#)); do
     case $1 in
         --counts) counts=$2; shift ;;
@@ -47,6 +49,7 @@ while (($#)); do
         --lite-quota) quota=$2; shift ;;
         --broker-set) broker_sets+=(--broker-set "$2"); shift ;;
         --timeout) timeout_secs=$2; shift ;;
+        --open-files) open_files=$2; shift ;;
         --out) out=$2; shift ;;
         --keep) keep=1 ;;
         *) echo "lite-bench: unknown argument $1" >&2; exit 2 ;;
@@ -120,7 +123,8 @@ start_broker() { # start_broker NAME RUN_DIR
             local outp
             # The bench profile's broker config leaves out what lite topics need (the conformance
             # profile adds it with --proxy-cluster): each lite topic is an LMQ fed by multi-dispatch.
-            outp=$("$apache_dir/start.sh" --proxy-cluster --profile bench --dir "$dir/apache" \
+            outp=$([[ -z $open_files ]] || ulimit -n "$open_files"
+                "$apache_dir/start.sh" --proxy-cluster --profile bench --dir "$dir/apache" \
                 --max-lifetime $((timeout_secs + 600)) --broker-set enableLmq=true \
                 --broker-set enableMultiDispatch=true "${broker_sets[@]}") \
                 || { say "Apache did not start; see $dir/apache"; return 1; }
