@@ -121,12 +121,9 @@ start_broker() { # start_broker NAME RUN_DIR
             ;;
         apache)
             local outp
-            # The bench profile's broker config leaves out what lite topics need (the conformance
-            # profile adds it with --proxy-cluster): each lite topic is an LMQ fed by multi-dispatch.
             outp=$([[ -z $open_files ]] || ulimit -n "$open_files"
                 "$apache_dir/start.sh" --proxy-cluster --profile bench --dir "$dir/apache" \
-                --max-lifetime $((timeout_secs + 600)) --broker-set enableLmq=true \
-                --broker-set enableMultiDispatch=true "${broker_sets[@]}") \
+                --max-lifetime $((timeout_secs + 600)) "${broker_sets[@]}") \
                 || { say "Apache did not start; see $dir/apache"; return 1; }
             APACHE_RUN=$dir/apache
             ENDPOINT=$(sed -n 's/^GRPC=//p' <<<"$outp" | tail -1)

@@ -296,13 +296,13 @@ transactionCheckInterval=2000
 # Message recall (5.3.2), off by default in Apache, on by default in skiff.
 recallMessageEnable=true
 EOF
-        if [[ $PROXY_MODE == cluster ]]; then
-            cat >>"$DIR/$b.conf" <<EOF
+    fi
+    if [[ $PROXY_MODE == cluster ]]; then
+        cat >>"$DIR/$b.conf" <<EOF
 # Lite topics (5.5.0): each lite topic is a light message queue fed by multi-dispatch.
 enableLmq=true
 enableMultiDispatch=true
 EOF
-        fi
     fi
     if ((${#BROKER_SET[@]})); then
         echo "# --broker-set" >>"$DIR/$b.conf"
