@@ -61,20 +61,7 @@ done
 say() { printf '[grpc-bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 # ---- the Java program ------------------------------------------------------------------------
-jdir=$here/grpc
-cp_file=$jdir/target/classpath.txt
-if [[ ! -s $cp_file || ! -d $jdir/target/classes \
-    || -n $(find "$jdir/src" "$jdir/pom.xml" -newer "$cp_file" -print -quit) ]]; then
-    say "building bench/grpc (mvn compile)"
-    mvn_log=${TMPDIR:-/tmp}/skiff-grpc-bench-mvn.log
-    if ! nice -n "${SKIFF_BENCH_NICE:-10}" mvn -q -B -f "$jdir/pom.xml" compile >"$mvn_log" 2>&1; then
-        tail -20 "$mvn_log" >&2
-        say "FAIL: mvn compile; see $mvn_log"
-        exit 1
-    fi
-    touch "$cp_file"
-fi
-bench_cp=$jdir/target/classes:$(cat "$cp_file")
+bench_cp=$(grpc_bench_classpath grpc-bench) || exit 1
 
 for b in "${selected[@]}"; do
     if [[ $b == skiff-grpc && ( -z $skiff_bin || ! -x $skiff_bin ) ]]; then

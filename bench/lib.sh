@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shell functions the bench scripts share (grpc-bench.sh, java-bench.sh, scale.sh); sourced,
+# Shell functions the bench scripts share (grpc-bench.sh, lite-bench.sh, java-bench.sh, scale.sh); sourced,
 # not run. PYTHON names the interpreter (default python3).
 
 # free_port comes from the test scripts' functions.
@@ -34,4 +34,25 @@ stop_pid() {
     for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
+}
+
+# grpc_bench_classpath NAME: compiles bench/grpc (Maven, at nice SKIFF_BENCH_NICE, default 10)
+# unless its classes are newer than its sources, and prints its classpath; NAME tells the log
+# file and messages apart. 1 when the build failed (the log's tail on stderr).
+grpc_bench_classpath() {
+    local jdir cp_file mvn_log
+    jdir=$(dirname "${BASH_SOURCE[0]}")/grpc
+    cp_file=$jdir/target/classpath.txt
+    if [[ ! -s $cp_file || ! -d $jdir/target/classes \
+        || -n $(find "$jdir/src" "$jdir/pom.xml" -newer "$cp_file" -print -quit) ]]; then
+        echo "[$1] building bench/grpc (mvn compile)" >&2
+        mvn_log=${TMPDIR:-/tmp}/skiff-$1-mvn.log
+        if ! nice -n "${SKIFF_BENCH_NICE:-10}" mvn -q -B -f "$jdir/pom.xml" compile >"$mvn_log" 2>&1; then
+            tail -20 "$mvn_log" >&2
+            echo "[$1] FAIL: mvn compile; see $mvn_log" >&2
+            return 1
+        fi
+        touch "$cp_file"
+    fi
+    echo "$(cd "$jdir" && pwd)/target/classes:$(cat "$cp_file")"
 }

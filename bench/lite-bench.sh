@@ -66,20 +66,7 @@ for b in ${brokers//,/ }; do
 done
 
 # ---- the Java program (the module of grpc-bench.sh) ------------------------------------------
-jdir=$here/grpc
-cp_file=$jdir/target/classpath.txt
-if [[ ! -s $cp_file || ! -d $jdir/target/classes \
-    || -n $(find "$jdir/src" "$jdir/pom.xml" -newer "$cp_file" -print -quit) ]]; then
-    say "building bench/grpc (mvn compile)"
-    mvn_log=${TMPDIR:-/tmp}/skiff-lite-bench-mvn.log
-    if ! nice -n "${SKIFF_BENCH_NICE:-10}" mvn -q -B -f "$jdir/pom.xml" compile >"$mvn_log" 2>&1; then
-        tail -20 "$mvn_log" >&2
-        say "FAIL: mvn compile; see $mvn_log"
-        exit 1
-    fi
-    touch "$cp_file"
-fi
-bench_cp=$jdir/target/classes:$(cat "$cp_file")
+bench_cp=$(grpc_bench_classpath lite-bench) || exit 1
 clk_tck=$(getconf CLK_TCK)
 work=$(mktemp -d "/var/tmp/skiff-lite-bench.XXXXXX")
 results=$work/results.tsv

@@ -294,6 +294,42 @@ public final class GrpcBench {
         return ticks * 1_000_000L / clkTck;
     }
 
+    /** The master broker's address, once one is registered at the name server (30 s at most). */
+    static String masterAddress(DefaultMQAdminExt ext, String namesrv) throws Exception {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (System.currentTimeMillis() < deadline) {
+            try {
+                ClusterInfo ci = ext.examineBrokerClusterInfo();
+                for (BrokerData bd : ci.getBrokerAddrTable().values()) {
+                    String addr = bd.getBrokerAddrs().get(0L);
+                    if (addr != null) {
+                        return addr;
+                    }
+                }
+            } catch (Exception e) {
+                // not registered yet
+            }
+            Thread.sleep(200);
+        }
+        throw new IllegalStateException("no broker registered at " + namesrv);
+    }
+
+    /** Waits until the name server routes {@code topic} (30 s at most). */
+    static void awaitRouted(DefaultMQAdminExt ext, String topic) throws Exception {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (System.currentTimeMillis() < deadline) {
+            try {
+                if (!ext.examineTopicRouteInfo(topic).getQueueDatas().isEmpty()) {
+                    return;
+                }
+            } catch (Exception e) {
+                // not routed yet
+            }
+            Thread.sleep(200);
+        }
+        throw new IllegalStateException("topic " + topic + " not routed 30 s after creation");
+    }
+
     /** Topic (4 queues, NORMAL) and group over remoting, then waits until the topic is routed. */
     static void setUp(String namesrv) throws Exception {
         DefaultMQAdminExt ext = new DefaultMQAdminExt("bench_grpc_admin", 10_000);
@@ -301,26 +337,7 @@ public final class GrpcBench {
         ext.setInstanceName("bench_grpc_admin_" + System.nanoTime());
         ext.start();
         try {
-            String addr = null;
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (addr == null && System.currentTimeMillis() < deadline) {
-                try {
-                    ClusterInfo ci = ext.examineBrokerClusterInfo();
-                    for (BrokerData bd : ci.getBrokerAddrTable().values()) {
-                        if (bd.getBrokerAddrs().get(0L) != null) {
-                            addr = bd.getBrokerAddrs().get(0L);
-                        }
-                    }
-                } catch (Exception e) {
-                    // not registered yet
-                }
-                if (addr == null) {
-                    Thread.sleep(200);
-                }
-            }
-            if (addr == null) {
-                throw new IllegalStateException("no broker registered at " + namesrv);
-            }
+            String addr = masterAddress(ext, namesrv);
             TopicConfig tc = new TopicConfig(TOPIC, 4, 4, 6);
             Map<String, String> attrs = new HashMap<>();
             attrs.put("+message.type", "NORMAL");
@@ -329,18 +346,7 @@ public final class GrpcBench {
             SubscriptionGroupConfig g = new SubscriptionGroupConfig();
             g.setGroupName(GROUP);
             ext.createAndUpdateSubscriptionGroupConfig(addr, g);
-            deadline = System.currentTimeMillis() + 30_000;
-            while (System.currentTimeMillis() < deadline) {
-                try {
-                    if (!ext.examineTopicRouteInfo(TOPIC).getQueueDatas().isEmpty()) {
-                        return;
-                    }
-                } catch (Exception e) {
-                    // not routed yet
-                }
-                Thread.sleep(200);
-            }
-            throw new IllegalStateException("topic " + TOPIC + " not routed 30 s after creation");
+            awaitRouted(ext, TOPIC);
         } finally {
             ext.shutdown();
         }

@@ -182,14 +182,7 @@ public final class LiteBench {
             ts.add(th);
             th.start();
         }
-        long lastLog = System.nanoTime();
-        while (ts.stream().anyMatch(Thread::isAlive)) {
-            Thread.sleep(100);
-            if (System.nanoTime() - lastLog > 10_000_000_000L) {
-                lastLog = System.nanoTime();
-                log("consume: %d of %d received; rss %.1f MiB", unique.get(), total, rssKib() / 1024.0);
-            }
-        }
+        joinReporting(ts, () -> String.format("consume: %d of %d received", unique.get(), total));
         long consumeNs = System.nanoTime() - t2;
         long cpu3 = cpu();
         if (failure.get() != null) {
@@ -277,14 +270,7 @@ public final class LiteBench {
             ts.add(th);
             th.start();
         }
-        long lastLog = System.nanoTime();
-        while (ts.stream().anyMatch(Thread::isAlive)) {
-            Thread.sleep(100);
-            if (System.nanoTime() - lastLog > 10_000_000_000L) {
-                lastLog = System.nanoTime();
-                log("%s: %d of %d sent; rss %.1f MiB", phase, sent.get(), count, rssKib() / 1024.0);
-            }
-        }
+        joinReporting(ts, () -> String.format("%s: %d of %d sent", phase, sent.get(), count));
         if (failure.get() != null) {
             failure.get().printStackTrace();
             fail(phase, sent.get() + " of " + count + " sent: " + failure.get());
@@ -408,6 +394,19 @@ public final class LiteBench {
         return sum;
     }
 
+    /** Waits for every thread of {@code ts}, logging {@code progress} and the RSS every 10 s. */
+    static void joinReporting(List<Thread> ts, java.util.function.Supplier<String> progress)
+        throws InterruptedException {
+        long lastLog = System.nanoTime();
+        while (ts.stream().anyMatch(Thread::isAlive)) {
+            Thread.sleep(100);
+            if (System.nanoTime() - lastLog > 10_000_000_000L) {
+                lastLog = System.nanoTime();
+                log("%s; rss %.1f MiB", progress.get(), rssKib() / 1024.0);
+            }
+        }
+    }
+
     /**
      * The LITE parent (4 queues) and its Shared group over remoting; waits until the parent is
      * routed. A positive quota sets the group's lite.sub.client.quota (the most lite topics one
@@ -419,26 +418,7 @@ public final class LiteBench {
         ext.setInstanceName("lite_bench_admin_" + System.nanoTime());
         ext.start();
         try {
-            String addr = null;
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (addr == null && System.currentTimeMillis() < deadline) {
-                try {
-                    ClusterInfo ci = ext.examineBrokerClusterInfo();
-                    for (BrokerData bd : ci.getBrokerAddrTable().values()) {
-                        if (bd.getBrokerAddrs().get(0L) != null) {
-                            addr = bd.getBrokerAddrs().get(0L);
-                        }
-                    }
-                } catch (Exception e) {
-                    // not registered yet
-                }
-                if (addr == null) {
-                    Thread.sleep(200);
-                }
-            }
-            if (addr == null) {
-                throw new IllegalStateException("no broker registered at " + namesrv);
-            }
+            String addr = GrpcBench.masterAddress(ext, namesrv);
             TopicConfig tc = new TopicConfig(PARENT, 4, 4, 6);
             Map<String, String> attrs = new HashMap<>();
             attrs.put("+message.type", "LITE");
@@ -454,18 +434,7 @@ public final class LiteBench {
             }
             g.setAttributes(gattrs);
             ext.createAndUpdateSubscriptionGroupConfig(addr, g);
-            deadline = System.currentTimeMillis() + 30_000;
-            while (System.currentTimeMillis() < deadline) {
-                try {
-                    if (!ext.examineTopicRouteInfo(PARENT).getQueueDatas().isEmpty()) {
-                        return;
-                    }
-                } catch (Exception e) {
-                    // not routed yet
-                }
-                Thread.sleep(200);
-            }
-            throw new IllegalStateException("topic " + PARENT + " not routed 30 s after creation");
+            GrpcBench.awaitRouted(ext, PARENT);
         } finally {
             ext.shutdown();
         }
