@@ -85,7 +85,10 @@ stop_broker() {
     fi
 }
 trap 'stop_broker' EXIT
-trap 'say interrupted; exit 130' INT TERM
+# The benchmark runs in the background and is waited for: bash runs a trap only once its
+# foreground child exits, so a TERM would otherwise wait for the whole run.
+BENCH_PID=""
+trap 'say interrupted; [[ -z $BENCH_PID ]] || kill -TERM "$BENCH_PID" 2>/dev/null; exit 130' INT TERM
 
 # Starts one broker; sets ENDPOINT, NAMESRV and PIDS (comma separated).
 start_broker() { # start_broker NAME RUN_DIR
@@ -138,7 +141,10 @@ for n in ${counts//,/ }; do
             skiff.bench.grpc.LiteBench --endpoint "$ENDPOINT" --namesrv "$NAMESRV" --lite-topics "$n" \
             --threads "$threads" --consumers "$consumers" --lite-batch "$batch" --idle-secs "$idle" \
             --lite-quota "$quota" --pids "$PIDS" --clk-tck "$clk_tck" \
-            >"$rdir/bench.out" 2>"$rdir/bench.err" || rc=$?
+            >"$rdir/bench.out" 2>"$rdir/bench.err" &
+        BENCH_PID=$!
+        wait "$BENCH_PID" || rc=$?
+        BENCH_PID=""
         line=$(grep -E '^(RESULT|FAIL) ' "$rdir/bench.out" | tail -1 || true)
         if ((rc != 0)) || [[ $line != RESULT* ]]; then
             grep -v '^\s*at ' "$rdir/bench.err" | tail -15 >&2 || true
