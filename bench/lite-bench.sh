@@ -64,6 +64,8 @@ for b in ${brokers//,/ }; do
         *) echo "lite-bench: unknown broker $b" >&2; exit 2 ;;
     esac
 done
+# Each broker runs in its own directory: a relative --skiff-bin is the caller's.
+[[ -z $skiff_bin || $skiff_bin == /* ]] || skiff_bin=$PWD/$skiff_bin
 
 # ---- the Java program (the module of grpc-bench.sh) ------------------------------------------
 bench_cp=$(grpc_bench_classpath lite-bench) || exit 1
