@@ -75,13 +75,7 @@ public final class GrpcBench {
                 case "--threads": threads = Integer.parseInt(args[++i]); break;
                 case "--consumers": consumers = Integer.parseInt(args[++i]); break;
                 case "--size": size = Integer.parseInt(args[++i]); break;
-                case "--pids":
-                    for (String p : args[++i].split(",")) {
-                        if (!p.isBlank()) {
-                            pids.add(Long.parseLong(p.trim()));
-                        }
-                    }
-                    break;
+                case "--pids": pids.addAll(parsePids(args[++i])); break;
                 case "--clk-tck": clkTck = Long.parseLong(args[++i]); break;
                 default:
                     System.err.println("unknown argument " + args[i]);
@@ -270,6 +264,17 @@ public final class GrpcBench {
             s += x;
         }
         return s;
+    }
+
+    /** The process ids of a --pids argument, comma separated (blanks skipped). */
+    static List<Long> parsePids(String arg) {
+        List<Long> out = new ArrayList<>();
+        for (String p : arg.split(",")) {
+            if (!p.isBlank()) {
+                out.add(Long.parseLong(p.trim()));
+            }
+        }
+        return out;
     }
 
     /** CPU microseconds (utime + stime) of each process. */

@@ -1,5 +1,7 @@
 package skiff.bench.grpc;
 
+import static skiff.bench.grpc.GrpcBench.fmt;
+
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -84,13 +86,7 @@ public final class LiteBench {
                 case "--lite-batch": batch = Integer.parseInt(args[++i]); break;
                 case "--idle-secs": idleSecs = Integer.parseInt(args[++i]); break;
                 case "--lite-quota": quota = Integer.parseInt(args[++i]); break;
-                case "--pids":
-                    for (String p : args[++i].split(",")) {
-                        if (!p.isBlank()) {
-                            pids.add(Long.parseLong(p.trim()));
-                        }
-                    }
-                    break;
+                case "--pids": pids.addAll(GrpcBench.parsePids(args[++i])); break;
                 case "--clk-tck": clkTck = Long.parseLong(args[++i]); break;
                 default:
                     System.err.println("unknown argument " + args[i]);
@@ -349,10 +345,6 @@ public final class LiteBench {
         System.err.printf("[lite-bench %tT] %s%n", System.currentTimeMillis(), String.format(java.util.Locale.ROOT, fmt, args));
     }
 
-    static String fmt(double d) {
-        return String.format(java.util.Locale.ROOT, "%.3f", d);
-    }
-
     /** Samples the summed VmRSS every 100 ms for the peak. */
     static void sampleRss() {
         while (true) {
@@ -385,11 +377,7 @@ public final class LiteBench {
 
     /** CPU microseconds (utime + stime) summed over --pids. */
     static long cpu() throws Exception {
-        long sum = 0;
-        for (long pid : pids) {
-            sum += GrpcBench.statCpu(Path.of("/proc/" + pid + "/stat"), clkTck);
-        }
-        return sum;
+        return GrpcBench.sum(GrpcBench.cpu(pids, clkTck));
     }
 
     /** Waits for every thread of {@code ts}, logging {@code progress} and the RSS every 10 s. */
