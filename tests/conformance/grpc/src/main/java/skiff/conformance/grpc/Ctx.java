@@ -47,6 +47,11 @@ final class Ctx {
 
     /** The client configuration of this scenario: endpoint, TLS on or off, optional namespace. */
     ClientConfiguration config(String namespace) {
+        return config(endpoint, tls, namespace);
+    }
+
+    /** A client configuration for another endpoint (a relay in front of the server). */
+    static ClientConfiguration config(String endpoint, boolean tls, String namespace) {
         ClientConfigurationBuilder b = ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
             .enableSsl(tls)

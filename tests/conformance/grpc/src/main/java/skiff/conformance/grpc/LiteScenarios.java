@@ -9,7 +9,6 @@ import static skiff.conformance.grpc.Util.producer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.time.Duration;
 import java.util.Map;
 import java.util.function.Predicate;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
@@ -259,11 +258,7 @@ final class LiteScenarios {
         send(p, parent, "hung", "hung-0");
         send(p, parent, "alive", "alive-0");
         WireRelay relay = new WireRelay(ctx.endpoint, null);
-        ClientConfiguration throughRelay = ClientConfiguration.newBuilder()
-            .setEndpoints(relay.endpoint())
-            .enableSsl(false)
-            .setRequestTimeout(Duration.ofSeconds(10))
-            .build();
+        ClientConfiguration throughRelay = Ctx.config(relay.endpoint(), false, null);
         Received hungGot = new Received();
         Received aliveGot = new Received();
         LitePushConsumer hung = consumer(ctx, group, parent, hungGot, throughRelay);
