@@ -4,7 +4,7 @@
 //! per-queue state of orderly pop.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use super::delay::RETRY_TOPIC_PREFIX;
 
@@ -181,71 +181,87 @@ impl fmt::Display for Receipt {
     }
 }
 
-/// The three bookkeeping strings of a pop answer, from which the client builds each message's
-/// receipt: per queue read, `kind queueId startOffset`, `kind queueId offset,offset,...` (in the
-/// order the messages are in the body) and, for orderly pops, `kind qo<queueId>%<offset> count`
-/// per message; entries are `;`-separated.
+/// A pop answer's bookkeeping, from which a client builds each message's receipt: the queues
+/// read, in body order, with the offsets of their messages, and for orderly pops how often each
+/// message was handed out before. The remoting door sends it as three strings
+/// ([`Self::start_offsets`], [`Self::message_offsets`], [`Self::order_counts`]); the gRPC door
+/// reads the data, so a pop formats nothing it does not send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OffsetInfo {
-    pub start_offsets: String,
-    pub message_offsets: String,
-    pub order_counts: String,
-    /// The same queues as data: the topic kind, queue and start offset of each, from which a
-    /// server-side client (the gRPC front door) builds each message's receipt.
-    pub queues: Vec<(TopicKind, u32, u64)>,
-    /// The order counts as data: topic kind, queue, offset and how often the message was handed
-    /// out before.
+    pub queues: Vec<QueueShare>,
+    /// Topic kind, queue, offset and how often the message was handed out before.
     pub counts: Vec<(TopicKind, u32, u64, u32)>,
 }
 
-fn push_entry(out: &mut String, entry: fmt::Arguments<'_>) {
-    use fmt::Write;
-    if !out.is_empty() {
-        out.push(';');
+/// One queue's share of a pop answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueShare {
+    pub kind: TopicKind,
+    pub queue_id: u32,
+    /// Where the pop read the queue from: the checkpoint offset of its receipts.
+    pub start_offset: u64,
+    /// The queue offsets of its messages, in body order.
+    pub offsets: Vec<u64>,
+}
+
+/// `;`-joined entries, as Java's `ExtraInfoUtil` writes them.
+fn joined<T>(items: &[T], mut entry: impl FnMut(&mut String, &T)) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        entry(&mut out, item);
     }
-    // Writing to a String cannot fail.
-    let _ = out.write_fmt(entry);
+    out
 }
 
 impl OffsetInfo {
     /// Records one queue's share of the answer.
-    pub fn add_queue(&mut self, topic: &str, queue_id: u32, start_offset: u64, offsets: &[u64]) {
-        self.queues
-            .push((TopicKind::of(topic), queue_id, start_offset));
-        let kind = TopicKind::of(topic).mark();
-        push_entry(
-            &mut self.start_offsets,
-            format_args!("{kind} {queue_id} {start_offset}"),
-        );
-        push_entry(
-            &mut self.message_offsets,
-            format_args!("{kind} {queue_id} "),
-        );
-        for (i, offset) in offsets.iter().enumerate() {
-            let separator = if i == 0 { "" } else { "," };
-            // Writing to a String cannot fail.
-            let _ = fmt::Write::write_fmt(
-                &mut self.message_offsets,
-                format_args!("{separator}{offset}"),
-            );
-        }
+    pub fn add_queue(&mut self, topic: &str, queue_id: u32, start_offset: u64, offsets: Vec<u64>) {
+        self.queues.push(QueueShare {
+            kind: TopicKind::of(topic),
+            queue_id,
+            start_offset,
+            offsets,
+        });
     }
 
     /// Records how often each message of an orderly pop was handed out before.
     pub fn add_order_counts(&mut self, topic: &str, queue_id: u32, counts: &[(u64, u32)]) {
-        let topic_kind = TopicKind::of(topic);
+        let kind = TopicKind::of(topic);
         self.counts.extend(
             counts
                 .iter()
-                .map(|(offset, count)| (topic_kind, queue_id, *offset, *count)),
+                .map(|(offset, count)| (kind, queue_id, *offset, *count)),
         );
-        let kind = topic_kind.mark();
-        for (offset, count) in counts {
-            push_entry(
-                &mut self.order_counts,
-                format_args!("{kind} qo{queue_id}%{offset} {count}"),
-            );
-        }
+    }
+
+    /// `kind queueId startOffset` per queue (the remoting `startOffsetInfo`).
+    pub fn start_offsets(&self) -> String {
+        joined(&self.queues, |out, q| {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{} {} {}", q.kind.mark(), q.queue_id, q.start_offset);
+        })
+    }
+
+    /// `kind queueId offset,offset,...` per queue, in body order (the remoting `msgOffsetInfo`).
+    pub fn message_offsets(&self) -> String {
+        joined(&self.queues, |out, q| {
+            let _ = write!(out, "{} {} ", q.kind.mark(), q.queue_id);
+            for (i, offset) in q.offsets.iter().enumerate() {
+                let separator = if i == 0 { "" } else { "," };
+                let _ = write!(out, "{separator}{offset}");
+            }
+        })
+    }
+
+    /// `kind qo<queueId>%<offset> count` per message of an orderly pop (the remoting
+    /// `orderCountInfo`).
+    pub fn order_counts(&self) -> String {
+        joined(&self.counts, |out, (kind, queue_id, offset, count)| {
+            let _ = write!(out, "{} qo{queue_id}%{offset} {count}", kind.mark());
+        })
     }
 }
 
@@ -421,12 +437,13 @@ mod tests {
     #[test]
     fn offset_info_lists_each_queue_in_body_order() {
         let mut info = OffsetInfo::default();
-        info.add_queue("t", 2, 5, &[5, 7]);
-        info.add_queue("%RETRY%g_t", 0, 0, &[0]);
-        assert_eq!(info.start_offsets, "0 2 5;1 0 0");
-        assert_eq!(info.message_offsets, "0 2 5,7;1 0 0");
+        info.add_queue("t", 2, 5, vec![5, 7]);
+        info.add_queue("%RETRY%g_t", 0, 0, vec![0]);
+        assert_eq!(info.start_offsets(), "0 2 5;1 0 0");
+        assert_eq!(info.message_offsets(), "0 2 5,7;1 0 0");
+        assert_eq!(info.order_counts(), "");
         info.add_order_counts("t", 2, &[(5, 0), (7, 2)]);
-        assert_eq!(info.order_counts, "0 qo2%5 0;0 qo2%7 2");
+        assert_eq!(info.order_counts(), "0 qo2%5 0;0 qo2%7 2");
         assert_eq!(
             info.counts,
             [(TopicKind::Normal, 2, 5, 0), (TopicKind::Normal, 2, 7, 2)]

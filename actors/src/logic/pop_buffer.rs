@@ -17,7 +17,7 @@
 
 use crate::logic::queue::GroupQueue;
 use fxhash::FxHashMap;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Apache's `popCkStayBufferTime`: how long a checkpoint waits in memory for its ack.
@@ -35,13 +35,88 @@ struct QueueCursor {
     /// The offset last committed for the queue (by this buffer, or where the pop started).
     committed: u64,
     /// Offsets handed out whose checkpoints are in memory only and not settled.
-    unwritten: BTreeSet<u64>,
+    unwritten: PendingOffsets,
+}
+
+/// A set of offsets kept in ascending order, as pops hand them out: adding one past the last is
+/// a push, settling one is a binary search and a mark, and settled ones at the front drop off,
+/// so the first is always pending. Settled offsets behind a pending one wait for it (at most a
+/// window: then it is written and settled).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct PendingOffsets {
+    /// Each offset and whether it is still pending.
+    entries: VecDeque<(u64, bool)>,
+    pending: usize,
+}
+
+impl PendingOffsets {
+    fn len(&self) -> usize {
+        self.pending
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pending == 0
+    }
+
+    fn first(&self) -> Option<u64> {
+        self.entries.front().map(|(offset, _)| *offset)
+    }
+
+    fn contains(&self, offset: u64) -> bool {
+        self.find(offset)
+            .is_ok_and(|i| self.entries.get(i).is_some_and(|(_, pending)| *pending))
+    }
+
+    fn find(&self, offset: u64) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&offset, |(o, _)| *o)
+    }
+
+    /// Answers whether `offset` was not pending before.
+    fn insert(&mut self, offset: u64) -> bool {
+        if self.entries.back().is_none_or(|(last, _)| *last < offset) {
+            self.entries.push_back((offset, true));
+        } else {
+            // Behind the last (a pop after an admin reset): in its place.
+            match self.find(offset) {
+                Ok(i) => match self.entries.get_mut(i) {
+                    Some((_, pending)) if !*pending => *pending = true,
+                    _ => return false,
+                },
+                Err(i) => self.entries.insert(i, (offset, true)),
+            }
+        }
+        self.pending += 1;
+        true
+    }
+
+    /// Answers whether `offset` was pending.
+    fn remove(&mut self, offset: u64) -> bool {
+        let Ok(i) = self.find(offset) else {
+            return false;
+        };
+        match self.entries.get_mut(i) {
+            Some((_, pending)) if *pending => *pending = false,
+            _ => return false,
+        }
+        self.pending -= 1;
+        while self.entries.front().is_some_and(|(_, pending)| !*pending) {
+            self.entries.pop_front();
+        }
+        true
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries
+            .iter()
+            .filter(|(_, pending)| *pending)
+            .map(|(offset, _)| *offset)
+    }
 }
 
 impl QueueCursor {
     /// How far the stored offset may go: up to the first unwritten checkpoint, else all the way.
     fn safe_offset(&self) -> u64 {
-        self.unwritten.first().copied().unwrap_or(self.next)
+        self.unwritten.first().unwrap_or(self.next)
     }
 }
 
@@ -89,7 +164,7 @@ impl CheckpointBuffer {
     pub fn is_unwritten(&self, queue: &GroupQueue, offset: u64) -> bool {
         self.cursors
             .get(queue)
-            .is_some_and(|c| c.unwritten.contains(&offset))
+            .is_some_and(|c| c.unwritten.contains(offset))
     }
 
     /// Whether more checkpoints are in memory than the buffer keeps: [`Self::due`] lists the
@@ -116,23 +191,30 @@ impl CheckpointBuffer {
         next: u64,
         now_ms: i64,
     ) {
-        let cursor = self
-            .cursors
-            .entry(queue.clone())
-            .or_insert_with(|| QueueCursor {
-                next: start,
-                last_pop_ms: now_ms,
-                committed: start,
-                unwritten: BTreeSet::new(),
-            });
+        if !self.cursors.contains_key(queue) {
+            self.cursors.insert(
+                queue.clone(),
+                QueueCursor {
+                    next: start,
+                    last_pop_ms: now_ms,
+                    committed: start,
+                    unwritten: PendingOffsets::default(),
+                },
+            );
+        }
+        let Some(cursor) = self.cursors.get_mut(queue) else {
+            return;
+        };
         if cursor.next != start {
             cursor.committed = start;
         }
         cursor.next = next;
         cursor.last_pop_ms = now_ms;
-        let before = cursor.unwritten.len();
-        cursor.unwritten.extend(offsets.iter().copied());
-        self.unwritten += cursor.unwritten.len() - before;
+        for offset in offsets {
+            if cursor.unwritten.insert(*offset) {
+                self.unwritten += 1;
+            }
+        }
         if !offsets.is_empty() {
             self.batches.push_back(Batch {
                 handed_out_ms: now_ms,
@@ -148,7 +230,7 @@ impl CheckpointBuffer {
         let removed = self
             .cursors
             .get_mut(queue)
-            .is_some_and(|c| c.unwritten.remove(&offset));
+            .is_some_and(|c| c.unwritten.remove(offset));
         if removed {
             self.unwritten -= 1;
         }
@@ -202,7 +284,7 @@ impl CheckpointBuffer {
             let still: Vec<u64> = batch
                 .offsets
                 .into_iter()
-                .filter(|o| cursor.unwritten.contains(o))
+                .filter(|o| cursor.unwritten.contains(*o))
                 .collect();
             if still.is_empty() {
                 continue;
@@ -219,7 +301,7 @@ impl CheckpointBuffer {
         self.cursors
             .iter()
             .filter(|(_, c)| !c.unwritten.is_empty())
-            .map(|(q, c)| (q.clone(), c.unwritten.iter().copied().collect()))
+            .map(|(q, c)| (q.clone(), c.unwritten.iter().collect()))
             .collect()
     }
 
@@ -347,6 +429,26 @@ mod tests {
         b.settle(&q, 3);
         assert_eq!(b.commit_for(&q), None, "the reset's pops end at 2");
         assert_eq!(b.next_offset(&q), Some(2));
+    }
+
+    #[test]
+    fn pending_offsets_keep_order_and_drop_settled_ones_from_the_front() {
+        let mut set = PendingOffsets::default();
+        for offset in [4, 5, 6, 7] {
+            assert!(set.insert(offset));
+        }
+        assert!(!set.insert(6), "already pending");
+        assert!(set.remove(5) && set.remove(6));
+        assert_eq!(set.first(), Some(4), "4 still holds the front");
+        assert!(!set.contains(5) && set.contains(7));
+        assert!(set.insert(2), "behind the last: in its place");
+        assert!(set.insert(5), "settled, then handed out again");
+        assert_eq!(set.iter().collect::<Vec<_>>(), [2, 4, 5, 7]);
+        assert!(set.remove(2) && set.remove(4));
+        assert_eq!(set.first(), Some(5));
+        assert!(!set.remove(4) && !set.remove(9));
+        assert!(set.remove(5) && set.remove(7));
+        assert!(set.is_empty() && set.entries.is_empty() && set.first().is_none());
     }
 
     #[test]

@@ -134,8 +134,8 @@ fn popped_messages_stay_invisible_until_acked_and_the_rest_come_back_from_the_re
         let first = broker.pop(pop_request(false)).await.unwrap();
         let messages = popped(&first);
         assert_eq!(bodies(&messages), ["a", "b", "c", "d"]);
-        assert_eq!(first.offset_info.start_offsets, "0 0 0");
-        assert_eq!(first.offset_info.message_offsets, "0 0 0,1,2,3");
+        assert_eq!(first.offset_info.start_offsets(), "0 0 0");
+        assert_eq!(first.offset_info.message_offsets(), "0 0 0,1,2,3");
         // The group's offset moved at once: nothing else is handed out while they are out.
         let again = broker.pop(pop_request(false)).await.unwrap();
         assert_eq!(again.message_count, 0);
@@ -330,7 +330,7 @@ fn an_orderly_pop_blocks_its_queue_until_the_batch_is_acked_and_counts_redeliver
         request.max_messages = 2;
         let first = broker.pop(request.clone()).await.unwrap();
         assert_eq!(first.revive_queue_id, 999);
-        assert_eq!(first.offset_info.order_counts, "0 qo0%0 0;0 qo0%1 0");
+        assert_eq!(first.offset_info.order_counts(), "0 qo0%0 0;0 qo0%1 0");
         send(&broker, &["3"]).await;
         assert_eq!(
             broker.pop(request.clone()).await.unwrap().message_count,
@@ -341,7 +341,7 @@ fn an_orderly_pop_blocks_its_queue_until_the_batch_is_acked_and_counts_redeliver
         advance(INVISIBLE + Duration::from_secs(1)).await;
         let again = broker.pop(request.clone()).await.unwrap();
         assert_eq!(bodies(&popped(&again)), ["1", "2"]);
-        assert_eq!(again.offset_info.order_counts, "0 qo0%0 1;0 qo0%1 1");
+        assert_eq!(again.offset_info.order_counts(), "0 qo0%0 1;0 qo0%1 1");
         for m in popped(&again) {
             let receipt = Receipt {
                 revive_queue_id: 999,
@@ -414,7 +414,7 @@ fn an_orderly_batch_out_still_blocks_its_queue_after_a_restart() {
         advance(INVISIBLE + Duration::from_secs(1)).await;
         let again = broker.pop(request.clone()).await.unwrap();
         assert_eq!(bodies(&popped(&again)), ["o1", "o2"]);
-        assert_eq!(again.offset_info.order_counts, "0 qo0%0 1;0 qo0%1 1");
+        assert_eq!(again.offset_info.order_counts(), "0 qo0%0 1;0 qo0%1 1");
         broker.shutdown().await.unwrap();
     });
 }

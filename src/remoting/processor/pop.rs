@@ -84,9 +84,9 @@ impl Processor {
             invisible_time: answer.invisible_ms,
             revive_qid: answer.revive_queue_id,
             rest_num: i64::try_from(answer.rest).unwrap_or(i64::MAX),
-            start_offset_info: answer.offset_info.start_offsets,
-            msg_offset_info: answer.offset_info.message_offsets,
-            order_count_info: header.order.then_some(answer.offset_info.order_counts),
+            start_offset_info: answer.offset_info.start_offsets(),
+            msg_offset_info: answer.offset_info.message_offsets(),
+            order_count_info: header.order.then(|| answer.offset_info.order_counts()),
         };
         let (status, remark) = if found {
             (code::SUCCESS, "FOUND")

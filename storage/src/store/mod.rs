@@ -210,6 +210,9 @@ pub struct ReadResult {
     /// Stored records back to back, exactly as on disk (a pull response body).
     pub records: Bytes,
     pub message_count: u32,
+    /// The queue offset of each record, in order: what a pop hands out, without parsing the
+    /// records again.
+    pub offsets: Vec<u64>,
     /// Where the next read of this queue should start.
     pub next_begin_offset: u64,
     pub min_offset: u64,

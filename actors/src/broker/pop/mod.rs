@@ -104,13 +104,13 @@ impl PopAnswer {
             return Receipt::parse(carried).ok();
         }
         let kind = TopicKind::of(&message.topic);
-        let (_, _, start) = self
+        let share = self
             .offset_info
             .queues
             .iter()
-            .find(|(k, q, _)| *k == kind && *q == message.queue_id)?;
+            .find(|q| q.kind == kind && q.queue_id == message.queue_id)?;
         Some(Receipt {
-            checkpoint_offset: *start,
+            checkpoint_offset: share.start_offset,
             pop_time_ms: self.pop_time_ms,
             invisible_ms: self.invisible_ms,
             revive_queue_id: self.revive_queue_id,

@@ -13,9 +13,7 @@ use crate::logic::queue::GroupQueue;
 use actix::prelude::*;
 use bytes::Bytes;
 use skiff_storage::message::property::POP_CK;
-use skiff_storage::message::{
-    decode_records, encode_record, record_layouts, with_properties, MessageToAppend,
-};
+use skiff_storage::message::{decode_records, encode_record, with_properties, MessageToAppend};
 use skiff_storage::store::ReadStatus;
 
 /// A queue claimed for one pop ([`Claim::Claimed`]); dropped, however the pop ends, it frees
@@ -258,7 +256,7 @@ impl BrokerHandle {
         }
         // Unordered: the pop actor moves the offset past what it holds (and past what was
         // filtered out), never past a checkpoint it has not written and nobody acknowledged.
-        let offsets = record_offsets(&read.records, topic, queue_id)?;
+        let offsets = read.offsets;
         // The hand-out frees the queue: the claim need not.
         claim.queue = None;
         let counts = self
@@ -290,8 +288,8 @@ impl BrokerHandle {
         if sent.is_empty() {
             return Ok(());
         }
-        answer.offset_info.add_queue(topic, queue_id, offset, &sent);
         answer.message_count += sent.len();
+        answer.offset_info.add_queue(topic, queue_id, offset, sent);
         self.inner
             .metrics
             .record_pulled(&request.group, topic, queue_id, read_count);
@@ -355,19 +353,4 @@ impl BrokerHandle {
         }
         Ok(kept)
     }
-}
-
-/// The queue offset of each record, in order.
-fn record_offsets(records: &[u8], topic: &str, queue_id: u32) -> Result<Vec<u64>, BrokerError> {
-    let mut offsets = Vec::new();
-    for layout in record_layouts(records) {
-        let layout = layout.map_err(|source| BrokerError::UnreadableMessage {
-            topic: topic.to_owned(),
-            queue_id,
-            queue_offset: offsets.last().map_or(0, |o| o + 1),
-            source,
-        })?;
-        offsets.push(layout.queue_offset);
-    }
-    Ok(offsets)
 }

@@ -3,12 +3,14 @@
 //!
 //! A pop hands out and an ack settles one message after another of the same few queues, so each
 //! queue is named once, in a slot, and a checkpoint is a slot and an offset: holding and
-//! settling a message hashes and compares numbers, never names, and allocates nothing.
+//! settling a message hashes and compares numbers, never names, and allocates nothing. The
+//! messages of one pop share their times, so the index by visibility has one entry per pop's
+//! batch, not one per message.
 
 use crate::logic::queue::GroupQueue;
 use fxhash::FxHashMap;
 use skiff_storage::pop_state::CheckpointTimes;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 type Slot = u32;
 
@@ -19,7 +21,15 @@ pub(super) struct HeldCheckpoints {
     queues: Vec<(Option<GroupQueue>, usize)>,
     free: Vec<Slot>,
     times: FxHashMap<(Slot, u64), CheckpointTimes>,
-    by_visible_at: BTreeSet<(i64, Slot, u64)>,
+    /// The offsets held under the same times, by when they become visible again.
+    by_visible_at: BTreeMap<VisibleKey, Vec<u64>>,
+}
+
+/// When a batch becomes visible again, its queue's slot and the batch's start offset.
+type VisibleKey = (i64, Slot, u64);
+
+fn visible_key(slot: Slot, times: &CheckpointTimes) -> VisibleKey {
+    (times.visible_at_ms(), slot, times.batch_start_offset)
 }
 
 impl HeldCheckpoints {
@@ -43,21 +53,34 @@ impl HeldCheckpoints {
             Some(slot) => *slot,
             None => self.open_slot(queue),
         };
+        let mut added = Vec::with_capacity(offsets.len());
         for offset in offsets {
-            self.insert_in(slot, *offset, times);
+            match self.times.insert((slot, *offset), times) {
+                Some(old) if old == times => continue,
+                Some(old) => self.unindex(slot, *offset, &old),
+                None => self.queues[slot as usize].1 += 1,
+            }
+            added.push(*offset);
+        }
+        if !added.is_empty() {
+            self.by_visible_at
+                .entry(visible_key(slot, &times))
+                .or_default()
+                .extend(added);
         }
     }
 
-    fn insert_in(&mut self, slot: Slot, offset: u64, times: CheckpointTimes) {
-        match self.times.insert((slot, offset), times) {
-            Some(old) => {
-                self.by_visible_at
-                    .remove(&(old.visible_at_ms(), slot, offset));
+    /// Takes `offset` out of the index entry `times` put it in.
+    fn unindex(&mut self, slot: Slot, offset: u64, times: &CheckpointTimes) {
+        let key = visible_key(slot, times);
+        if let Some(offsets) = self.by_visible_at.get_mut(&key) {
+            if let Some(i) = offsets.iter().position(|o| *o == offset) {
+                offsets.swap_remove(i);
             }
-            None => self.queues[slot as usize].1 += 1,
+            if offsets.is_empty() {
+                self.by_visible_at.remove(&key);
+            }
         }
-        self.by_visible_at
-            .insert((times.visible_at_ms(), slot, offset));
     }
 
     fn open_slot(&mut self, queue: &GroupQueue) -> Slot {
@@ -91,13 +114,15 @@ impl HeldCheckpoints {
         check: impl FnOnce(&CheckpointTimes) -> bool,
     ) -> Option<CheckpointTimes> {
         let slot = *self.slots.get(queue)?;
-        let held = self.times.get(&(slot, offset))?;
-        if !check(held) {
+        let std::collections::hash_map::Entry::Occupied(held) = self.times.entry((slot, offset))
+        else {
+            return None;
+        };
+        if !check(held.get()) {
             return None;
         }
-        let times = self.times.remove(&(slot, offset))?;
-        self.by_visible_at
-            .remove(&(times.visible_at_ms(), slot, offset));
+        let times = held.remove();
+        self.unindex(slot, offset, &times);
         let held = &mut self.queues[slot as usize];
         held.1 -= 1;
         if held.1 == 0 {
@@ -115,11 +140,12 @@ impl HeldCheckpoints {
     ) -> impl Iterator<Item = (&GroupQueue, u64, CheckpointTimes)> {
         self.by_visible_at
             .iter()
-            .take_while(move |(visible_at, _, _)| *visible_at <= now_ms)
-            .filter_map(|(_, slot, offset)| {
-                let queue = self.queues[*slot as usize].0.as_ref()?;
-                let times = self.times.get(&(*slot, *offset))?;
-                Some((queue, *offset, *times))
+            .take_while(move |((visible_at, _, _), _)| *visible_at <= now_ms)
+            .flat_map(|((_, slot, _), offsets)| offsets.iter().map(move |o| (*slot, *o)))
+            .filter_map(|(slot, offset)| {
+                let queue = self.queues[slot as usize].0.as_ref()?;
+                let times = self.times.get(&(slot, offset))?;
+                Some((queue, offset, *times))
             })
     }
 
@@ -167,6 +193,32 @@ mod tests {
             "a new time replaces the old"
         );
         assert_eq!(held.len(), 3);
+    }
+
+    #[test]
+    fn a_batch_shares_one_visibility_entry_and_leaves_it_message_by_message() {
+        let mut held = HeldCheckpoints::default();
+        let a = GroupQueue::new("g", "a", 0);
+        held.insert_all(&a, &[3, 4, 5], times(0));
+        held.insert_all(&a, &[3, 4, 5], times(0));
+        assert_eq!(held.by_visible_at.len(), 1, "one entry for the batch");
+        assert_eq!(held.visible_by(100).count(), 3, "held once each");
+        assert_eq!(held.remove(&a, 4), Some(times(0)));
+        held.insert(&a, 5, times(50));
+        let due: Vec<u64> = held.visible_by(100).map(|(_, o, _)| o).collect();
+        assert_eq!(due, [3], "4 acknowledged, 5 invisible longer");
+        assert_eq!(held.remove(&a, 3), Some(times(0)));
+        assert_eq!(held.by_visible_at.len(), 1, "the empty entry is gone");
+        assert_eq!(
+            held.visible_by(150).map(|(_, o, _)| o).collect::<Vec<_>>(),
+            [5]
+        );
+        assert_eq!(
+            held.remove_if(&a, 5, |t| t.pop_time_ms == 0),
+            None,
+            "an ack of the old pop does not take it"
+        );
+        assert_eq!(held.len(), 1);
     }
 
     #[test]
