@@ -175,40 +175,75 @@ impl ConsumeQueue {
         file_entries: u64,
     ) -> io::Result<(ConsumeQueue, QueueRepairs)> {
         let disk = files_cache.disk();
+        if disk.kind(dir)?.is_none() && !legacy_file_aside(disk, dir)? {
+            return Self::create(files_cache, topic, queue_id, dir, file_entries);
+        }
         let mut repairs = QueueRepairs::default();
-        let (files, min, count) = match disk.kind(dir)? {
-            None if !legacy_file_aside(disk, dir)? => {
-                // A queue never seen: nothing to list, measure or repair.
-                disk.create_dir_all(dir)?;
-                repairs.created = true;
-                let file = files_cache.open(dir.join(queue_file_name(0)), OpenMode::Create)?;
-                (vec![CqFile { base: 0, file }], 0, 0)
-            }
-            _ => {
-                migrate_legacy_file(disk, dir)?;
-                existing_files(files_cache, dir, &mut repairs)?
-            }
-        };
+        migrate_legacy_file(disk, dir)?;
+        let (files, min, count) = existing_files(files_cache, dir, &mut repairs)?;
         Ok((
-            ConsumeQueue {
-                topic: topic.into(),
+            Self::with_files(
+                files_cache,
+                topic,
                 queue_id,
-                files_cache: files_cache.clone(),
-                file_entries: file_entries.max(1),
-                files: RwLock::new(files),
-                min: AtomicU64::new(min),
-                max: AtomicU64::new(count),
-                // What is on disk at open either was fsynced before the store's checkpoint or
-                // is cut or re-indexed by recovery, which publishes (and so marks) what it adds.
-                synced: AtomicU64::new(count),
-                tail: Mutex::new(Tail {
-                    start: count,
-                    bytes: Vec::new(),
-                }),
-                used: AtomicBool::new(true),
-            },
+                file_entries,
+                files,
+                min,
+                count,
+            ),
             repairs,
         ))
+    }
+
+    /// Creates the queue directory `dir` and its first file, for a queue known to have nothing
+    /// on disk (its topic's directory was just made): a new lite topic pays no look for what
+    /// cannot be there.
+    pub fn create(
+        files_cache: &Arc<FileCache>,
+        topic: &str,
+        queue_id: u32,
+        dir: &Path,
+        file_entries: u64,
+    ) -> io::Result<(ConsumeQueue, QueueRepairs)> {
+        files_cache.disk().create_dir_all(dir)?;
+        let file = files_cache.open(dir.join(queue_file_name(0)), OpenMode::Create)?;
+        let files = vec![CqFile { base: 0, file }];
+        let repairs = QueueRepairs {
+            created: true,
+            ..QueueRepairs::default()
+        };
+        Ok((
+            Self::with_files(files_cache, topic, queue_id, file_entries, files, 0, 0),
+            repairs,
+        ))
+    }
+
+    fn with_files(
+        files_cache: &Arc<FileCache>,
+        topic: &str,
+        queue_id: u32,
+        file_entries: u64,
+        files: Vec<CqFile>,
+        min: u64,
+        count: u64,
+    ) -> ConsumeQueue {
+        ConsumeQueue {
+            topic: topic.into(),
+            queue_id,
+            files_cache: files_cache.clone(),
+            file_entries: file_entries.max(1),
+            files: RwLock::new(files),
+            min: AtomicU64::new(min),
+            max: AtomicU64::new(count),
+            // What is on disk at open either was fsynced before the store's checkpoint or
+            // is cut or re-indexed by recovery, which publishes (and so marks) what it adds.
+            synced: AtomicU64::new(count),
+            tail: Mutex::new(Tail {
+                start: count,
+                bytes: Vec::new(),
+            }),
+            used: AtomicBool::new(true),
+        }
     }
 
     pub fn topic(&self) -> &str {

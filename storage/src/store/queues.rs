@@ -105,13 +105,12 @@ impl QueueOpener<'_> {
         if new_topic {
             disk.create_dir_all(&tdir).map_err(|e| io_err(&tdir, e))?;
         }
-        let (q, repairs) = ConsumeQueue::open(
-            self.files,
-            topic,
-            queue_id,
-            &path,
-            self.config.queue_file_entries,
-        )
+        let file_entries = self.config.queue_file_entries;
+        let (q, repairs) = if new_topic {
+            ConsumeQueue::create(self.files, topic, queue_id, &path, file_entries)
+        } else {
+            ConsumeQueue::open(self.files, topic, queue_id, &path, file_entries)
+        }
         .map_err(|e| io_err(&path, e))?;
         if repairs.cut_bytes > 0 {
             tracing::warn!(dir = %path.display(), bytes = repairs.cut_bytes, "cut a partial consume-queue entry");
