@@ -83,6 +83,20 @@ struct Args {
     lite_batch: usize,
 }
 
+const USAGE: &str = "\
+usage: many_queues [--skiff-bin PATH] [--topics N] [--mode queues|lite] [--idle-secs S]
+                   [--open-files N] [--senders N] [--idle-connections N]
+                   [--consumers N] [--lite-batch N]
+  --skiff-bin PATH        the skiff binary to run as the child (target/release/skiff)
+  --topics N              topics of 4 queues each, or N x 4 lite topics with --mode lite (25000)
+  --mode queues|lite      queues of auto-created topics, or lite topics of one parent (queues)
+  --idle-secs S           wait up to S seconds for the RSS to settle once idle; 0 skips (0)
+  --open-files N          the child's open-file limit, soft and hard (256)
+  --senders N             sends in flight (16)
+  --idle-connections N    idle connections held open during the first messages (400)
+  --consumers N           lite consumers with --mode lite (4)
+  --lite-batch N          lite topics each consumer subscribes at a time (1000)";
+
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         skiff_bin: "target/release/skiff".to_string(),
@@ -97,7 +111,13 @@ fn parse_args() -> anyhow::Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let value = it
+            .next()
+            .with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag.as_str() {
             "--skiff-bin" => args.skiff_bin = value,
             "--topics" => args.topics = value.parse()?,
@@ -114,7 +134,7 @@ fn parse_args() -> anyhow::Result<Args> {
                     other => anyhow::bail!("--mode is queues or lite, not {other}"),
                 }
             }
-            other => anyhow::bail!("unknown flag {other}"),
+            other => anyhow::bail!("unknown flag {other}\n{USAGE}"),
         }
     }
     Ok(args)
