@@ -446,30 +446,34 @@ func restartResumes(c *Ctx) {
 		return
 	}
 	c.Check(one.awaitDistinct(10, 20*time.Second), "first consumer got %d/10", len(one.distinct()))
-	time.Sleep(1500 * time.Millisecond)
-	_ = c1.Shutdown() // persists its offsets (UPDATE_CONSUMER_OFFSET, oneway)
-	// Oneway requests from a closed connection may still be queued in the broker when the next
-	// consumer asks where to start (seen on a loaded Apache broker): wait until all ten are
-	// committed, the sum over the topic's queues.
 	mqs, err := queuesOf(c, topic)
 	if !c.Check(err == nil && len(mqs) > 0, "queues of %s: %v", topic, err) {
 		return
 	}
-	committed := int64(0)
-	persisted := await(10*time.Second, func() bool {
-		committed = 0
+	// The sum of the group's committed offsets over the topic's queues.
+	committed := func() int64 {
+		sum := int64(0)
 		for _, mq := range mqs {
 			offset, err := committedOffset(p, group, mq)
 			if err != nil {
 				c.Note("query offset of queue %d: %v", mq.QueueId, err)
 			}
 			if offset > 0 {
-				committed += offset
+				sum += offset
 			}
 		}
-		return committed == 10
-	})
-	c.Check(persisted, "offsets committed at shutdown: %d of 10 within 10 s", committed)
+		return sum
+	}
+	// The consumer commits every 5 s; its shutdown commits once more, oneway, and a connection
+	// closed right after may drop that (seen against Apache: 8 of 10). What the broker is tested
+	// for is keeping the commits and a new consumer resuming from them, so the first consumer
+	// stops once the broker holds all ten.
+	before := int64(0)
+	c.Check(await(15*time.Second, func() bool { before = committed(); return before == 10 }),
+		"offsets committed before the shutdown: %d of 10 within 15 s", before)
+	_ = c1.Shutdown()
+	after := committed()
+	c.Check(after == 10, "offsets committed after the shutdown: %d of 10", after)
 	for i := 0; i < 5; i++ {
 		send(c, p, msg(topic, "R", nil, fmt.Sprintf("second-%d", i), nil))
 	}

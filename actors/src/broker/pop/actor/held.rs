@@ -49,6 +49,10 @@ impl HeldCheckpoints {
         offsets: &[u64],
         times: CheckpointTimes,
     ) {
+        if offsets.is_empty() {
+            // A pop whose read was all filtered out holds nothing: no slot to open.
+            return;
+        }
         let slot = match self.slots.get(queue) {
             Some(slot) => *slot,
             None => self.open_slot(queue),
@@ -225,6 +229,8 @@ mod tests {
     fn a_queue_holding_nothing_frees_its_slot_for_the_next() {
         let mut held = HeldCheckpoints::default();
         let (a, b) = (GroupQueue::new("g", "a", 0), GroupQueue::new("h", "b", 1));
+        held.insert_all(&a, &[], times(0));
+        assert!(held.queues.is_empty(), "holding nothing takes no slot");
         held.insert(&a, 1, times(0));
         assert_eq!(held.remove(&a, 1), Some(times(0)));
         assert_eq!(held.remove(&a, 1), None);
