@@ -5,7 +5,9 @@
 //! acknowledged in one call, as a gRPC AckMessage or a remoting batch ack carries it (the
 //! checkpoints stay in memory: acknowledged within the window, none is written). The modes
 //! alternate run by run; the medians and their ratio are printed, and the median of each run's
-//! own pop / pull ratio, which a machine whose speed drifts between runs moves less.
+//! own pop / pull ratio, which a machine whose speed drifts between runs moves less. Beside the
+//! rates, the process's CPU time per message drained (every thread's: the broker's actors and
+//! the store's), which time the machine's other guests take from it does not inflate.
 //!
 //! ```sh
 //! cargo run --release --example pop_bench -- --messages 100000 --runs 5
@@ -21,6 +23,11 @@ use skiff::prelude::*;
 use skiff::storage::message::{decode_records, MessageToAppend};
 use skiff::storage::store::FlushPolicy;
 use std::time::{Duration, Instant};
+
+// The allocator `skiff serve` runs with: the broker's costs as shipped.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const TOPIC: &str = "PopBench";
 const GROUP: &str = "pop-bench";
@@ -146,7 +153,32 @@ async fn drain_by_pop(broker: &BrokerHandle, messages: usize) -> anyhow::Result<
     Ok(consumed)
 }
 
-async fn one_run(mode: Mode, messages: usize) -> anyhow::Result<f64> {
+/// CPU time used by every thread of this process so far.
+fn process_cpu_time() -> anyhow::Result<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    anyhow::ensure!(
+        status == 0,
+        "clock_gettime: {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(Duration::new(
+        u64::try_from(now.tv_sec)?,
+        u32::try_from(now.tv_nsec)?,
+    ))
+}
+
+/// One run's drain: messages per second, and CPU microseconds per message.
+struct Drained {
+    rate: f64,
+    cpu_us: f64,
+}
+
+async fn one_run(mode: Mode, messages: usize) -> anyhow::Result<Drained> {
     let dir = tempfile::tempdir()?;
     let mut config = NodeConfig::in_dir(dir.path());
     config.flush = FlushPolicy::Async;
@@ -154,13 +186,17 @@ async fn one_run(mode: Mode, messages: usize) -> anyhow::Result<f64> {
     let broker = node.broker().clone();
     fill(&broker, messages).await?;
     let started = Instant::now();
+    let cpu_before = process_cpu_time()?;
     let consumed = match mode {
         Mode::Pull => drain_by_pull(&broker, messages).await?,
         Mode::Pop => drain_by_pop(&broker, messages).await?,
     };
-    let rate = consumed as f64 / started.elapsed().as_secs_f64();
+    let drained = Drained {
+        rate: consumed as f64 / started.elapsed().as_secs_f64(),
+        cpu_us: (process_cpu_time()? - cpu_before).as_secs_f64() * 1e6 / consumed as f64,
+    };
     node.shutdown().await?;
-    Ok(rate)
+    Ok(drained)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -173,14 +209,27 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.runs > 0 && args.messages > 0, "nothing to measure");
     actix_rt::System::new().block_on(async {
         let (mut pull, mut pop, mut paired) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut pull_cpu, mut pop_cpu) = (Vec::new(), Vec::new());
         for run in 1..=args.runs {
             let pulled = one_run(Mode::Pull, args.messages).await?;
-            println!("run {run} {:?}: {pulled:.0} msgs/s", Mode::Pull);
+            println!(
+                "run {run} {:?}: {:.0} msgs/s, {:.2} µs CPU/msg",
+                Mode::Pull,
+                pulled.rate,
+                pulled.cpu_us
+            );
             let popped = one_run(Mode::Pop, args.messages).await?;
-            println!("run {run} {:?}: {popped:.0} msgs/s", Mode::Pop);
-            pull.push(pulled);
-            pop.push(popped);
-            paired.push(popped / pulled);
+            println!(
+                "run {run} {:?}: {:.0} msgs/s, {:.2} µs CPU/msg",
+                Mode::Pop,
+                popped.rate,
+                popped.cpu_us
+            );
+            pull.push(pulled.rate);
+            pop.push(popped.rate);
+            paired.push(popped.rate / pulled.rate);
+            pull_cpu.push(pulled.cpu_us);
+            pop_cpu.push(popped.cpu_us);
         }
         let (pull, pop, paired) = (median(pull), median(pop), median(paired));
         println!(
@@ -189,6 +238,12 @@ fn main() -> anyhow::Result<()> {
             args.runs,
             args.messages,
             pop / pull
+        );
+        let (pull_cpu, pop_cpu) = (median(pull_cpu), median(pop_cpu));
+        println!(
+            "CPU per message drained, medians: pull+commit {pull_cpu:.2} µs, pop+ack \
+             {pop_cpu:.2} µs, pull / pop {:.2}x",
+            pull_cpu / pop_cpu
         );
         Ok(())
     })

@@ -16,8 +16,11 @@ use skiff_storage::metadata::{
     MetadataError, MetadataStore, SubscriptionGroupConfig, TopicConfig, TopicMessageType,
 };
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+
+/// Names of missing topics remembered at most; past it the set starts afresh.
+const MAX_MISSING_TOPICS: usize = 4096;
 
 /// Largest queue count an auto-created topic gets, whatever a producer asks for.
 const MAX_AUTO_CREATE_QUEUES: u32 = 1024;
@@ -28,6 +31,10 @@ pub(crate) struct Registry {
     // Every send looks its topic up; a sled read plus a checksummed decode per message was a
     // quarter of the send path. Topics only change through this registry, so the cache is exact.
     topics: Rc<RefCell<HashMap<String, TopicConfig>>>,
+    /// Names looked up and not stored: every pop looks for its group's retry topic, which does
+    /// not exist until a message is first revived. Exact for the same reason as `topics`;
+    /// bounded, since clients name what they like.
+    missing_topics: Rc<RefCell<HashSet<String>>>,
     /// Every pop and heartbeat looks its group up; groups too change only through here.
     groups: Rc<RefCell<HashMap<String, SubscriptionGroupConfig>>>,
     /// Moves on every change to the set of topics or their configs (RocketMQ's `DataVersion`):
@@ -53,6 +60,7 @@ impl Registry {
         Registry {
             store: Rc::new(RefCell::new(Some(store))),
             topics: Rc::default(),
+            missing_topics: Rc::default(),
             groups: Rc::default(),
             topics_version: Rc::new(Cell::new(TopicsVersion {
                 changed_at_ms: skiff_storage::clock::epoch_millis(),
@@ -89,11 +97,23 @@ impl Registry {
         if let Some(config) = self.topics.borrow().get(name) {
             return Ok(Some(config.clone()));
         }
+        if self.missing_topics.borrow().contains(name) {
+            return Ok(None);
+        }
         let loaded = self.with(|s| s.get_topic(name))?;
-        if let Some(config) = &loaded {
-            self.topics
-                .borrow_mut()
-                .insert(name.to_string(), config.clone());
+        match &loaded {
+            Some(config) => {
+                self.topics
+                    .borrow_mut()
+                    .insert(name.to_string(), config.clone());
+            }
+            None => {
+                let mut missing = self.missing_topics.borrow_mut();
+                if missing.len() >= MAX_MISSING_TOPICS {
+                    missing.clear();
+                }
+                missing.insert(name.to_string());
+            }
         }
         Ok(loaded)
     }
@@ -137,6 +157,7 @@ impl Registry {
         // No message type: an auto-created topic takes every kind of message.
         let config = TopicConfig::new(name, queues);
         self.with(|s| s.put_topic(&config))?;
+        self.missing_topics.borrow_mut().remove(name);
         self.topics
             .borrow_mut()
             .insert(name.to_string(), config.clone());
@@ -243,6 +264,7 @@ impl Registry {
     /// topic's configuration.
     pub(crate) fn put_topic(&self, config: &TopicConfig) -> Result<(), BrokerError> {
         self.with(|s| s.put_topic(config))?;
+        self.missing_topics.borrow_mut().remove(&config.name);
         self.topics
             .borrow_mut()
             .insert(config.name.clone(), config.clone());
@@ -292,5 +314,56 @@ impl Registry {
             Some(store) => Ok(store.flush()?),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skiff_storage::metadata::open_db;
+
+    fn registry(dir: &std::path::Path) -> Registry {
+        let db = open_db(dir.join("meta")).expect("db");
+        let store = MetadataStore::open(&db, dir.into()).expect("metadata");
+        Registry::new(store, false, false)
+    }
+
+    #[test]
+    fn a_topic_looked_up_before_it_existed_is_found_once_created() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let registry = registry(dir.path());
+        assert!(registry.topic("Orders").expect("lookup").is_none());
+        assert!(registry.queue_nums("Orders").expect("lookup").is_none());
+
+        registry
+            .put_topic(&TopicConfig::new("Orders", 8))
+            .expect("put");
+        assert_eq!(registry.queue_nums("Orders").expect("lookup"), Some((8, 8)));
+
+        // The broker itself creates a pop retry topic on a first revival.
+        let retry = "%RETRY%g_Orders";
+        assert!(registry.topic(retry).expect("lookup").is_none());
+        let (created, new) = registry.topic_for_append(retry, 4).expect("append");
+        assert!(new);
+        assert_eq!(
+            registry.topic(retry).expect("lookup").map(|t| t.name),
+            Some(created.name)
+        );
+
+        registry.remove_topic("Orders").expect("remove");
+        assert!(registry.topic("Orders").expect("lookup").is_none());
+    }
+
+    #[test]
+    fn missing_topic_names_are_remembered_up_to_a_bound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let registry = registry(dir.path());
+        for i in 0..MAX_MISSING_TOPICS + 10 {
+            assert!(registry
+                .topic(&format!("typo-{i}"))
+                .expect("lookup")
+                .is_none());
+        }
+        assert!(registry.missing_topics.borrow().len() <= MAX_MISSING_TOPICS);
     }
 }

@@ -237,11 +237,22 @@ impl CheckpointBuffer {
         removed
     }
 
+    /// [`Self::settle`] for several offsets of one queue, answered each.
+    pub fn settle_all(&mut self, queue: &GroupQueue, offsets: &[u64]) -> Vec<bool> {
+        let Some(cursor) = self.cursors.get_mut(queue) else {
+            return vec![false; offsets.len()];
+        };
+        let settled: Vec<bool> = offsets
+            .iter()
+            .map(|offset| cursor.unwritten.remove(*offset))
+            .collect();
+        self.unwritten -= settled.iter().filter(|s| **s).count();
+        settled
+    }
+
     /// The checkpoints of `offsets` are in the store now.
     pub fn written(&mut self, queue: &GroupQueue, offsets: &[u64]) {
-        for offset in offsets {
-            self.settle(queue, *offset);
-        }
+        self.settle_all(queue, offsets);
     }
 
     /// The offset to commit for `queue` now, if its stored offset may move forward.

@@ -2,7 +2,7 @@
 //! time (CHANGE_MESSAGE_INVISIBLETIME), and NOTIFICATION, which tells a waiting client there is
 //! something to pop.
 
-use super::actor::{Ack, AckMany, Acked, ChangeInvisible, OrderlyBlocked};
+use super::actor::{AckMany, Acked, ChangeInvisible, OrderlyBlocked, QueueAcks};
 use super::{PopRequest, SourcesFor};
 use crate::broker::handle::{mailbox, BrokerHandle};
 use crate::broker::long_poll::WakeQueue;
@@ -65,6 +65,19 @@ pub struct PoppedAck {
     pub mode: PopMode,
 }
 
+/// Adds one acknowledgement to `runs`: to the last run when that names the same queue and pop
+/// mode (a batch's entries mostly come queue by queue), else as a run of its own.
+fn push_ack(runs: &mut Vec<QueueAcks>, queue: GroupQueue, mode: PopMode, ack: (u64, i64)) {
+    match runs.last_mut() {
+        Some(run) if run.mode == mode && run.queue == queue => run.acks.push(ack),
+        _ => runs.push(QueueAcks {
+            queue,
+            mode,
+            acks: vec![ack],
+        }),
+    }
+}
+
 impl BrokerHandle {
     /// ACK_MESSAGE, one entry of a gRPC AckMessage: answers whether the message was still held.
     pub async fn ack(&self, request: AckRequest) -> Result<bool, BrokerError> {
@@ -82,18 +95,19 @@ impl BrokerHandle {
     /// Every entry of a batch of acknowledgements, in one call (one hop for a door that has to
     /// hop onto the broker's arbiter), each answered on its own as [`BrokerHandle::ack`] answers.
     pub async fn ack_all(&self, requests: Vec<AckRequest>) -> Vec<Result<bool, BrokerError>> {
-        let mut answers: Vec<Option<Result<bool, BrokerError>>> = Vec::new();
-        let mut acks = Vec::with_capacity(requests.len());
+        let mut answers: Vec<Option<Result<bool, BrokerError>>> =
+            Vec::with_capacity(requests.len());
+        let mut acks = Vec::new();
         let mut lookups = AckLookups::default();
         for request in requests {
             match self.acked_message_with(&request, true, &mut lookups) {
                 Ok((queue_id, offset)) => {
-                    acks.push(Ack {
-                        mode: request.receipt.mode(),
-                        pop_time_ms: request.receipt.pop_time_ms,
-                        queue: GroupQueue::new(request.group, request.topic, queue_id),
-                        offset,
-                    });
+                    push_ack(
+                        &mut acks,
+                        GroupQueue::new(request.group, request.topic, queue_id),
+                        request.receipt.mode(),
+                        (offset, request.receipt.pop_time_ms),
+                    );
                     answers.push(None);
                 }
                 Err(e) => answers.push(Some(Err(e))),
@@ -318,15 +332,15 @@ impl BrokerHandle {
     /// BATCH_ACK_MESSAGE: every entry (offsets already within their queues) in one look at the
     /// pop actor, each as [`BrokerHandle::ack_popped`] takes it; the first refusal is the answer.
     pub async fn ack_popped_all(&self, acks: Vec<PoppedAck>) -> Result<(), BrokerError> {
-        let mut held = Vec::with_capacity(acks.len());
+        let mut held = Vec::new();
         for ack in acks {
             Self::check_names(&ack.group, &ack.topic)?;
-            held.push(Ack {
-                mode: ack.mode,
-                pop_time_ms: ack.pop_time_ms,
-                queue: GroupQueue::new(ack.group, ack.topic, ack.queue_id),
-                offset: ack.queue_offset,
-            });
+            push_ack(
+                &mut held,
+                GroupQueue::new(ack.group, ack.topic, ack.queue_id),
+                ack.mode,
+                (ack.queue_offset, ack.pop_time_ms),
+            );
         }
         for answer in self.ack_held_all(held).await? {
             answer?;
@@ -343,11 +357,10 @@ impl BrokerHandle {
         queue_offset: u64,
         receipt: &Receipt,
     ) -> Result<bool, BrokerError> {
-        let ack = Ack {
+        let ack = QueueAcks {
             queue: GroupQueue::new(group, topic, queue_id),
             mode: receipt.mode(),
-            offset: queue_offset,
-            pop_time_ms: receipt.pop_time_ms,
+            acks: vec![(queue_offset, receipt.pop_time_ms)],
         };
         self.ack_held_all(vec![ack])
             .await?
@@ -361,15 +374,23 @@ impl BrokerHandle {
     /// batch completed by its last ack moves its offset.
     async fn ack_held_all(
         &self,
-        acks: Vec<Ack>,
+        acks: Vec<QueueAcks>,
     ) -> Result<Vec<Result<bool, BrokerError>>, BrokerError> {
         if acks.is_empty() {
             return Ok(Vec::new());
         }
-        let orderly: Vec<Option<GroupQueue>> = acks
+        // Each run's queue if it is orderly (an orderly answer may move its queue's offset), and
+        // how many answers it has.
+        let runs: Vec<(Option<GroupQueue>, usize)> = acks
             .iter()
-            .map(|a| (a.mode == PopMode::Orderly).then(|| a.queue.clone()))
+            .map(|run| {
+                let orderly = (run.mode == PopMode::Orderly).then(|| run.queue.clone());
+                (orderly, run.acks.len())
+            })
             .collect();
+        let orderly = runs
+            .iter()
+            .flat_map(|(queue, acks)| std::iter::repeat_n(queue, *acks));
         let acked = self
             .pop_actor()
             .send(AckMany(acks))
@@ -387,7 +408,7 @@ impl BrokerHandle {
                             // A pop held on the queue while it was blocked can go on now.
                             self.lite_batch_acknowledged(&queue.topic);
                             self.inner.addrs.long_poll.do_send(WakeQueue {
-                                topic: queue.topic,
+                                topic: queue.topic.clone(),
                                 queue_id: queue.queue_id,
                             });
                             true

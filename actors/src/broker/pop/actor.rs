@@ -105,21 +105,23 @@ pub struct HandOut {
     pub invisible_ms: i64,
 }
 
-/// Acknowledges one popped message of the pop at `pop_time_ms`. An acknowledgement of a message
-/// already revived, or of an older pop of it, changes nothing.
-#[derive(Message, Debug)]
-#[rtype(result = "Result<Acked, BrokerError>")]
-pub struct Ack {
+/// Acknowledgements of popped messages of one queue, each naming the pop it answers by that
+/// pop's time: the consecutive entries of a batch that name one queue, so the actor looks the
+/// queue up once for all of them. An acknowledgement of a message already revived, or of an
+/// older pop of it, changes nothing.
+#[derive(Debug)]
+pub struct QueueAcks {
     pub queue: GroupQueue,
     pub mode: PopMode,
-    pub offset: u64,
-    pub pop_time_ms: i64,
+    /// Each message's queue offset and the time of the pop it answers.
+    pub acks: Vec<(u64, i64)>,
 }
 
-/// Several acknowledgements in one message (a batch ack, a gRPC AckMessage), answered each.
+/// The acknowledgements of a batch (a remoting batch ack, a gRPC AckMessage, or one alone),
+/// answered each, in order.
 #[derive(Message, Debug)]
 #[rtype(result = "Vec<Result<Acked, BrokerError>>")]
-pub struct AckMany(pub Vec<Ack>);
+pub struct AckMany(pub Vec<QueueAcks>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acked {
@@ -318,23 +320,38 @@ impl PopActor {
     /// offset may move on, with one [`Self::commit`] however many settle together.
     fn settle(&mut self, queue: &GroupQueue, offset: u64) -> Result<bool, BrokerError> {
         self.held.remove(queue, offset);
-        self.release(queue, offset)
+        self.release_all(queue, &[offset])
+            .pop()
+            .unwrap_or(Ok(false))
     }
 
-    /// [`Self::settle`] for a checkpoint already taken out of `held`.
-    fn release(&mut self, queue: &GroupQueue, offset: u64) -> Result<bool, BrokerError> {
+    /// Settles the checkpoints of `offsets` of `queue`, already taken out of `held`: answers
+    /// each whether it was in memory only (else its stored copy is removed).
+    fn release_all(
+        &mut self,
+        queue: &GroupQueue,
+        offsets: &[u64],
+    ) -> Vec<Result<bool, BrokerError>> {
         // Almost always empty: no key built for nothing.
         if !self.deferred.is_empty() || !self.solo.is_empty() {
-            let key = checkpoint_key(queue, offset);
-            self.deferred.remove(&key);
-            self.solo.remove(&key);
+            for offset in offsets {
+                let key = checkpoint_key(queue, *offset);
+                self.deferred.remove(&key);
+                self.solo.remove(&key);
+            }
         }
-        if self.buffer.settle(queue, offset) {
-            return Ok(true);
-        }
-        self.state
-            .remove_checkpoint(&checkpoint_key(queue, offset))?;
-        Ok(false)
+        let in_memory = self.buffer.settle_all(queue, offsets);
+        offsets
+            .iter()
+            .zip(in_memory)
+            .map(|(offset, in_memory)| {
+                if !in_memory {
+                    self.state
+                        .remove_checkpoint(&checkpoint_key(queue, *offset))?;
+                }
+                Ok(in_memory)
+            })
+            .collect()
     }
 
     /// Sends the queue's commit, if its stored offset may move on. The checkpoint writes it
@@ -401,30 +418,59 @@ impl PopActor {
             .collect()
     }
 
-    /// One acknowledgement; a queue whose offset may move on is added to `to_commit`.
-    fn ack(&mut self, msg: Ack, to_commit: &mut Vec<GroupQueue>) -> Result<Acked, BrokerError> {
-        if msg.mode == PopMode::Orderly {
-            let Some(queue) = self.orderly.get_mut(&msg.queue) else {
-                return Ok(Acked::NotHeld);
-            };
-            let commit = queue.ack(msg.offset, msg.pop_time_ms);
-            // Every ack, not only those that move the offset: a batch whose acks a restart
-            // forgot could never complete.
-            self.persist_orderly(&msg.queue);
-            return Ok(commit.map_or(Acked::NotHeld, Acked::MovesOffset));
+    /// The acknowledgements of one queue, answered in order into `answers`; the queue's offset
+    /// is committed once after them if it may move on.
+    fn ack_queue(&mut self, run: QueueAcks, answers: &mut Vec<Result<Acked, BrokerError>>) {
+        let QueueAcks { queue, mode, acks } = run;
+        if mode == PopMode::Orderly {
+            for (offset, pop_time_ms) in acks {
+                answers.push(Ok(self.ack_orderly(&queue, offset, pop_time_ms)));
+            }
+            return;
         }
-        let pop_time_ms = msg.pop_time_ms;
-        let taken = self
-            .held
-            .remove_if(&msg.queue, msg.offset, |t| t.pop_time_ms == pop_time_ms);
-        if taken.is_none() {
-            return Ok(Acked::NotHeld);
+        let slot = self.held.slot_of(&queue);
+        let mut taken = Vec::with_capacity(acks.len());
+        let was_held: Vec<bool> = acks
+            .iter()
+            .map(|&(offset, pop_time_ms)| {
+                let held = slot.is_some_and(|slot| {
+                    self.held
+                        .remove_from_slot(slot, offset, |t| t.pop_time_ms == pop_time_ms)
+                        .is_some()
+                });
+                if held {
+                    taken.push(offset);
+                }
+                held
+            })
+            .collect();
+        let mut released = self.release_all(&queue, &taken).into_iter();
+        let mut may_commit = false;
+        for held in was_held {
+            answers.push(match held.then(|| released.next()).flatten() {
+                None => Ok(Acked::NotHeld),
+                Some(Ok(in_memory)) => {
+                    may_commit |= in_memory;
+                    self.snapshot.acked += 1;
+                    Ok(Acked::Held)
+                }
+                Some(Err(e)) => Err(e),
+            });
         }
-        if self.release(&msg.queue, msg.offset)? && !to_commit.contains(&msg.queue) {
-            to_commit.push(msg.queue);
+        if may_commit {
+            self.commit(&queue);
         }
-        self.snapshot.acked += 1;
-        Ok(Acked::Held)
+    }
+
+    /// One acknowledgement of an orderly pop: every ack is persisted, not only those that move
+    /// the offset, since a batch whose acks a restart forgot could never complete.
+    fn ack_orderly(&mut self, queue: &GroupQueue, offset: u64, pop_time_ms: i64) -> Acked {
+        let Some(held) = self.orderly.get_mut(queue) else {
+            return Acked::NotHeld;
+        };
+        let commit = held.ack(offset, pop_time_ms);
+        self.persist_orderly(queue);
+        commit.map_or(Acked::NotHeld, Acked::MovesOffset)
     }
 }
 
@@ -526,32 +572,13 @@ impl Handler<HandOut> for PopActor {
     }
 }
 
-impl Handler<Ack> for PopActor {
-    type Result = Result<Acked, BrokerError>;
-
-    fn handle(&mut self, msg: Ack, _: &mut Self::Context) -> Self::Result {
-        let mut to_commit = Vec::new();
-        let acked = self.ack(msg, &mut to_commit);
-        for queue in &to_commit {
-            self.commit(queue);
-        }
-        acked
-    }
-}
-
 impl Handler<AckMany> for PopActor {
     type Result = Vec<Result<Acked, BrokerError>>;
 
     fn handle(&mut self, msg: AckMany, _: &mut Self::Context) -> Self::Result {
-        let mut to_commit = Vec::new();
-        let answers = msg
-            .0
-            .into_iter()
-            .map(|ack| self.ack(ack, &mut to_commit))
-            .collect();
-        // One commit per queue for the whole batch.
-        for queue in &to_commit {
-            self.commit(queue);
+        let mut answers = Vec::with_capacity(msg.0.iter().map(|run| run.acks.len()).sum());
+        for run in msg.0 {
+            self.ack_queue(run, &mut answers);
         }
         answers
     }

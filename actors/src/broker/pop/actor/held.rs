@@ -12,7 +12,8 @@ use fxhash::FxHashMap;
 use skiff_storage::pop_state::CheckpointTimes;
 use std::collections::BTreeMap;
 
-type Slot = u32;
+/// A queue's place in [`HeldCheckpoints`], valid while the queue holds a checkpoint.
+pub(super) type Slot = u32;
 
 #[derive(Debug, Default)]
 pub(super) struct HeldCheckpoints {
@@ -117,7 +118,24 @@ impl HeldCheckpoints {
         offset: u64,
         check: impl FnOnce(&CheckpointTimes) -> bool,
     ) -> Option<CheckpointTimes> {
-        let slot = *self.slots.get(queue)?;
+        let slot = self.slot_of(queue)?;
+        self.remove_from_slot(slot, offset, check)
+    }
+
+    /// The slot of `queue`, while it holds anything: for several removals in a row, which name
+    /// the queue once.
+    pub(super) fn slot_of(&self, queue: &GroupQueue) -> Option<Slot> {
+        self.slots.get(queue).copied()
+    }
+
+    /// [`Self::remove_if`] by the queue's slot. Once the queue's last message is let go the slot
+    /// is free, and holds nothing until a later insert takes it.
+    pub(super) fn remove_from_slot(
+        &mut self,
+        slot: Slot,
+        offset: u64,
+        check: impl FnOnce(&CheckpointTimes) -> bool,
+    ) -> Option<CheckpointTimes> {
         let std::collections::hash_map::Entry::Occupied(held) = self.times.entry((slot, offset))
         else {
             return None;
@@ -130,8 +148,9 @@ impl HeldCheckpoints {
         let held = &mut self.queues[slot as usize];
         held.1 -= 1;
         if held.1 == 0 {
-            held.0 = None;
-            self.slots.remove(queue);
+            if let Some(queue) = held.0.take() {
+                self.slots.remove(&queue);
+            }
             self.free.push(slot);
         }
         Some(times)
@@ -239,5 +258,20 @@ mod tests {
         assert_eq!(held.queues.len(), 1, "one slot, reused");
         assert_eq!(held.of_group("h"), [(b.clone(), 1)]);
         assert!(held.of_group("g").is_empty());
+    }
+
+    #[test]
+    fn removals_by_slot_free_it_with_the_last_message_and_take_nothing_after() {
+        let mut held = HeldCheckpoints::default();
+        let a = GroupQueue::new("g", "a", 0);
+        held.insert_all(&a, &[1, 2], times(0));
+        let slot = held.slot_of(&a).expect("a holds messages");
+        assert_eq!(held.remove_from_slot(slot, 1, |_| true), Some(times(0)));
+        assert_eq!(held.remove_from_slot(slot, 2, |t| t.pop_time_ms == 5), None);
+        assert_eq!(held.remove_from_slot(slot, 2, |_| true), Some(times(0)));
+        assert_eq!(held.slot_of(&a), None, "the last message freed the slot");
+        assert_eq!(held.remove_from_slot(slot, 2, |_| true), None);
+        assert_eq!(held.len(), 0);
+        assert!(held.by_visible_at.is_empty());
     }
 }
