@@ -376,6 +376,9 @@ fn messages_spread_over_both_brokers_are_all_consumed() -> anyhow::Result<()> {
                 landed.get(body)
             );
         }
+        // What the consumer held before it stopped, for a failure below to say where an offset
+        // went missing: assigned, cached in its offset store, or persisted and lost.
+        let before = consumer.observe().await?;
         consumer.shutdown().await?;
 
         // Every queue's offset is committed to the broker that owns it: its committed offset
@@ -385,7 +388,13 @@ fn messages_spread_over_both_brokers_are_all_consumed() -> anyhow::Result<()> {
             let (committed, max) = offsets_at(&broker, group, queue).await?;
             anyhow::ensure!(
                 committed == Some(max),
-                "{queue}: committed {committed:?} on its broker, max offset {max}"
+                "{queue}: committed {committed:?} on its broker, max offset {max}; before \
+                 shutdown the consumer had it assigned: {}, cached offset {:?}, {} persist \
+                 rounds, {} failed",
+                before.coordinator.assigned.contains(queue),
+                before.offsets.offsets.get(queue),
+                before.offsets.persist_rounds,
+                before.offsets.persist_failures,
             );
             total += max;
         }
