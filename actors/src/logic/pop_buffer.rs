@@ -227,14 +227,7 @@ impl CheckpointBuffer {
     /// The checkpoint of `offset` needs no write any more: acknowledged, or its message revived.
     /// Answers whether it was in memory only.
     pub fn settle(&mut self, queue: &GroupQueue, offset: u64) -> bool {
-        let removed = self
-            .cursors
-            .get_mut(queue)
-            .is_some_and(|c| c.unwritten.remove(offset));
-        if removed {
-            self.unwritten -= 1;
-        }
-        removed
+        self.settle_all(queue, std::slice::from_ref(&offset)) == [true]
     }
 
     /// [`Self::settle`] for several offsets of one queue, answered each.

@@ -108,18 +108,8 @@ impl HeldCheckpoints {
 
     /// Lets the message go; a queue left holding nothing frees its slot.
     pub(super) fn remove(&mut self, queue: &GroupQueue, offset: u64) -> Option<CheckpointTimes> {
-        self.remove_if(queue, offset, |_| true)
-    }
-
-    /// Lets the message go if what holds it passes `check` (an ack names the pop it answers).
-    pub(super) fn remove_if(
-        &mut self,
-        queue: &GroupQueue,
-        offset: u64,
-        check: impl FnOnce(&CheckpointTimes) -> bool,
-    ) -> Option<CheckpointTimes> {
         let slot = self.slot_of(queue)?;
-        self.remove_from_slot(slot, offset, check)
+        self.remove_from_slot(slot, offset, |_| true)
     }
 
     /// The slot of `queue`, while it holds anything: for several removals in a row, which name
@@ -128,8 +118,9 @@ impl HeldCheckpoints {
         self.slots.get(queue).copied()
     }
 
-    /// [`Self::remove_if`] by the queue's slot. Once the queue's last message is let go the slot
-    /// is free, and holds nothing until a later insert takes it.
+    /// Lets the message at `offset` of the slot's queue go if what holds it passes `check` (an
+    /// ack names the pop it answers). Once the queue's last message is let go the slot is free,
+    /// and holds nothing until a later insert takes it.
     pub(super) fn remove_from_slot(
         &mut self,
         slot: Slot,
@@ -236,8 +227,9 @@ mod tests {
             held.visible_by(150).map(|(_, o, _)| o).collect::<Vec<_>>(),
             [5]
         );
+        let slot = held.slot_of(&a).expect("a holds 5");
         assert_eq!(
-            held.remove_if(&a, 5, |t| t.pop_time_ms == 0),
+            held.remove_from_slot(slot, 5, |t| t.pop_time_ms == 0),
             None,
             "an ack of the old pop does not take it"
         );
