@@ -29,7 +29,8 @@
 # mqadmin_admin_denied; gRPC (rocketmq-client-java 5.2.0 with StaticSessionCredentialsProvider)
 # grpc_acl_allowed, grpc_acl_denied_topic, grpc_acl_wrong_secret (UnauthorizedException 40100);
 # ACL 2.0 administration with mqadmin's ten user and ACL commands mqadmin_acl2_users,
-# mqadmin_acl2_acls, mqadmin_acl2_precedence, mqadmin_acl2_disabled, mqadmin_acl2_ranks.
+# mqadmin_acl2_acls, mqadmin_acl2_precedence, mqadmin_acl2_disabled, mqadmin_acl2_ranks,
+# mqadmin_acl2_super_user.
 # Details in tests/conformance/README.md. Ends with `N passed, M failed`; exit 0 iff M = 0.
 #
 # The harness (tests/conformance/acl, Maven) is built once and rebuilt when its sources change;
@@ -62,7 +63,7 @@ ROOT_AK=rocketmq ROOT_SK=12345678 ALICE_AK=alice ALICE_SK=alice-secret-1
 ALL_SCENARIOS=(acl_allowed_send_and_consume acl_denied_topic acl_denied_group acl_wrong_secret
     acl_unsigned mqadmin_admin_allowed mqadmin_admin_denied grpc_acl_allowed grpc_acl_denied_topic
     grpc_acl_wrong_secret mqadmin_acl2_users mqadmin_acl2_acls mqadmin_acl2_precedence
-    mqadmin_acl2_disabled mqadmin_acl2_ranks)
+    mqadmin_acl2_disabled mqadmin_acl2_ranks mqadmin_acl2_super_user)
 selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 
 # ---- mqadmin's classpath and the harness, built once -------------------------------------------
@@ -330,14 +331,12 @@ mqadmin_acl2_disabled() {
 # frank: a topic of any name (Topic:*) beats any resource (*), a prefix beats a topic of any name,
 # a literal beats a prefix; createAcl on a resource the subject already has replaces its entry (a
 # subject keeps one entry per resource, so an Allow and a Deny never meet at equal rank through the
-# admin requests). gina: a stored Super user reaches everything without an ACL, and once made
-# Normal, nothing.
+# admin requests).
 mqadmin_acl2_ranks() {
     SCENARIO=mqadmin_acl2_ranks
     : >"$WORK/$SCENARIO.problems"
-    mkdir -p "$WORK/mqadmin-frank/conf" "$WORK/mqadmin-gina/conf"
+    mkdir -p "$WORK/mqadmin-frank/conf"
     printf 'accessKey: frank\nsecretKey: frank-secret-1\n' >"$WORK/mqadmin-frank/conf/tools.yml"
-    printf 'accessKey: gina\nsecretKey: gina-secret-1\n' >"$WORK/mqadmin-gina/conf/tools.yml"
     run $SCENARIO root createUser -u frank -p frank-secret-1; expect_ok "createUser frank"
     run $SCENARIO root createAcl -s User:frank -r '*' -a Create -d Allow; expect_ok "createAcl * allow"
     run $SCENARIO frank updateTopic -t rank-any -r 1 -w 1; expect_ok "frank creates rank-any (* allows)"
@@ -358,6 +357,13 @@ User:frank Custom Topic:rank-same [Create] null Deny"
     run $SCENARIO root updateAcl -s User:frank -r Topic:rank-same -a Create -d Allow; expect_ok "updateAcl rank-same allow"
     run $SCENARIO frank updateTopic -t rank-same -r 1 -w 1; expect_ok "frank creates rank-same (allowed again)"
     run $SCENARIO root deleteUser -u frank; expect_ok "deleteUser frank"
+}
+# gina: a stored Super user reaches everything without an ACL, and once made Normal, nothing.
+mqadmin_acl2_super_user() {
+    SCENARIO=mqadmin_acl2_super_user
+    : >"$WORK/$SCENARIO.problems"
+    mkdir -p "$WORK/mqadmin-gina/conf"
+    printf 'accessKey: gina\nsecretKey: gina-secret-1\n' >"$WORK/mqadmin-gina/conf/tools.yml"
     run $SCENARIO root createUser -u gina -p gina-secret-1 -t Super; expect_ok "createUser gina -t Super"
     run $SCENARIO gina updateTopic -t GinaTopic -r 1 -w 1; expect_ok "super gina creates a topic without an ACL"
     run $SCENARIO gina createUser -u gina-made -p gina-made-1; expect_ok "super gina creates a user"
@@ -369,7 +375,8 @@ User:frank Custom Topic:rank-same [Create] null Deny"
     run $SCENARIO root deleteUser -u gina; expect_ok "deleteUser gina"
 }
 ACL2_SELECTED=()
-for n in mqadmin_acl2_users mqadmin_acl2_acls mqadmin_acl2_precedence mqadmin_acl2_disabled mqadmin_acl2_ranks; do
+for n in mqadmin_acl2_users mqadmin_acl2_acls mqadmin_acl2_precedence mqadmin_acl2_disabled mqadmin_acl2_ranks \
+    mqadmin_acl2_super_user; do
     selected "$n" && ACL2_SELECTED+=("$n")
 done
 

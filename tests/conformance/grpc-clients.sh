@@ -89,6 +89,15 @@ newer_than() {
     for f in "$@"; do [[ $f -nt $stamp ]] && return 0; done
     return 1
 }
+# The clients in the cache are judged by the content of their pins, not by mtimes: a fresh clone
+# makes every file newer than the cache, and would reinstall what has not changed.
+# pins_of FILE...: the files' content digest; pins_changed STAMP FILE...: true unless STAMP holds it.
+pins_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+pins_changed() {
+    local stamp=$1
+    shift
+    [[ $(cat "$stamp" 2>/dev/null) != "$(pins_of "$@")" ]]
+}
 
 VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/mqadmin/pom.xml")
 TOOLS_CP_FILE=$CACHE/rocketmq-tools-$VERSION.classpath
@@ -116,31 +125,31 @@ RUST_BIN=$RUST_TARGET/release/grpc-smoke-rust
 for c in "${CLIENTS[@]}"; do
     case $c in
         python)
-            if newer_than "$PY_VENV/.installed" "$GC/python/requirements.txt"; then
+            if pins_changed "$PY_VENV/.installed" "$GC/python/requirements.txt"; then
                 log "installing the Python client into $PY_VENV (pip)"
                 rm -rf "$PY_VENV"
                 { "$PYTHON" -m venv "$PY_VENV" \
                     && nice -n 10 "$PY_VENV/bin/pip" install -q --disable-pip-version-check \
                         -r "$GC/python/requirements.txt"; } >"$WORK/pip.log" 2>&1 \
-                    && touch "$PY_VENV/.installed" \
+                    && pins_of "$GC/python/requirements.txt" >"$PY_VENV/.installed" \
                     || { log "FAIL: pip install; see $WORK/pip.log"; BUILD_FAILED+=(python); }
             fi ;;
         node)
-            if newer_than "$NODE_DIR/.installed" "$GC/node/package.json" "$GC/node/package-lock.json"; then
+            if pins_changed "$NODE_DIR/.installed" "$GC/node/package.json" "$GC/node/package-lock.json"; then
                 log "installing the Node.js client into $NODE_DIR (npm ci)"
                 rm -rf "$NODE_DIR"
                 mkdir -p "$NODE_DIR"
                 cp "$GC/node/package.json" "$GC/node/package-lock.json" "$NODE_DIR/"
                 (cd "$NODE_DIR" && nice -n 10 npm ci --no-audit --no-fund) >"$WORK/npm.log" 2>&1 \
-                    && touch "$NODE_DIR/.installed" \
+                    && pins_of "$GC/node/package.json" "$GC/node/package-lock.json" >"$NODE_DIR/.installed" \
                     || { log "FAIL: npm ci; see $WORK/npm.log"; BUILD_FAILED+=(node); }
             fi ;;
         rust)
-            if [[ ! -x $RUST_BIN ]] || [[ -n $(find "$GC/rust/src" "$GC/rust/Cargo.toml" "$GC/rust/Cargo.lock" \
-                    -newer "$RUST_BIN" -print -quit) ]]; then
+            mapfile -t rust_sources < <(find "$GC/rust/src" "$GC/rust/Cargo.toml" "$GC/rust/Cargo.lock" -type f | sort)
+            if [[ ! -x $RUST_BIN ]] || pins_changed "$RUST_BIN.built-from" "${rust_sources[@]}"; then
                 log "building the Rust smoke (cargo build --release --locked, target $RUST_TARGET)"
                 (cd "$GC/rust" && CARGO_TARGET_DIR=$RUST_TARGET nice -n 10 cargo build --release --locked) \
-                    >"$WORK/cargo-rust-smoke.log" 2>&1 && touch "$RUST_BIN" \
+                    >"$WORK/cargo-rust-smoke.log" 2>&1 && pins_of "${rust_sources[@]}" >"$RUST_BIN.built-from" \
                     || { log "FAIL: cargo build; see $WORK/cargo-rust-smoke.log"; BUILD_FAILED+=(rust); }
             fi ;;
     esac

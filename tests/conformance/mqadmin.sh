@@ -220,96 +220,135 @@ fi
 UNIQ_KEY=$(sed -n 's/^UNIQ_KEY=//p' "$WORK/setup.out")
 OFFSET_MSG_ID=$(sed -n 's/^OFFSET_MSG_ID=//p' "$WORK/setup.out")
 
-run_check topicList \
-    'has topicList "^$TOPIC\$" "topic $TOPIC not listed"' \
-    topicList
+# ---- the commands after the setup ------------------------------------------------------------
+# Each reads the state the setup made or changes only what it made itself, so they run side by
+# side in lanes (an mqadmin run spends most of its 3-5 s starting a JVM and waiting for its client
+# to close), each lane in the order its commands depend on. The checks then judge every output in
+# the order written. resetOffsetByTime moves the group's offsets: it runs last, alone.
+# in_lane NAME ARGS...: runs mqadmin as `mqadmin` does and keeps its exit status in WORK/NAME.rc.
+in_lane() {
+    mqadmin "$@"
+    echo $? >"$WORK/$1.rc"
+}
+# judge NAME 'CHECKS': the verdict on NAME's run, from its kept exit status and CHECKS.
+judge() {
+    local name=$1 checks=$2 rc problems=()
+    rc=$(cat "$WORK/$name.rc" 2>/dev/null) || rc=255
+    mapfile -t problems < <(eval "$checks")
+    verdict "$name" "$rc" "${problems[@]}"
+}
+TYPO_TOPIC=mqadmin_typo_$RUN
+LANES=()
+(
+    in_lane topicList topicList
+    in_lane topicRoute topicRoute -t "$TOPIC"
+    in_lane topicStatus topicStatus -t "$TOPIC"
+) &
+LANES+=($!)
+(
+    # The topic list comes after the three read-only commands on the typo.
+    in_lane typoRoute topicRoute -t "$TYPO_TOPIC"
+    in_lane typoStatus topicStatus -t "$TYPO_TOPIC"
+    in_lane typoQuery queryMsgByKey -t "$TYPO_TOPIC" -k some-key
+    in_lane typoTopicList topicList
+) &
+LANES+=($!)
+(
+    in_lane updateSubGroup updateSubGroup -c "$CLUSTER" -g "$SUBGROUP"
+    in_lane deleteSubGroup deleteSubGroup -c "$CLUSTER" -g "$SUBGROUP"
+    in_lane updateTopicTmp updateTopic -c "$CLUSTER" -t "$TMP_TOPIC" -r 2 -w 2
+    in_lane deleteTopic deleteTopic -c "$CLUSTER" -t "$TMP_TOPIC"
+    in_lane topicListAfterDelete topicList
+) &
+LANES+=($!)
+(
+    # The group's commands see it after its request mode for the topic changed.
+    in_lane setConsumeMode setConsumeMode -b "$BROKER_ADDR" -t "$TOPIC" -g "$GROUP" -m POP -q 0
+    in_lane consumerProgress consumerProgress -g "$GROUP"
+    in_lane consumerConnection consumerConnection -g "$GROUP"
+    in_lane consumerStatus consumerStatus -g "$GROUP"
+) &
+LANES+=($!)
+(
+    in_lane producerConnection producerConnection -g "$PGROUP" -t "$TOPIC"
+    in_lane brokerStatus brokerStatus -b "$BROKER_ADDR"
+    in_lane getBrokerConfig getBrokerConfig -c "$CLUSTER"
+) &
+LANES+=($!)
+(
+    in_lane queryMsgById queryMsgById -i "$OFFSET_MSG_ID" -t "$TOPIC"
+    in_lane queryMsgByKey queryMsgByKey -t "$TOPIC" -k mqadmin-key-0
+    in_lane queryMsgByUniqueKey queryMsgByUniqueKey -t "$TOPIC" -i "$UNIQ_KEY"
+) &
+LANES+=($!)
+for lane in "${LANES[@]}"; do wait "$lane"; done
+in_lane resetOffsetByTime resetOffsetByTime -g "$GROUP" -t "$TOPIC" -s now
 
-run_check topicRoute \
-    'has topicRoute "\"readQueueNums\"[[:space:]]*:[[:space:]]*4" "no read queue count 4"; has topicRoute "$BROKER_ADDR" "broker address not in the route"' \
-    topicRoute -t "$TOPIC"
+judge topicList \
+    'has topicList "^$TOPIC\$" "topic $TOPIC not listed"'
+
+judge topicRoute \
+    'has topicRoute "\"readQueueNums\"[[:space:]]*:[[:space:]]*4" "no read queue count 4"; has topicRoute "$BROKER_ADDR" "broker address not in the route"'
 
 # topicStatus: 4 queues whose max offsets add up to the N messages sent.
 sum_column() { awk -v col="$2" '$2 ~ /^[0-9]+$/ && NF >= col {s += $col} END {print s + 0}' "$WORK/$1.out"; }
 count_rows() { awk '$2 ~ /^[0-9]+$/ {n++} END {print n + 0}' "$WORK/$1.out"; }
-run_check topicStatus \
-    '[[ $(count_rows topicStatus) == 4 ]] || echo "expected 4 queue rows, saw $(count_rows topicStatus)"; [[ $(sum_column topicStatus 4) == "$N" ]] || echo "max offsets add up to $(sum_column topicStatus 4), expected $N"' \
-    topicStatus -t "$TOPIC"
+judge topicStatus \
+    '[[ $(count_rows topicStatus) == 4 ]] || echo "expected 4 queue rows, saw $(count_rows topicStatus)"; [[ $(sum_column topicStatus 4) == "$N" ]] || echo "max offsets add up to $(sum_column topicStatus 4), expected $N"'
 
 # A typo creates nothing: the route and the status of a topic nobody created fail with
 # TOPIC_NOT_EXIST (17), a key query on it finds nothing, and none of them lists the topic after.
-TYPO_TOPIC=mqadmin_typo_$RUN
-mqadmin typoRoute topicRoute -t "$TYPO_TOPIC"
-mqadmin typoStatus topicStatus -t "$TYPO_TOPIC"
-mqadmin typoQuery queryMsgByKey -t "$TYPO_TOPIC" -k some-key
-mqadmin typoTopicList topicList
 mapfile -t problems < <(has typoRoute "CODE: 17" "route of a missing topic not refused with code 17"; has typoStatus "CODE: 17" "status of a missing topic not refused with code 17"; lacks typoQuery "Message ID" "a key query on a missing topic found a message"; lacks typoTopicList "^$TYPO_TOPIC\$" "$TYPO_TOPIC listed after read-only commands"; has typoTopicList "^$TOPIC\$" "no topic list")
 verdict missingTopicCreatesNothing 0 "${problems[@]}"
 
-run_check updateSubGroup \
-    'has updateSubGroup "success" "no success line"; has updateSubGroup "groupName=$SUBGROUP" "group not echoed"' \
-    updateSubGroup -c "$CLUSTER" -g "$SUBGROUP"
+judge updateSubGroup \
+    'has updateSubGroup "success" "no success line"; has updateSubGroup "groupName=$SUBGROUP" "group not echoed"'
 
 # setConsumeMode: the broker takes the group's request mode for the topic (POP); a broker that
 # refuses it makes mqadmin throw with -b.
-run_check setConsumeMode \
-    'has setConsumeMode "success" "no success line"; has setConsumeMode "consume mode\[POP\]" "mode not echoed"' \
-    setConsumeMode -b "$BROKER_ADDR" -t "$TOPIC" -g "$GROUP" -m POP -q 0
+judge setConsumeMode \
+    'has setConsumeMode "success" "no success line"; has setConsumeMode "consume mode\[POP\]" "mode not echoed"'
 
-run_check deleteSubGroup \
-    'has deleteSubGroup "success" "no success line"' \
-    deleteSubGroup -c "$CLUSTER" -g "$SUBGROUP"
+judge deleteSubGroup \
+    'has deleteSubGroup "success" "no success line"'
 
 # deleteTopic: a topic created for it disappears from the topic list.
-mqadmin updateTopicTmp updateTopic -c "$CLUSTER" -t "$TMP_TOPIC" -r 2 -w 2
-mqadmin deleteTopic deleteTopic -c "$CLUSTER" -t "$TMP_TOPIC"
-rc=$?
-mqadmin topicListAfterDelete topicList
-mapfile -t problems < <(has updateTopicTmp "success" "creating $TMP_TOPIC failed"; has deleteTopic "success" "no success line"; lacks topicListAfterDelete "^$TMP_TOPIC\$" "$TMP_TOPIC still listed after deleteTopic"; has topicListAfterDelete "^$TOPIC\$" "$TOPIC gone after deleting another topic")
-verdict deleteTopic "$rc" "${problems[@]}"
+judge deleteTopic \
+    'has updateTopicTmp "success" "creating $TMP_TOPIC failed"; has deleteTopic "success" "no success line"; lacks topicListAfterDelete "^$TMP_TOPIC\$" "$TMP_TOPIC still listed after deleteTopic"; has topicListAfterDelete "^$TOPIC\$" "$TOPIC gone after deleting another topic"'
 
 # consumerProgress: every queue of the topic, consumer offset = broker offset, diff 0.
-run_check consumerProgress \
-    '[[ $(grep -c "^$TOPIC " "$WORK/consumerProgress.out") == 4 ]] || echo "expected 4 rows of $TOPIC"; has consumerProgress "Diff Total: 0" "diff total not 0"; [[ $(awk -v t="$TOPIC" "\$1 == t {s += \$4} END {print s + 0}" "$WORK/consumerProgress.out") == "$N" ]] || echo "broker offsets do not add up to $N"; [[ $(awk -v t="$TOPIC" "\$1 == t {s += \$5} END {print s + 0}" "$WORK/consumerProgress.out") == "$N" ]] || echo "consumer offsets do not add up to $N"' \
-    consumerProgress -g "$GROUP"
+judge consumerProgress \
+    '[[ $(grep -c "^$TOPIC " "$WORK/consumerProgress.out") == 4 ]] || echo "expected 4 rows of $TOPIC"; has consumerProgress "Diff Total: 0" "diff total not 0"; [[ $(awk -v t="$TOPIC" "\$1 == t {s += \$4} END {print s + 0}" "$WORK/consumerProgress.out") == "$N" ]] || echo "broker offsets do not add up to $N"; [[ $(awk -v t="$TOPIC" "\$1 == t {s += \$5} END {print s + 0}" "$WORK/consumerProgress.out") == "$N" ]] || echo "consumer offsets do not add up to $N"'
 
-run_check consumerConnection \
-    'has consumerConnection "@" "no client id"; has consumerConnection "JAVA" "no client language"; has consumerConnection "$TOPIC" "subscription to $TOPIC not shown"; has consumerConnection "CLUSTERING" "message model not shown"; has consumerConnection "CONSUME_PASSIVELY" "consume type not shown"; has consumerConnection "CONSUME_FROM_FIRST_OFFSET" "consume-from-where not shown"' \
-    consumerConnection -g "$GROUP"
+judge consumerConnection \
+    'has consumerConnection "@" "no client id"; has consumerConnection "JAVA" "no client language"; has consumerConnection "$TOPIC" "subscription to $TOPIC not shown"; has consumerConnection "CLUSTERING" "message model not shown"; has consumerConnection "CONSUME_PASSIVELY" "consume type not shown"; has consumerConnection "CONSUME_FROM_FIRST_OFFSET" "consume-from-where not shown"'
 
 # consumerStatus: the broker forwards GET_CONSUMER_RUNNING_INFO to the consumer itself; mqadmin
 # writes each client's running info to a file and judges the group from them.
-run_check consumerStatus \
-    'has consumerStatus "^1 .*@" "no running info of a client listed"; has consumerStatus "Rebalance OK" "rebalance of the group not judged OK"; lacks consumerStatus "not online|Exception" "an error was printed"' \
-    consumerStatus -g "$GROUP"
+judge consumerStatus \
+    'has consumerStatus "^1 .*@" "no running info of a client listed"; has consumerStatus "Rebalance OK" "rebalance of the group not judged OK"; lacks consumerStatus "not online|Exception" "an error was printed"'
 
-run_check producerConnection \
-    'has producerConnection "@" "no client id"; has producerConnection "JAVA" "no client language"' \
-    producerConnection -g "$PGROUP" -t "$TOPIC"
+judge producerConnection \
+    'has producerConnection "@" "no client id"; has producerConnection "JAVA" "no client language"'
 
-run_check brokerStatus \
-    'has brokerStatus "brokerVersionDesc" "no version"; has brokerStatus "msgPutTotalTodayNow" "no put total"' \
-    brokerStatus -b "$BROKER_ADDR"
+judge brokerStatus \
+    'has brokerStatus "brokerVersionDesc" "no version"; has brokerStatus "msgPutTotalTodayNow" "no put total"'
 
-run_check getBrokerConfig \
-    'has getBrokerConfig "brokerName[[:space:]]*=" "no brokerName"; has getBrokerConfig "brokerClusterName[[:space:]]*=[[:space:]]*$CLUSTER" "no cluster name"' \
-    getBrokerConfig -c "$CLUSTER"
+judge getBrokerConfig \
+    'has getBrokerConfig "brokerName[[:space:]]*=" "no brokerName"; has getBrokerConfig "brokerClusterName[[:space:]]*=[[:space:]]*$CLUSTER" "no cluster name"'
 
-run_check queryMsgById \
-    'has queryMsgById "$TOPIC" "topic not shown"; has queryMsgById "mqadmin-key-0" "keys not shown"; has queryMsgById "$UNIQ_KEY" "unique key not shown"' \
-    queryMsgById -i "$OFFSET_MSG_ID" -t "$TOPIC"
+judge queryMsgById \
+    'has queryMsgById "$TOPIC" "topic not shown"; has queryMsgById "mqadmin-key-0" "keys not shown"; has queryMsgById "$UNIQ_KEY" "unique key not shown"'
 
-run_check queryMsgByKey \
-    'has queryMsgByKey "$UNIQ_KEY" "message $UNIQ_KEY not found"' \
-    queryMsgByKey -t "$TOPIC" -k mqadmin-key-0
+judge queryMsgByKey \
+    'has queryMsgByKey "$UNIQ_KEY" "message $UNIQ_KEY not found"'
 
-run_check queryMsgByUniqueKey \
-    'has queryMsgByUniqueKey "mqadmin-key-0" "keys not shown"; has queryMsgByUniqueKey "$TOPIC" "topic not shown"' \
-    queryMsgByUniqueKey -t "$TOPIC" -i "$UNIQ_KEY"
+judge queryMsgByUniqueKey \
+    'has queryMsgByUniqueKey "mqadmin-key-0" "keys not shown"; has queryMsgByUniqueKey "$TOPIC" "topic not shown"'
 
 # resetOffsetByTime to now: every queue of the topic is reset to its end (N in all).
-run_check resetOffsetByTime \
-    '[[ $(count_rows resetOffsetByTime) == 4 ]] || echo "expected 4 queue rows"; [[ $(sum_column resetOffsetByTime 3) == "$N" ]] || echo "reset offsets add up to $(sum_column resetOffsetByTime 3), expected $N"' \
-    resetOffsetByTime -g "$GROUP" -t "$TOPIC" -s now
+judge resetOffsetByTime \
+    '[[ $(count_rows resetOffsetByTime) == 4 ]] || echo "expected 4 queue rows"; [[ $(sum_column resetOffsetByTime 3) == "$N" ]] || echo "reset offsets add up to $(sum_column resetOffsetByTime 3), expected $N"'
 
 ((PENDING_FAILED)) && echo "$PENDING_FAILED pending: features skiff has not built yet (tests/conformance/mqadmin-pending-on-skiff.txt)"
 echo "$PASSED passed, $FAILED failed"
