@@ -14,10 +14,10 @@
 # --only takes NAME (both modes) or NAME.tls / NAME.plain.
 #
 #   --broker apache   tests/conformance/apache/start.sh --proxy: name server + the Apache proxy
-#                     5.5.0 in local mode (broker inside the proxy's JVM); then, for the lite
-#                     topic scenarios (lite_*), start.sh --proxy-cluster: name server, broker
-#                     (enableLmq, enableMultiDispatch) and proxy in cluster mode, which 5.5.0
-#                     needs to serve lite subscriptions
+#                     5.5.0 in local mode (broker inside the proxy's JVM); beside it, for the
+#                     lite topic scenarios (lite_*), start.sh --proxy-cluster: name server,
+#                     broker (enableLmq, enableMultiDispatch) and proxy in cluster mode, which
+#                     5.5.0 needs to serve lite subscriptions
 #   --broker skiff    SKIFF_BIN, or `cargo build --release --bin skiff` in this checkout, then
 #                     `skiff serve --listen 127.0.0.1:P --grpc-listen 127.0.0.1:G --data-dir D`
 #   --tls on|off|both which passes to run (default both)
@@ -214,8 +214,9 @@ run_sitting() {
     timeout --kill-after=10 900 java -Xms128m -Xmx768m -XX:+UseSerialGC -Duser.home="$WORK/client-home" \
         -cp "$HARNESS_CP" skiff.conformance.grpc.Main "${args[@]}" \
         >"$WORK/$out" 2>"$WORK/${out%.out}.err"
-    rc=$?
+    echo $? >"$WORK/${out%.out}.rc"
     cleanup
+    return 0
 }
 
 # Whether --only names a scenario of each kind (lite topics' are lite_*).
@@ -227,18 +228,24 @@ if [[ -n $ONLY ]]; then
         if [[ $n == lite_* ]]; then WANT_LITE=1; else WANT_OTHER=1; fi
     done
 fi
-t0=$SECONDS rc=0 STARTED=1 OUTS=()
+t0=$SECONDS STARTED=1 OUTS=()
 if [[ $BROKER == apache ]]; then
     # Apache 5.5.0 serves lite topics only with its proxy in cluster mode; the rest is checked
-    # against the local mode the suite has always pinned.
+    # against the local mode the suite has always pinned. The two sittings run side by side, each
+    # on a broker of its own; every scenario names its own topics and groups, which is also what
+    # lets them all share one skiff.
+    SITTINGS=()
     if ((WANT_OTHER)); then
-        run_sitting other harness.out start_apache --proxy || STARTED=0
+        (trap cleanup EXIT; run_sitting other harness.out start_apache --proxy) &
+        SITTINGS+=($!)
         OUTS+=("$WORK/harness.out")
     fi
-    if ((WANT_LITE && STARTED)); then
-        run_sitting lite harness-lite.out start_apache --proxy-cluster "${APACHE_LITE_EXPIRY[@]}" || STARTED=0
+    if ((WANT_LITE)); then
+        (trap cleanup EXIT; run_sitting lite harness-lite.out start_apache --proxy-cluster "${APACHE_LITE_EXPIRY[@]}") &
+        SITTINGS+=($!)
         OUTS+=("$WORK/harness-lite.out")
     fi
+    for sitting in "${SITTINGS[@]}"; do wait "$sitting" || STARTED=0; done
 else
     run_sitting all harness.out start_skiff || STARTED=0
     OUTS+=("$WORK/harness.out")
@@ -257,10 +264,10 @@ while read -r name reason; do
     APACHE_FAILS[$name]=$reason
 done <"$HERE/grpc/apache-fails.txt"
 PASSED=0 FAILED=0
-echo "== gRPC conformance against $BROKER ($GRPC, TLS $TLS), $((SECONDS - t0))s, work dir $WORK"
+echo "== gRPC conformance against $BROKER (${GRPC:-the brokers of both sittings above}, TLS $TLS), $((SECONDS - t0))s, work dir $WORK"
 for n in "${NAMES[@]}"; do
     line=$(cat "${OUTS[@]}" | grep -E "^(PASS|FAIL) ${n//./\\.} " | tail -1)
-    [[ -n $line ]] || line="FAIL $n: no result (harness exit $rc; see $WORK/harness.err)"
+    [[ -n $line ]] || line="FAIL $n: no result (harness exit $(cat "$WORK"/harness*.rc | tr '\n' ' '); see $WORK/harness*.err)"
     known=${APACHE_FAILS[${n%.*}]:-}
     if [[ $BROKER == apache && -n $known ]]; then
         if [[ $line == FAIL* ]]; then
@@ -273,8 +280,8 @@ for n in "${NAMES[@]}"; do
     if [[ $line == PASS* ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
 if ((${#NAMES[@]} == 0)); then
-    log "the harness listed no scenarios (exit $rc)"
-    tail -5 "$WORK/harness.err" >&2
+    log "the harness listed no scenarios (exit $(cat "$WORK"/harness*.rc 2>/dev/null | tr '\n' ' '))"
+    tail -5 "$WORK"/harness*.err >&2
     FAILED=1
 fi
 if ((FAILED == 0 && !KEEP)) && [[ -z ${CONFORMANCE_WORK_DIR:-} ]]; then

@@ -4,11 +4,12 @@
 #   bash tests/interop/run.sh            # all clients (rust python)
 #   INTEROP_CLIENTS=python bash tests/interop/run.sh
 #
-# For each client: start `skiff serve` on a free loopback port with a fresh data dir, produce
-# COUNT messages, consume all of them with a push consumer group (which then lingers past one
-# 5 s offset-persist period and shuts down cleanly), stop skiff with SIGTERM, start it again on
-# the same data dir, and run the same group with --expect-none: nothing already committed may
-# arrive, and a probe message sent after the quiet window must (the consumer was live).
+# For each client (the clients side by side): start `skiff serve` on a free loopback port with a
+# fresh data dir, produce COUNT messages, consume all of them with a push consumer group (which
+# then lingers past one 5 s offset-persist period and shuts down cleanly), stop skiff with
+# SIGTERM, start it again on the same data dir, and run the same group with --expect-none:
+# nothing already committed may arrive, and a probe message sent after the quiet window must (the
+# consumer was live).
 #
 # Clients:
 #   rust    tests/interop/rust-client  (crate rocketmq-client-rust, own Cargo project)
@@ -336,11 +337,33 @@ run_client() {
     if [[ $status == PASS ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 }
 
+# The clients run side by side, each against its own skiff; a client's log is shown whole once
+# it is done, and its verdict comes back through WORK/CLIENT.summary.
+LANES=()
 for c in $CLIENTS; do
     case $c in
-        rust | python) run_client "$c" ;;
+        rust | python)
+            (
+                trap cleanup EXIT
+                run_client "$c"
+                printf '%s\n' "${SUMMARY[@]}" >"$WORK/$c.summary"
+            ) >"$WORK/$c.log" 2>&1 &
+            LANES+=("$!:$c")
+            ;;
         *) log "unknown client $c"; SUMMARY+=("$c: unknown client  FAIL"); FAILED=$((FAILED + 1)) ;;
     esac
+done
+for lane in "${LANES[@]}"; do
+    c=${lane#*:}
+    wait "${lane%%:*}"
+    cat "$WORK/$c.log"
+    if [[ -s $WORK/$c.summary ]]; then
+        line=$(cat "$WORK/$c.summary")
+    else
+        line="$c: no verdict (see $WORK/$c.log)  FAIL"
+    fi
+    SUMMARY+=("$line")
+    if [[ $line == *" PASS" ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
 
 echo
