@@ -3,6 +3,7 @@
 # run against Apache RocketMQ 5.5.0 with ACL 2.0 on (the oracle) or skiff with an [acl] config.
 #
 #   bash tests/conformance/acl.sh --broker apache|skiff [--only a,b] [--keep]
+#   bash tests/conformance/acl.sh --build-only   # resolve and build what a run needs, then exit
 #
 # Users and rights, the same on both brokers:
 #   rocketmq / 12345678        the super user (Apache: initAuthenticationUser; skiff: admin = true);
@@ -44,18 +45,19 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python3}
-BROKER="" KEEP=0 ONLY=""
-usage="usage: $0 --broker apache|skiff [--only a,b] [--keep]"
+BROKER="" KEEP=0 ONLY="" BUILD_ONLY=0
+usage="usage: $0 --broker apache|skiff [--only a,b] [--keep] | --build-only"
 while (($#)); do
     case $1 in
         --broker) BROKER=$2; shift ;;
         --only) ONLY=$2; shift ;;
         --keep) KEEP=1 ;;
+        --build-only) BUILD_ONLY=1 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
-[[ $BROKER == skiff || $BROKER == apache ]] || { echo "$usage" >&2; exit 2; }
+[[ $BROKER == skiff || $BROKER == apache ]] || ((BUILD_ONLY)) || { echo "$usage" >&2; exit 2; }
 log() { printf '[acl %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 fail_setup() { log "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
 MAX_LIFETIME=600
@@ -67,18 +69,11 @@ ALL_SCENARIOS=(acl_allowed_send_and_consume acl_denied_topic acl_denied_group ac
 selected() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 
 # ---- mqadmin's classpath and the harness, built once -------------------------------------------
-VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/mqadmin/pom.xml")
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
-TOOLS_CP_FILE=$CACHE/rocketmq-tools-$VERSION.classpath
 mkdir -p "$CACHE"
-if [[ ! -s $TOOLS_CP_FILE || $HERE/mqadmin/pom.xml -nt $TOOLS_CP_FILE ]]; then
-    log "resolving rocketmq-tools $VERSION with Maven (once; cached in ~/.m2)"
-    nice -n 10 mvn -q -B -f "$HERE/mqadmin/pom.xml" dependency:build-classpath \
-        -Dmdep.outputFile="$TOOLS_CP_FILE.tmp" >"$CACHE/mvn-tools.log" 2>&1 \
-        || fail_setup "mvn dependency:build-classpath for rocketmq-tools (see $CACHE/mvn-tools.log)"
-    mv "$TOOLS_CP_FILE.tmp" "$TOOLS_CP_FILE"
-fi
-TOOLS_CP=$(cat "$TOOLS_CP_FILE")
+# shellcheck source=tests/conformance/mqadmin/tools.sh
+source "$HERE/mqadmin/tools.sh"
+resolve_tools
 
 ACL_DIR=$HERE/acl
 CP_FILE=$ACL_DIR/target/classpath.txt
@@ -91,6 +86,7 @@ if [[ ! -s $CP_FILE || ! -d $ACL_DIR/target/classes \
     touch "$CP_FILE"
 fi
 HARNESS_CP=$ACL_DIR/target/classes:$(cat "$CP_FILE")
+((BUILD_ONLY)) && exit 0
 
 WORK=${CONFORMANCE_WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/skiff-acl.XXXXXX")}
 mkdir -p "$WORK/client-home"
@@ -201,7 +197,7 @@ printf 'accessKey: %s\nsecretKey: %s\n' "$ALICE_AK" "$ALICE_SK" >"$WORK/mqadmin-
 mqadmin() {
     local name=$1 who=$2
     shift 2
-    (cd "$WORK" && exec timeout --kill-after=5 90 java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    (cd "$WORK" && exec timeout --kill-after=5 90 java "${TOOLS_JVM_FLAGS[@]}" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
         -Duser.home="$WORK/client-home" -Drocketmq.home.dir="$WORK/mqadmin-$who" -Drocketmq.client.logUseSlf4j=false \
         -cp "$TOOLS_CP" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$NAMESRV") \
         >"$WORK/$name.out" 2>&1

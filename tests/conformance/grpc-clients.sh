@@ -4,6 +4,7 @@
 #
 #   bash tests/conformance/grpc-clients.sh --broker apache|skiff [--only python,node,rust]
 #                                          [--tls on|off|both] [--keep]
+#   bash tests/conformance/grpc-clients.sh --build-only [--only ...]   # install/build the clients
 #
 # Each smoke (grpc-clients/{python,node,rust}): a topic (NORMAL, 4 queues) and a group created
 # over remoting (grpc-clients/admin/SmokeAdmin.java, DefaultMQAdminExt as mqadmin; gRPC has no
@@ -47,18 +48,20 @@ ROOT=$(cd "$HERE/../.." && pwd)
 GC=$HERE/grpc-clients
 PYTHON=${PYTHON:-python3}
 BROKER="" ONLY=python,node,rust KEEP=0 TLS=both
-usage="usage: $0 --broker skiff|apache [--only python,node,rust] [--tls on|off|both] [--keep]"
+usage="usage: $0 --broker skiff|apache [--only python,node,rust] [--tls on|off|both] [--keep] | --build-only"
+BUILD_ONLY=0
 while (($#)); do
     case $1 in
         --broker) BROKER=$2; shift ;;
         --only) ONLY=$2; shift ;;
         --tls) TLS=$2; shift ;;
         --keep) KEEP=1 ;;
+        --build-only) BUILD_ONLY=1 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
-[[ $BROKER == skiff || $BROKER == apache ]] || { echo "$usage" >&2; exit 2; }
+[[ $BROKER == skiff || $BROKER == apache ]] || ((BUILD_ONLY)) || { echo "$usage" >&2; exit 2; }
 [[ $TLS == on || $TLS == off || $TLS == both ]] || { echo "$usage" >&2; exit 2; }
 CLIENTS=()
 for c in ${ONLY//,/ }; do
@@ -99,23 +102,17 @@ pins_changed() {
     [[ $(cat "$stamp" 2>/dev/null) != "$(pins_of "$@")" ]]
 }
 
-VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/mqadmin/pom.xml")
-TOOLS_CP_FILE=$CACHE/rocketmq-tools-$VERSION.classpath
-if [[ ! -s $TOOLS_CP_FILE || $HERE/mqadmin/pom.xml -nt $TOOLS_CP_FILE ]]; then
-    log "resolving rocketmq-tools $VERSION with Maven (once; cached in ~/.m2)"
-    nice -n 10 mvn -q -B -f "$HERE/mqadmin/pom.xml" dependency:build-classpath \
-        -Dmdep.outputFile="$TOOLS_CP_FILE.tmp" >"$CACHE/mvn-tools.log" 2>&1 \
-        || fail_setup "mvn dependency:build-classpath for rocketmq-tools (see $CACHE/mvn-tools.log)"
-    mv "$TOOLS_CP_FILE.tmp" "$TOOLS_CP_FILE"
-fi
+# shellcheck source=tests/conformance/mqadmin/tools.sh
+source "$HERE/mqadmin/tools.sh"
+resolve_tools
 ADMIN_CLASSES=$CACHE/grpc-clients-admin
 if newer_than "$ADMIN_CLASSES/SmokeAdmin.class" "$GC/admin/SmokeAdmin.java" "$TOOLS_CP_FILE"; then
     log "compiling SmokeAdmin"
     mkdir -p "$ADMIN_CLASSES"
-    javac -d "$ADMIN_CLASSES" -cp "$(cat "$TOOLS_CP_FILE")" "$GC/admin/SmokeAdmin.java" \
+    javac -d "$ADMIN_CLASSES" -cp "$TOOLS_CP" "$GC/admin/SmokeAdmin.java" \
         >"$WORK/javac.log" 2>&1 || fail_setup "javac SmokeAdmin.java; see $WORK/javac.log"
 fi
-ADMIN_CP=$ADMIN_CLASSES:$(cat "$TOOLS_CP_FILE")
+ADMIN_CP=$ADMIN_CLASSES:$TOOLS_CP
 
 BUILD_FAILED=()
 PY_VENV=$CACHE/py-grpc
@@ -155,6 +152,11 @@ for c in "${CLIENTS[@]}"; do
     esac
 done
 log "clients ready after $((SECONDS - T_START))s"
+if ((BUILD_ONLY)); then
+    ((${#BUILD_FAILED[@]} == 0)) || exit 1
+    [[ -n ${CONFORMANCE_WORK_DIR:-} ]] || rm -rf "$WORK"
+    exit 0
+fi
 
 # ---- broker under test (as grpc.sh) -------------------------------------------------------------
 SKIFF_PID="" WATCHDOG_PID="" APACHE_DIR="" SMOKE_PIDS=()

@@ -3,6 +3,7 @@
 # main class org.apache.rocketmq.tools.command.MQAdminStartup) against one broker.
 #
 #   bash tests/conformance/mqadmin.sh --broker skiff|apache [--keep]
+#   bash tests/conformance/mqadmin.sh --build-only   # resolve and build what a run needs, then exit
 #
 # Starts the broker as run.sh does (skiff: SKIFF_BIN or `cargo build --release --bin skiff`, then
 # `skiff serve` on a free port with a fresh data dir; apache: apache/start.sh), creates a topic
@@ -16,7 +17,8 @@
 # without counting as failures; one that passes fails the run until its line is removed.
 #
 # The tool's classpath is resolved once from mqadmin/pom.xml with Maven into ~/.m2 and a
-# classpath file under ${XDG_CACHE_HOME:-~/.cache}/skiff-conformance.
+# classpath file under ${XDG_CACHE_HOME:-~/.cache}/skiff-conformance, beside a class-data archive
+# of its classes that starts each run's JVM with less CPU (mqadmin/tools.sh).
 # Environment: SKIFF_BIN, CONFORMANCE_WORK_DIR, PYTHON (as run.sh).
 
 set -uo pipefail
@@ -24,33 +26,28 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python3}
-BROKER="" KEEP=0
+BROKER="" KEEP=0 BUILD_ONLY=0
+usage="usage: $0 --broker skiff|apache [--keep] | --build-only"
 while (($#)); do
     case $1 in
         --broker) BROKER=$2; shift ;;
         --keep) KEEP=1 ;;
-        *) echo "usage: $0 --broker skiff|apache [--keep]" >&2; exit 2 ;;
+        --build-only) BUILD_ONLY=1 ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
-[[ $BROKER == skiff || $BROKER == apache ]] || { echo "usage: $0 --broker skiff|apache [--keep]" >&2; exit 2; }
+[[ $BROKER == skiff || $BROKER == apache ]] || ((BUILD_ONLY)) || { echo "$usage" >&2; exit 2; }
 log() { printf '[mqadmin %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 MAX_LIFETIME=900
 fail_setup() { log "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
 
 # ---- mqadmin's classpath, resolved once ---------------------------------------------------
-VERSION=$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$HERE/mqadmin/pom.xml")
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
-TOOLS_CP_FILE=$CACHE/rocketmq-tools-$VERSION.classpath
 mkdir -p "$CACHE"
-if [[ ! -s $TOOLS_CP_FILE || $HERE/mqadmin/pom.xml -nt $TOOLS_CP_FILE ]]; then
-    log "resolving rocketmq-tools $VERSION with Maven (once; cached in ~/.m2)"
-    nice -n 10 mvn -q -B -f "$HERE/mqadmin/pom.xml" dependency:build-classpath \
-        -Dmdep.outputFile="$TOOLS_CP_FILE.tmp" >"$CACHE/mvn-tools.log" 2>&1 \
-        || fail_setup "mvn dependency:build-classpath for rocketmq-tools (see $CACHE/mvn-tools.log)"
-    mv "$TOOLS_CP_FILE.tmp" "$TOOLS_CP_FILE"
-fi
-TOOLS_CP=$(cat "$TOOLS_CP_FILE")
+# shellcheck source=tests/conformance/mqadmin/tools.sh
+source "$HERE/mqadmin/tools.sh"
+resolve_tools
 
 # ---- the Java harness (for the setup), built as run.sh builds it -------------------------
 JAVA_DIR=$HERE/java
@@ -63,6 +60,7 @@ if [[ ! -s $CP_FILE || ! -d $JAVA_DIR/target/classes \
     touch "$CP_FILE"
 fi
 HARNESS_CP=$JAVA_DIR/target/classes:$(cat "$CP_FILE")
+((BUILD_ONLY)) && exit 0
 
 WORK=${CONFORMANCE_WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/skiff-mqadmin.XXXXXX")}
 mkdir -p "$WORK/client-home"
@@ -124,7 +122,7 @@ log "$BROKER ready at $NAMESRV; work dir $WORK"
 mqadmin() {
     local name=$1
     shift
-    (cd "$WORK" && exec timeout --kill-after=5 90 java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    (cd "$WORK" && exec timeout --kill-after=5 90 java "${TOOLS_JVM_FLAGS[@]}" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
         -Duser.home="$WORK/client-home" -Drocketmq.client.logUseSlf4j=false \
         -cp "$TOOLS_CP" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$NAMESRV") \
         >"$WORK/$name.out" 2>&1
