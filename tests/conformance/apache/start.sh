@@ -117,6 +117,9 @@ VERSION=${ROCKETMQ_VERSION:-$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.ver
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/skiff-conformance
 CP_FILE=$CACHE/apache-$KIND-$VERSION.classpath
 mkdir -p "$CACHE"
+# Suites start brokers side by side: one resolves while the others wait, then find it done.
+exec {cp_lock}>"$CP_FILE.lock"
+flock "$cp_lock"
 if [[ ! -s $CP_FILE || $POM -nt $CP_FILE ]]; then
     log "resolving Apache $KIND $VERSION with Maven (once; cached in ~/.m2)"
     if ! nice -n 10 mvn -q -B -f "$POM" -Drocketmq.version="$VERSION" \
@@ -127,6 +130,7 @@ if [[ ! -s $CP_FILE || $POM -nt $CP_FILE ]]; then
     fi
     mv "$CP_FILE.tmp" "$CP_FILE"
 fi
+exec {cp_lock}>&-
 CP=$(cat "$CP_FILE")
 
 # ---- bench profile: 5.5.0's busy-spinning TransactionMetricsFlushService -------------------

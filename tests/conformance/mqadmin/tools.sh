@@ -16,6 +16,10 @@ TOOLS_ARCHIVE=$CACHE/rocketmq-tools-$TOOLS_VERSION.jsa
 # start dozens of them side by side. A JVM that finds the archive does not match its classpath
 # or its own version runs without it.
 resolve_tools() {
+    # Suites run side by side: one resolves while the others wait, then find it done.
+    local lock
+    exec {lock}>"$TOOLS_CP_FILE.lock"
+    flock "$lock"
     if [[ ! -s $TOOLS_CP_FILE || $HERE/mqadmin/pom.xml -nt $TOOLS_CP_FILE ]]; then
         log "resolving rocketmq-tools $TOOLS_VERSION with Maven (once; cached in ~/.m2)"
         nice -n 10 mvn -q -B -f "$HERE/mqadmin/pom.xml" dependency:build-classpath \
@@ -42,6 +46,7 @@ resolve_tools() {
             log "no class-data archive was made; mqadmin runs without one"
         fi
     fi
+    exec {lock}>&-
     TOOLS_JVM_FLAGS=()
     [[ -s $TOOLS_ARCHIVE ]] && TOOLS_JVM_FLAGS=(-XX:SharedArchiveFile="$TOOLS_ARCHIVE" -Xlog:disable)
 }
