@@ -264,10 +264,11 @@ while read -r name reason; do
     APACHE_FAILS[$name]=$reason
 done <"$HERE/grpc/apache-fails.txt"
 PASSED=0 FAILED=0
+HARNESS_EXITS=$(cat "$WORK"/harness*.rc 2>/dev/null | tr '\n' ' ')
 echo "== gRPC conformance against $BROKER (${GRPC:-the brokers of both sittings above}, TLS $TLS), $((SECONDS - t0))s, work dir $WORK"
 for n in "${NAMES[@]}"; do
     line=$(cat "${OUTS[@]}" | grep -E "^(PASS|FAIL) ${n//./\\.} " | tail -1)
-    [[ -n $line ]] || line="FAIL $n: no result (harness exit $(cat "$WORK"/harness*.rc | tr '\n' ' '); see $WORK/harness*.err)"
+    [[ -n $line ]] || line="FAIL $n: no result (harness exit $HARNESS_EXITS; see $WORK/harness*.err)"
     known=${APACHE_FAILS[${n%.*}]:-}
     if [[ $BROKER == apache && -n $known ]]; then
         if [[ $line == FAIL* ]]; then
@@ -280,7 +281,7 @@ for n in "${NAMES[@]}"; do
     if [[ $line == PASS* ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
 if ((${#NAMES[@]} == 0)); then
-    log "the harness listed no scenarios (exit $(cat "$WORK"/harness*.rc 2>/dev/null | tr '\n' ' '))"
+    log "the harness listed no scenarios (exit $HARNESS_EXITS)"
     tail -5 "$WORK"/harness*.err >&2
     FAILED=1
 fi

@@ -166,12 +166,16 @@ verdict() {
 # has NAME REGEX DESCRIPTION: prints DESCRIPTION when NAME's output has no line matching REGEX.
 has() { grep -Eq -- "$2" "$WORK/$1.out" || echo "$3"; }
 lacks() { grep -Eq -- "$2" "$WORK/$1.out" && echo "$3"; }
-# run_check NAME 'CHECKS' ARGS...: runs mqadmin, then CHECKS (shell code printing problems).
-run_check() {
-    local name=$1 checks=$2
-    shift 2
-    mqadmin "$name" "$@"
-    local rc=$? problems=()
+# in_lane NAME ARGS...: runs mqadmin as `mqadmin` does and keeps its exit status in WORK/NAME.rc.
+in_lane() {
+    mqadmin "$@"
+    echo $? >"$WORK/$1.rc"
+}
+# judge NAME 'CHECKS': the verdict on NAME's run, from its kept exit status and CHECKS (shell
+# code printing problems).
+judge() {
+    local name=$1 checks=$2 rc problems=()
+    rc=$(cat "$WORK/$name.rc" 2>/dev/null) || rc=255
     mapfile -t problems < <(eval "$checks")
     verdict "$name" "$rc" "${problems[@]}"
 }
@@ -195,9 +199,9 @@ grep -Eq 'true[[:space:]]*$' "$WORK/clusterList.out" || problems+=("broker not s
 verdict clusterList "$rc" "${problems[@]}"
 CLUSTER=${CLUSTER:-none} BROKER_ADDR=${BROKER_ADDR:-none}
 
-run_check updateTopic \
-    'has updateTopic "success" "no success line"; has updateTopic "readQueueNums=4, writeQueueNums=4" "queue counts not echoed"' \
-    updateTopic -c "$CLUSTER" -t "$TOPIC" -r 4 -w 4
+in_lane updateTopic updateTopic -c "$CLUSTER" -t "$TOPIC" -r 4 -w 4
+judge updateTopic \
+    'has updateTopic "success" "no success line"; has updateTopic "readQueueNums=4, writeQueueNums=4" "queue counts not echoed"'
 
 log "setup: $N messages with keys, consumed by $GROUP"
 timeout --kill-after=5 300 java -Xms64m -Xmx256m -XX:+UseSerialGC -Duser.home="$WORK/client-home" \
@@ -223,18 +227,6 @@ OFFSET_MSG_ID=$(sed -n 's/^OFFSET_MSG_ID=//p' "$WORK/setup.out")
 # side in lanes (an mqadmin run spends most of its 3-5 s starting a JVM and waiting for its client
 # to close), each lane in the order its commands depend on. The checks then judge every output in
 # the order written. resetOffsetByTime moves the group's offsets: it runs last, alone.
-# in_lane NAME ARGS...: runs mqadmin as `mqadmin` does and keeps its exit status in WORK/NAME.rc.
-in_lane() {
-    mqadmin "$@"
-    echo $? >"$WORK/$1.rc"
-}
-# judge NAME 'CHECKS': the verdict on NAME's run, from its kept exit status and CHECKS.
-judge() {
-    local name=$1 checks=$2 rc problems=()
-    rc=$(cat "$WORK/$name.rc" 2>/dev/null) || rc=255
-    mapfile -t problems < <(eval "$checks")
-    verdict "$name" "$rc" "${problems[@]}"
-}
 TYPO_TOPIC=mqadmin_typo_$RUN
 LANES=()
 (

@@ -338,7 +338,8 @@ run_client() {
 }
 
 # The clients run side by side, each against its own skiff; a client's log is shown whole once
-# it is done, and its verdict comes back through WORK/CLIENT.summary.
+# it is done, its summary line comes back through WORK/CLIENT.summary and its verdict as the exit
+# status.
 LANES=()
 for c in $CLIENTS; do
     case $c in
@@ -347,6 +348,7 @@ for c in $CLIENTS; do
                 trap cleanup EXIT
                 run_client "$c"
                 printf '%s\n' "${SUMMARY[@]}" >"$WORK/$c.summary"
+                ((FAILED == 0))
             ) >"$WORK/$c.log" 2>&1 &
             LANES+=("$!:$c")
             ;;
@@ -355,15 +357,13 @@ for c in $CLIENTS; do
 done
 for lane in "${LANES[@]}"; do
     c=${lane#*:}
-    wait "${lane%%:*}"
+    if wait "${lane%%:*}"; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
     cat "$WORK/$c.log"
     if [[ -s $WORK/$c.summary ]]; then
-        line=$(cat "$WORK/$c.summary")
+        SUMMARY+=("$(cat "$WORK/$c.summary")")
     else
-        line="$c: no verdict (see $WORK/$c.log)  FAIL"
+        SUMMARY+=("$c: no summary (see $WORK/$c.log)  FAIL")
     fi
-    SUMMARY+=("$line")
-    if [[ $line == *" PASS" ]]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
 
 echo
